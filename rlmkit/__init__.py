@@ -1,0 +1,40 @@
+"""rlmkit: Recursive Language Models as typed, composable DSPy-style modules.
+
+Names are loaded on first use, so ``import rlmkit`` (and the CLI) stay fast and never
+touch the network; litellm and dspy are imported only when an LM or RLM is built.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "RLM": "rlmkit.rlm",
+    "LM": "rlmkit.lm",
+    "Completion": "rlmkit.lm",
+    "configure": "rlmkit.lm",
+    "local_lm": "rlmkit.local",
+    "Budget": "rlmkit.budget",
+    "Trajectory": "rlmkit.trajectory",
+    "TrajectoryLog": "rlmkit.trajectory",
+    "errors": "rlmkit.errors",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _EXPORTS.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'rlmkit' has no attribute {name!r}")
+    module = importlib.import_module(module_name)
+    value = module if name == "errors" else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -1,0 +1,92 @@
+"""One Budget shared by a whole tree of calls (root, sub-calls, child RLMs).
+
+A child never gets a budget of its own: it charges the root's, so it can never spend
+what the root does not have. Thread-safe, because sub-calls are charged from the
+sandbox's callback threads and from the event loop alike.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from rlmkit.errors import BudgetExceeded
+
+
+@dataclass
+class Budget:
+    """Limits for a run: LM calls, tokens, dollars, wall seconds. ``None`` means unlimited."""
+
+    max_calls: int | None = None
+    max_tokens: int | None = None
+    max_cost: float | None = None
+    max_seconds: float | None = None
+
+    calls: int = field(default=0, init=False)
+    tokens: int = field(default=0, init=False)
+    cost: float = field(default=0.0, init=False)
+    started_at: float | None = field(default=None, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for name in ("max_calls", "max_tokens", "max_cost", "max_seconds"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ValueError(f"Budget.{name} must be positive or None, got {value!r}")
+
+    # -- lifecycle -------------------------------------------------------------
+    def start(self) -> "Budget":
+        """Start the wall clock (idempotent: the first start of a tree wins)."""
+        with self._lock:
+            if self.started_at is None:
+                self.started_at = time.monotonic()
+        return self
+
+    @property
+    def elapsed(self) -> float:
+        return 0.0 if self.started_at is None else time.monotonic() - self.started_at
+
+    def limits(self) -> dict[str, float | None]:
+        return {
+            "max_calls": self.max_calls,
+            "max_tokens": self.max_tokens,
+            "max_cost": self.max_cost,
+            "max_seconds": self.max_seconds,
+        }
+
+    def used(self) -> dict[str, float]:
+        return {"calls": self.calls, "tokens": self.tokens, "cost": self.cost, "seconds": self.elapsed}
+
+    def remaining_seconds(self) -> float | None:
+        return None if self.max_seconds is None else max(0.0, self.max_seconds - self.elapsed)
+
+    # -- checks ----------------------------------------------------------------
+    def check(self) -> None:
+        """Raise BudgetExceeded if any limit is already spent. Called before every LM call."""
+        with self._lock:
+            self._check_locked(next_call=True)
+
+    def charge(self, *, calls: int = 1, tokens: int = 0, cost: float = 0.0) -> None:
+        """Record spending after a call. Raises once a limit is passed (the call itself is kept)."""
+        with self._lock:
+            self.calls += calls
+            self.tokens += tokens
+            self.cost += cost or 0.0
+            self._check_locked(next_call=False)
+
+    def _check_locked(self, *, next_call: bool) -> None:
+        over = []
+        if self.max_calls is not None and (self.calls >= self.max_calls if next_call else self.calls > self.max_calls):
+            over.append(("calls", self.max_calls, self.calls))
+        if self.max_tokens is not None and self.tokens > self.max_tokens:
+            over.append(("tokens", self.max_tokens, self.tokens))
+        if self.max_cost is not None and self.cost > self.max_cost:
+            over.append(("cost", self.max_cost, self.cost))
+        if self.max_seconds is not None and self.elapsed > self.max_seconds:
+            over.append(("seconds", self.max_seconds, round(self.elapsed, 3)))
+        if over:
+            kind, limit, used = over[0]
+            raise BudgetExceeded(
+                f"budget exceeded: {kind} used {used} of {limit}", kind=kind, limit=limit, used=used
+            )

@@ -1,0 +1,126 @@
+"""Typed errors for rlmkit.
+
+Three families, kept apart so callers can tell who has to act:
+- ``UserError``: the caller passed something wrong; raised before any LM call where possible.
+- ``RunError``: a run failed part-way; it carries the partial trajectory so nothing is lost.
+- ``LMError``: the model provider failed (after retries), or could not be reached.
+
+``Finish`` is a BaseException so that the model's own ``except Exception`` in REPL code
+cannot swallow the signal that the run is over.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class RLMKitError(Exception):
+    """Base class of every error rlmkit raises on purpose."""
+
+
+# ---------------------------------------------------------------- user mistakes
+class UserError(RLMKitError, ValueError):
+    """The caller passed something rlmkit cannot use. Raised before any LM call."""
+
+
+class SignatureError(UserError):
+    """A signature that cannot drive an RLM (no outputs, unparseable, ...)."""
+
+
+class MissingInputError(UserError):
+    """An input field of the signature was not given at call time."""
+
+
+class ContextError(UserError):
+    """A context that cannot be sent into the sandbox (not serialisable, missing path, ...)."""
+
+
+class ConfigError(UserError):
+    """An unknown protocol / sandbox / backend name, or an inconsistent option."""
+
+
+# ---------------------------------------------------------------- provider failures
+class LMError(RLMKitError):
+    """A model call failed. ``model`` names the model; never includes API keys."""
+
+    def __init__(self, message: str, *, model: str | None = None, status: int | None = None):
+        super().__init__(message)
+        self.model = model
+        self.status = status
+
+
+class LMConfigError(LMError, UserError):
+    """An unknown model string, a missing provider key, a bad api_base."""
+
+
+class LMUnavailableError(LMError):
+    """The provider could not be reached, or retries were exhausted."""
+
+
+class LocalModelError(LMError):
+    """The embedded model could not be assembled, verified or started."""
+
+
+# ---------------------------------------------------------------- run failures
+class RunError(RLMKitError):
+    """A run ended without a valid answer. ``trajectory`` holds everything finished so far."""
+
+    def __init__(self, message: str, *, trajectory: Any = None):
+        super().__init__(message)
+        self.trajectory = trajectory
+
+
+class BudgetExceeded(RunError):
+    """A limit of the shared Budget was reached (``kind``: calls, tokens, cost, seconds, depth)."""
+
+    def __init__(self, message: str, *, kind: str, limit: float, used: float, trajectory: Any = None):
+        super().__init__(message, trajectory=trajectory)
+        self.kind = kind
+        self.limit = limit
+        self.used = used
+
+
+class MaxIterationsError(RunError):
+    """The root ran ``max_iterations`` turns and the final extraction failed too."""
+
+
+class OutputValidationError(RunError):
+    """The final outputs could not be validated against the signature."""
+
+
+class SandboxError(RunError):
+    """The sandbox could not start or died in a way a restart could not repair."""
+
+
+class CellTimeout(RLMKitError):
+    """A cell ran past ``cell_timeout`` (fed back to the model; the run goes on)."""
+
+
+# ---------------------------------------------------------------- control flow
+class Finish(BaseException):  # noqa: N818 - a signal, not an error
+    """Raised inside the REPL to end a cell once an answer is submitted."""
+
+    def __init__(self, value: Any = None):
+        super().__init__("finish")
+        self.value = value
+
+
+__all__ = [
+    "RLMKitError",
+    "UserError",
+    "SignatureError",
+    "MissingInputError",
+    "ContextError",
+    "ConfigError",
+    "LMError",
+    "LMConfigError",
+    "LMUnavailableError",
+    "LocalModelError",
+    "RunError",
+    "BudgetExceeded",
+    "MaxIterationsError",
+    "OutputValidationError",
+    "SandboxError",
+    "CellTimeout",
+    "Finish",
+]

@@ -1,0 +1,83 @@
+"""The sandbox interface: one small contract, several backends.
+
+A sandbox holds a Python namespace that persists across cells. The host puts the run's
+inputs in once (``start``), then runs cells (``run``). Code in the sandbox calls host
+functions (``llm_query``, typed sub-calls, ``SUBMIT`` ...) by name; arguments and results
+cross as pickles. A host function that raises ``rlmkit.errors.Finish`` ends the cell at
+once (the sandbox raises its own BaseException inside the cell, which the model's
+``except Exception`` cannot catch) and the cell result carries ``finished=True`` and the
+Finish value.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Callable
+
+HostFunction = Callable[..., Any]
+
+
+@dataclass
+class SandboxLimits:
+    """OS-level limits for a sandbox. ``None`` disables a limit."""
+
+    cell_timeout: float | None = 60.0  # seconds of code time per cell (time waiting on host calls excluded)
+    memory_bytes: int | None = 4 * 1024**3  # address-space limit of the worker
+    max_processes: int | None = 0  # extra processes the worker may create (0: none)
+    max_output_chars: int = 1_000_000  # stdout/stderr kept per cell (head + tail) before the model's own cut
+    max_file_bytes: int | None = 256 * 1024**2  # largest file the worker may write
+    network: bool = False
+
+
+@dataclass
+class CellResult:
+    stdout: str = ""
+    stderr: str = ""
+    error: str | None = None  # formatted traceback (or a message) of what the cell raised
+    timed_out: bool = False
+    restarted: bool = False  # the worker was killed and restarted (its variables are reset to the inputs)
+    finished: bool = False  # a host function raised Finish
+    finish_value: Any = None
+    duration_s: float = 0.0  # wall time of the cell
+    host_s: float = 0.0  # of which spent inside host functions
+
+
+class Sandbox(ABC):
+    """Backends: ``process`` (default), ``inline`` (debug only), ``monty`` (optional)."""
+
+    name: str = "base"
+
+    def __init__(self, limits: SandboxLimits | None = None):
+        self.limits = limits or SandboxLimits()
+
+    @abstractmethod
+    def start(
+        self,
+        variables: dict[str, Any],
+        functions: dict[str, HostFunction],
+        prelude: str = "",
+    ) -> None:
+        """Create the namespace with ``variables``, host ``functions`` and run ``prelude`` once.
+
+        ``prelude`` is Python source (defines wrappers such as ``FINAL_VAR`` or
+        ``classify.batched`` on top of the host functions). Variables cross exactly once.
+        """
+
+    @abstractmethod
+    def run(self, code: str) -> CellResult:
+        """Run one cell; never raises for errors in the code (they go into the result)."""
+
+    @abstractmethod
+    def get(self, name: str, default: Any = None) -> Any:
+        """Read a variable back from the namespace (pickled across), or ``default``."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Stop the worker and remove its working directory. Idempotent."""
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,279 @@
+"""Trajectories: everything a run did, as pydantic data.
+
+What a trajectory holds (and what it never holds):
+- run metadata: models, protocol, limits, signature. Never API keys.
+- every root turn: the messages sent (stored as a delta against the previous turn, so a
+  log stays linear in turns; ``Trajectory.turn_messages(i)`` rebuilds them byte for byte),
+  the reply, each code block with stdout / stderr / error / duration, and every sub-call
+  made from that block (child RLM runs nest their whole trajectory).
+- inputs as ``VariableInfo``: type, size, sha256 and a short preview, never the body, so a
+  log's size does not grow with the context.
+
+``TrajectoryLog`` streams runs to JSONL as they go: one line per event, each line flushed
+whole, so a crash leaves every finished turn readable. ``TrajectoryLog.read`` rebuilds the
+runs and skips (and counts) lines it cannot parse.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Iterator, Literal
+
+from pydantic import BaseModel, Field
+
+SCHEMA_VERSION = 1
+PREVIEW_CHARS = 200
+
+
+class Message(BaseModel):
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class Usage(BaseModel):
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+    cached_calls: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, other: "Usage") -> "Usage":
+        return Usage(
+            calls=self.calls + other.calls,
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cost=self.cost + other.cost,
+            cached_calls=self.cached_calls + other.cached_calls,
+        )
+
+
+class VariableInfo(BaseModel):
+    """What a trajectory keeps of an input: never the body."""
+
+    name: str
+    type: str
+    size: int  # characters for text, items for list/dict, bytes for files
+    sha256: str
+    preview: str
+
+
+class SubCall(BaseModel):
+    id: str = Field(default_factory=lambda: uuid.uuid4().hex[:12])
+    kind: Literal["llm_query", "typed", "rlm_query", "tool"]
+    name: str  # function name in the REPL (llm_query, classify, ...)
+    model: str | None = None
+    depth: int = 1
+    prompt: str = ""  # bounded copy (see Trajectory limits)
+    reply: str = ""  # bounded copy
+    usage: Usage = Field(default_factory=Usage)
+    started_s: float = 0.0  # seconds since the run started
+    duration_s: float = 0.0
+    error: str | None = None
+    batch: int | None = None  # index within a batched call, if any
+    child: "Trajectory | None" = None  # the child RLM's whole run, for rlm_query
+
+
+class CodeBlock(BaseModel):
+    code: str
+    stdout: str = ""  # bounded copy (head + tail)
+    stderr: str = ""
+    error: str | None = None  # traceback text of an exception the cell raised
+    timed_out: bool = False
+    restarted: bool = False  # the worker was killed and restarted after this cell
+    duration_s: float = 0.0
+    subcalls: list[SubCall] = Field(default_factory=list)
+
+
+class Turn(BaseModel):
+    index: int
+    keep: int  # messages of (previous turn's messages + its reply) reused as this turn's prefix
+    new_messages: list[Message]  # appended after the kept prefix
+    reply: str
+    model: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    started_s: float = 0.0
+    duration_s: float = 0.0  # LM time + code time
+    lm_duration_s: float = 0.0
+    blocks: list[CodeBlock] = Field(default_factory=list)
+    feedback: str | None = None  # what the model is told after this turn (the next user message)
+    final: bool = False  # this turn ended the run
+
+
+class RunMeta(BaseModel):
+    run_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    parent_id: str | None = None
+    depth: int = 0
+    signature: str
+    instructions: str = ""
+    protocol: str
+    sandbox: str
+    model: str | None = None
+    sub_model: str | None = None
+    limits: dict[str, Any] = Field(default_factory=dict)
+    inputs: list[VariableInfo] = Field(default_factory=list)
+    task: dict[str, Any] = Field(default_factory=dict)  # free-form: suite, example id, seed ...
+    created: float = Field(default_factory=time.time)
+    rlmkit_version: str = ""
+    schema_version: int = SCHEMA_VERSION
+
+
+class Trajectory(BaseModel):
+    meta: RunMeta
+    turns: list[Turn] = Field(default_factory=list)
+    outputs: dict[str, Any] | None = None
+    status: Literal["running", "ok", "error", "budget_exceeded", "max_iterations"] = "running"
+    error: str | None = None
+    error_type: str | None = None
+    score: float | None = None  # filled by evaluation
+    usage: Usage = Field(default_factory=Usage)  # root turns + every sub-call, children included
+    duration_s: float = 0.0
+
+    # -- rebuilding prompts ------------------------------------------------------
+    def turn_messages(self, index: int) -> list[Message]:
+        """The exact messages sent to the root model at turn ``index``."""
+        messages: list[Message] = []
+        for turn in self.turns[: index + 1]:
+            messages = messages[: turn.keep] + list(turn.new_messages)
+            if turn.index == index:
+                return messages
+            messages = messages + [Message(role="assistant", content=turn.reply)]
+        raise IndexError(f"no turn {index} in trajectory {self.meta.run_id}")
+
+    def iter_subcalls(self, recursive: bool = True) -> Iterator[SubCall]:
+        for turn in self.turns:
+            for block in turn.blocks:
+                for call in block.subcalls:
+                    yield call
+                    if recursive and call.child is not None:
+                        yield from call.child.iter_subcalls(recursive=True)
+
+    @property
+    def n_turns(self) -> int:
+        return len(self.turns)
+
+
+SubCall.model_rebuild()
+
+
+# ------------------------------------------------------------------ helpers
+def bounded(text: str, limit: int) -> str:
+    """Head + tail of ``text`` within about ``limit`` characters, saying what was cut."""
+    if text is None:
+        return ""
+    if len(text) <= limit:
+        return text
+    half = max(1, limit // 2)
+    cut = len(text) - 2 * half
+    return f"{text[:half]}\n... [{cut:,} characters cut] ...\n{text[-half:]}"
+
+
+def describe_variable(name: str, value: Any, preview_chars: int = PREVIEW_CHARS) -> VariableInfo:
+    """Type, size, hash and preview of an input, computed without keeping the body."""
+    if isinstance(value, (str, bytes)):
+        data = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else value
+        text = value if isinstance(value, str) else value[: preview_chars * 2].decode("utf-8", "replace")
+        size = len(value)
+    else:
+        try:
+            text = json.dumps(value, default=str, ensure_ascii=False)
+        except (TypeError, ValueError):
+            text = repr(value)
+        data = text.encode("utf-8", "surrogatepass")
+        size = len(value) if hasattr(value, "__len__") else len(text)
+    head = preview_chars // 2
+    preview = text if len(text) <= preview_chars else text[:head] + " ... " + text[-head:]
+    return VariableInfo(
+        name=name,
+        type=type(value).__name__,
+        size=size,
+        sha256=hashlib.sha256(data).hexdigest(),
+        preview=preview,
+    )
+
+
+# ------------------------------------------------------------------ JSONL log
+class TrajectoryLog:
+    """Streams runs to ``<dir>/<run_id>.jsonl`` and reads them back.
+
+    Event lines: ``{"event": "start", "meta": ...}``, ``{"event": "turn", "turn": ...}``,
+    ``{"event": "end", "trajectory": {...without turns...}}``. Each line is written with
+    one ``write`` call and flushed, so a reader never sees half a line except the last
+    line of a run that was killed mid-write, which ``read`` skips and counts.
+    """
+
+    def __init__(self, directory: str | os.PathLike):
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+
+    def path(self, run_id: str) -> Path:
+        return self.dir / f"{run_id}.jsonl"
+
+    def _append(self, run_id: str, record: dict[str, Any]) -> None:
+        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+        with self._lock, open(self.path(run_id), "a", encoding="utf-8") as fh:
+            fh.write(line)
+            fh.flush()
+
+    def start(self, meta: RunMeta) -> None:
+        self._append(meta.run_id, {"event": "start", "meta": meta.model_dump(mode="json")})
+
+    def turn(self, run_id: str, turn: Turn) -> None:
+        self._append(run_id, {"event": "turn", "turn": turn.model_dump(mode="json")})
+
+    def end(self, trajectory: Trajectory) -> None:
+        summary = trajectory.model_dump(mode="json", exclude={"turns"})
+        self._append(trajectory.meta.run_id, {"event": "end", "trajectory": summary})
+
+    def write(self, trajectory: Trajectory) -> Path:
+        """Write a finished trajectory in one go (same format as streaming)."""
+        self.start(trajectory.meta)
+        for turn in trajectory.turns:
+            self.turn(trajectory.meta.run_id, turn)
+        self.end(trajectory)
+        return self.path(trajectory.meta.run_id)
+
+    # -- reading -------------------------------------------------------------
+    def runs(self) -> list[Trajectory]:
+        return [traj for path in sorted(self.dir.glob("*.jsonl")) for traj in read_runs(path)[0]]
+
+
+def read_runs(path: str | os.PathLike) -> tuple[list[Trajectory], int]:
+    """Read the runs in one JSONL file. Returns (runs, number of unreadable lines)."""
+    runs: dict[str, Trajectory] = {}
+    bad = 0
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                event = record["event"]
+                if event == "start":
+                    meta = RunMeta.model_validate(record["meta"])
+                    runs[meta.run_id] = Trajectory(meta=meta)
+                elif event == "turn":
+                    turn = Turn.model_validate(record["turn"])
+                    # a turn belongs to the last started run in this file
+                    next(reversed(runs.values())).turns.append(turn)
+                elif event == "end":
+                    data = record["trajectory"]
+                    run_id = data["meta"]["run_id"]
+                    turns = runs[run_id].turns if run_id in runs else []
+                    runs[run_id] = Trajectory.model_validate({**data, "turns": []})
+                    runs[run_id].turns = turns
+                else:
+                    bad += 1
+            except (ValueError, KeyError, StopIteration, TypeError):
+                bad += 1
+    return list(runs.values()), bad

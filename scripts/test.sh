@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The README's test command: install everything the suite needs on a fresh Debian machine,
+# then run the whole suite. Safe to re-run (installs are no-ops when already present).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian's chromium drives the trajectory viewer's browser tests (no browser download).
+if ! command -v chromium >/dev/null 2>&1; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+# torch first, pinned to the CPU build on local disk, so the train extra pulls no CUDA build.
+python3 -m pip install -q --disable-pip-version-check torch==2.13.0
+python3 -m pip install -q --disable-pip-version-check -e ".[local,train,dev]"
+exec python3 -m pytest -q "$@"
