@@ -1,0 +1,3 @@
+from rlmkit.cli import main
+
+main()
