@@ -1,0 +1,106 @@
+"""trl-sft: supervised fine-tuning with ``trl.SFTTrainer`` (LoRA through peft).
+
+Two data layouts, chosen by ``options.format``:
+- ``prompt_completion`` (default): one sample per root turn, loss on the completion only.
+  Per-turn samples also avoid a template mismatch: with assistant-only loss TRL renders
+  Qwen3's ``<think>`` block into *every* assistant turn, which the policy never saw.
+- ``messages``: whole conversations, loss on assistant turns only (``assistant_only_loss``);
+  needs a chat template with ``{% generation %}`` markers (TRL swaps in its own for known models).
+
+Several GPUs: ``accelerate launch -m rlmkit train --backend trl-sft job.toml``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from optimizers.backends.base import Backend, DatasetError, TrainJob, TrainResult
+from optimizers.backends.trl_common import (
+    TRL_DEPS,
+    finish,
+    launch_command,
+    load_model_and_tokenizer,
+    lora_config,
+    trainer_arguments,
+    write_job_file,
+)
+from rlmkit.errors import ConfigError
+
+FORMATS = ("prompt_completion", "messages")
+
+
+def _messages(messages: list[Any]) -> list[dict[str, str]]:
+    return [{"role": m.role, "content": m.content} for m in messages]
+
+
+def sft_records(rows: list[Any], layout: str) -> list[dict[str, Any]]:
+    """Canonical SFT rows -> TRL's conversational records."""
+    if layout == "messages":
+        return [{"messages": _messages(row.messages)} for row in rows]
+    return [{"prompt": _messages(row.prompt), "completion": _messages(row.completion)} for row in rows]
+
+
+class TRLSFTBackend(Backend):
+    name = "trl-sft"
+    requires = TRL_DEPS
+    row_kinds = {"sft": ("sft",)}
+    needs_local_model = True
+
+    def check(self, job: TrainJob, splits: dict[str, list[Any]]) -> None:
+        layout = job.options.get("format", "prompt_completion")
+        if layout not in FORMATS:
+            raise ConfigError(f"options.format must be one of {FORMATS}, not {layout!r}")
+        for split, rows in splits.items():
+            for row in rows:
+                # Tool schemas and tool calls are not carried into TRL here (RLM code lives in ```repl
+                # blocks); refusing beats silently training on half a conversation.
+                if row.tools or any(m.tool_calls for m in row.messages):
+                    raise DatasetError(f"{split} row {row.id} uses tools; trl-sft takes plain chat rows")
+
+    def prepare(self, job: TrainJob) -> TrainResult:
+        validated = self.validate(job)
+        layout = job.options.get("format", "prompt_completion")
+        folder = job.output_dir / "data"
+        folder.mkdir(parents=True, exist_ok=True)
+        files = [write_job_file(job)]
+        for split, rows in validated.splits.items():
+            path = folder / f"{split}.jsonl"
+            path.write_text("".join(json.dumps(r) + "\n" for r in sft_records(rows, layout)))
+            files.append(path)
+        return TrainResult(
+            backend=self.name,
+            status="exported",
+            artifact=folder,
+            artifact_kind="dataset",
+            files=files,
+            command=launch_command(self.name, job),
+            metrics={"train_rows": float(len(validated.splits["train"]))},
+        )
+
+    def run(self, job: TrainJob, dry_run: bool = False) -> TrainResult:
+        prepared = self.prepare(job)
+        if dry_run:
+            return prepared
+        from datasets import load_dataset
+        from trl import SFTConfig, SFTTrainer
+
+        layout = job.options.get("format", "prompt_completion")
+        data = load_dataset("json", data_files={f.stem: str(f) for f in prepared.files if f.suffix == ".jsonl"})
+        model, tokenizer = load_model_and_tokenizer(job)
+        config = SFTConfig(
+            max_length=job.max_seq_len,
+            completion_only_loss=layout == "prompt_completion",
+            assistant_only_loss=layout == "messages",
+            **trainer_arguments(job),
+        )
+        trainer = SFTTrainer(
+            model=model,
+            args=config,
+            train_dataset=data["train"],
+            eval_dataset=data.get("validation"),
+            processing_class=tokenizer,
+            peft_config=lora_config(job),
+        )
+        trainer.train()
+        return finish(self.name, job, trainer)

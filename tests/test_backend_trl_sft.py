@@ -1,0 +1,82 @@
+"""trl-sft: two real LoRA steps on CPU with a tiny random Qwen3 built offline."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from optimizers.backends.base import BaseModelNotFoundError, DatasetKindError, TrainJob, get_backend
+from optimizers.backends.testing import build_tiny_qwen, write_dataset
+from optimizers.compile.schema import ChatMessage, RewardSpec, RLRow, SFTRow
+
+SYSTEM = ChatMessage(role="system", content="You are a Recursive Language Model with a REPL.")
+
+
+def sft_row(i: int) -> SFTRow:
+    prompt = [SYSTEM, ChatMessage(role="user", content=f"context has {i} numbers; sum them")]
+    completion = [ChatMessage(role="assistant", content=f"```repl\nSUBMIT(answer={i * 3})\n```")]
+    return SFTRow(id=f"r{i}", task_id=f"t{i}", turn=0, prompt=prompt, completion=completion,
+                  messages=prompt + completion)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    return build_tiny_qwen(tmp_path_factory.mktemp("model") / "tiny-qwen3")
+
+
+@pytest.mark.parametrize("layout", ["prompt_completion", "messages"])
+def test_two_lora_steps_save_an_adapter_that_loads_back(tmp_path, tiny_model, layout):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    data = write_dataset(tmp_path / "data", {"train": [sft_row(i) for i in range(6)],
+                                             "validation": [sft_row(9)]})
+    job = TrainJob(kind="sft", dataset=data, base_model=str(tiny_model), output_dir=tmp_path / "out",
+                   lr=1e-2, steps=2, batch_size=2, max_seq_len=256, max_completion_tokens=64,
+                   lora={"rank": 4, "alpha": 8}, options={"format": layout})
+    result = get_backend("trl-sft").run(job)
+
+    assert result.status == "trained" and result.artifact_kind == "lora_adapter"
+    assert result.metrics["steps"] == 2
+    assert result.metrics["first_loss"] > 0
+    history = json.loads((job.output_dir / "log_history.json").read_text())
+    assert len([h for h in history if "loss" in h]) == 2
+    adapter_config = json.loads((result.artifact / "adapter_config.json").read_text())
+    assert adapter_config["r"] == 4 and adapter_config["lora_alpha"] == 8
+    base = AutoModelForCausalLM.from_pretrained(str(tiny_model))
+    loaded = PeftModel.from_pretrained(base, str(result.artifact))
+    lora_weights = [p for n, p in loaded.named_parameters() if "lora_B" in n]
+    # lora_B starts at zero; after two steps with lr 1e-2 some of it must have moved
+    assert lora_weights and any(float(p.abs().sum()) > 0 for p in lora_weights)
+    assert "accelerate launch" in result.command
+
+
+def test_dry_run_writes_trl_records_without_training(tmp_path, tiny_model):
+    data = write_dataset(tmp_path / "data", {"train": [sft_row(1), sft_row(2)]})
+    job = TrainJob(kind="sft", dataset=data, base_model=str(tiny_model), output_dir=tmp_path / "out")
+    result = get_backend("trl-sft").run(job, dry_run=True)
+    assert result.status == "exported"
+    records = [json.loads(line) for line in (result.artifact / "train.jsonl").read_text().splitlines()]
+    assert records[0]["prompt"][0]["role"] == "system"
+    assert records[1]["completion"] == [{"role": "assistant", "content": "```repl\nSUBMIT(answer=6)\n```"}]
+    again = TrainJob.load(job.output_dir / "job.toml")
+    assert again == job.model_copy(update={"dataset": data.resolve(), "output_dir": job.output_dir.resolve()})
+    assert not (job.output_dir / "adapter").exists()
+
+
+def test_rl_rows_are_refused_for_sft(tmp_path, tiny_model):
+    row = RLRow(id="a", task_id="t", prompt=[SYSTEM], answer="1", reward=RewardSpec(scorer="m:f"))
+    data = write_dataset(tmp_path / "data", {"train": [row]})
+    job = TrainJob(kind="sft", dataset=data, base_model=str(tiny_model), output_dir=tmp_path / "out")
+    with pytest.raises(DatasetKindError, match="'rl'.*needs sft"):
+        get_backend("trl-sft").validate(job)
+    with pytest.raises(DatasetKindError, match="cannot train kind 'rl'"):
+        get_backend("trl-sft").validate(job.model_copy(update={"kind": "rl"}))
+
+
+def test_base_model_missing_offline_is_named(tmp_path):
+    data = write_dataset(tmp_path / "data", {"train": [sft_row(1)]})
+    job = TrainJob(kind="sft", dataset=data, base_model="nobody/not-a-model-xyz", output_dir=tmp_path / "o")
+    with pytest.raises(BaseModelNotFoundError, match="nobody/not-a-model-xyz"):
+        get_backend("trl-sft").validate(job)
