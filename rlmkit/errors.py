@@ -43,6 +43,8 @@ class ConfigError(UserError):
 class LMError(RLMKitError):
     """A model call failed. ``model`` names the model; never includes API keys."""
 
+    trajectory: Any = None  # set when the failure ended a run: everything finished before it
+
     def __init__(self, message: str, *, model: str | None = None, status: int | None = None):
         super().__init__(message)
         self.model = model

@@ -1,0 +1,35 @@
+"""``submit`` (default): the model calls ``SUBMIT(field=value, ...)`` inside REPL code.
+
+Outputs are validated against the signature's output fields when SUBMIT is called; a type
+or missing-field error is raised inside the cell, so the model sees it as the cell's output
+and can try again on its next turn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from rlmkit.protocols.base import Protocol, finish_with
+
+
+@dataclass
+class SubmitProtocol(Protocol):
+    name: str = "submit"
+    finish_prompt: str = (
+        "When you are done, call SUBMIT({fields}) inside a ```repl block, passing the final values "
+        "(variables or literals). Only call SUBMIT once you have checked the answer."
+    )
+    answer_now: str = (
+        "You are out of turns. Reply now with one ```repl block that calls SUBMIT(...) with your best answer."
+    )
+
+    def host_functions(self, submit: Callable[[dict[str, Any]], None], fields: list[str]):
+        def SUBMIT(*args: Any, **kwargs: Any) -> None:  # noqa: N802 - the protocol's name for it
+            if args:
+                if len(args) > len(fields):
+                    raise TypeError(f"SUBMIT takes the output fields {fields}; got {len(args)} positional values")
+                kwargs = {**dict(zip(fields, args)), **kwargs}
+            finish_with(submit, kwargs)
+
+        return {"SUBMIT": SUBMIT}

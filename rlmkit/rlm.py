@@ -1,0 +1,247 @@
+"""``rlmkit.RLM``: a Recursive Language Model as a typed, composable ``dspy.Module``.
+
+    rlm = rlmkit.RLM("context, question -> answer: int", lm=lm)
+    pred = rlm(context=big_text, question="How many ...?")
+    pred.answer, pred.trajectory
+
+The root instructions and demos live on one ``dspy.Predict`` (``named_predictors()`` ->
+``[("root", ...)]``), so DSPy optimizers tune them like any other program; ``save``/``load``
+round-trip them together with the RLM's knobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import pickle
+import threading
+from pathlib import Path
+from typing import Any
+
+import dspy
+
+import rlmkit
+from rlmkit.budget import Budget
+from rlmkit.errors import ConfigError, ContextError, MissingInputError, UserError
+from rlmkit.prompting import Display
+from rlmkit.protocols import Protocol, get_protocol
+from rlmkit.run import RunState, Tree, run_loop
+from rlmkit.sandbox.base import SandboxLimits
+from rlmkit.signature import OutputValidator, make_signature, signature_text
+from rlmkit.subcalls import make_typed_subcalls
+from rlmkit.trajectory import RunMeta, Trajectory, TrajectoryLog, describe_variable
+
+SANDBOXES = ("process", "inline", "monty")
+_KNOBS = ("max_iterations", "max_depth", "cell_timeout", "max_concurrency")
+
+
+class RLM(dspy.Module):
+    """A Recursive Language Model over a dspy signature. See the README for every knob."""
+
+    def __init__(
+        self,
+        signature: "str | type[dspy.Signature]",
+        *,
+        lm: Any = None,
+        sub_lm: Any = None,
+        subcalls: dict[str, Any] | None = None,
+        max_iterations: int = 20,
+        max_depth: int = 1,
+        budget: Budget | None = None,
+        protocol: "str | Protocol" = "submit",
+        sandbox: str = "process",
+        cell_timeout: float | None = 60.0,
+        max_concurrency: int = 16,
+        limits: SandboxLimits | None = None,
+        display: Display | None = None,
+        log_dir: "str | Path | None" = None,
+        instructions: str | None = None,
+    ):
+        super().__init__()
+        self.signature = make_signature(signature)
+        self.protocol = get_protocol(protocol)
+        if sandbox not in SANDBOXES:
+            raise ConfigError(f"unknown sandbox {sandbox!r}; choose one of {list(SANDBOXES)}")
+        for name, value, low in (("max_iterations", max_iterations, 1), ("max_depth", max_depth, 1),
+                                 ("max_concurrency", max_concurrency, 1)):
+            if not isinstance(value, int) or value < low:
+                raise UserError(f"{name} must be an integer >= {low}, got {value!r}")
+        if budget is not None and not isinstance(budget, Budget):
+            raise UserError(f"budget must be an rlmkit.Budget, got {type(budget).__name__}")
+        self.sandbox_name = sandbox
+        self.max_iterations, self.max_depth = max_iterations, max_depth
+        self.cell_timeout, self.max_concurrency = cell_timeout, max_concurrency
+        self.budget = budget or Budget()
+        self.limits = limits or SandboxLimits()
+        self.display = display or Display()
+        self.log_dir = Path(log_dir) if log_dir is not None else None
+        self.subcalls = dict(subcalls or {})
+        self.typed_subcalls, self.tools = make_typed_subcalls(self.subcalls)
+        self.validator = OutputValidator(self.signature)
+        self._lm_spec, self._sub_lm_spec = lm, sub_lm
+        root_sig = self.signature.with_instructions(instructions if instructions is not None else self.signature.instructions)
+        self.root = dspy.Predict(root_sig)  # holds the optimizable instructions and demos
+
+    # -- what optimizers tune ------------------------------------------------------------
+    @property
+    def instructions(self) -> str:
+        return self.root.signature.instructions
+
+    @instructions.setter
+    def instructions(self, text: str) -> None:
+        self.root.signature = self.root.signature.with_instructions(text)
+
+    @property
+    def demos(self) -> list[Any]:
+        return list(self.root.demos)
+
+    # -- models --------------------------------------------------------------------------
+    @property
+    def lm(self) -> Any:
+        from rlmkit.lm import resolve_lm
+
+        return resolve_lm(self._lm_spec)
+
+    @property
+    def sub_lm(self) -> Any:
+        from rlmkit.lm import resolve_lm
+
+        return resolve_lm(self._sub_lm_spec) if self._sub_lm_spec is not None else self.lm
+
+    def sandbox_limits(self, budget: Budget) -> SandboxLimits:
+        timeout = self.cell_timeout
+        remaining = budget.remaining_seconds()
+        if remaining is not None:  # a cell may not outlive the run's wall-clock budget
+            timeout = remaining if timeout is None else min(timeout, remaining)
+        return dataclasses.replace(self.limits, cell_timeout=timeout)
+
+    def child(self) -> "RLM":
+        """The RLM an ``rlm_query`` runs: same models, protocol and limits, a plain QA signature."""
+        child = RLM("context, question -> answer", lm=self._lm_spec, sub_lm=self._sub_lm_spec,
+                    subcalls=self.subcalls, max_iterations=self.max_iterations, max_depth=self.max_depth,
+                    protocol=dataclasses.replace(self.protocol), sandbox=self.sandbox_name, cell_timeout=self.cell_timeout,
+                    max_concurrency=self.max_concurrency, limits=self.limits, display=self.display)
+        return child
+
+    # -- calling -------------------------------------------------------------------------
+    def forward(self, **inputs: Any) -> dspy.Prediction:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.aforward(**inputs))
+        # Called from inside an event loop (a notebook, an async app): run on a private loop.
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                box["value"] = asyncio.run(self.aforward(**inputs))
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                box["error"] = exc
+
+        thread = threading.Thread(target=target, name="rlmkit-run")
+        thread.start()
+        thread.join()
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+
+    async def aforward(self, **inputs: Any) -> dspy.Prediction:
+        task = inputs.pop("_task", None)
+        outputs, trajectory = await self.run_tree(inputs, task=task)
+        _record_dspy_trace(self.root, inputs, outputs)
+        return dspy.Prediction(**outputs, trajectory=trajectory)
+
+    async def run_tree(
+        self, inputs: dict[str, Any], *, tree: Tree | None = None, depth: int = 0,
+        parent_id: str | None = None, task: dict[str, Any] | None = None,
+    ) -> tuple[dict[str, Any], Trajectory]:
+        """Run at ``depth`` inside ``tree`` (a new tree for a top-level call)."""
+        variables, aliases = self._variables(inputs)
+        lm, sub_lm = self.lm, self.sub_lm  # resolve (and fail on bad config) before any call
+        if tree is None:
+            budget = dataclasses.replace(self.budget).start()  # fresh counters, same limits
+            log = TrajectoryLog(self.log_dir) if self.log_dir is not None else None
+            tree = Tree(loop=asyncio.get_running_loop(), budget=budget,
+                        semaphore=asyncio.Semaphore(self.max_concurrency), log=log)
+        meta = RunMeta(
+            parent_id=parent_id, depth=depth, signature=signature_text(self.signature),
+            instructions=self.instructions, protocol=self.protocol.name, sandbox=self.sandbox_name,
+            model=lm.model, sub_model=sub_lm.model, task=task or {},
+            limits={**tree.budget.limits(), **{k: getattr(self, k) for k in _KNOBS}},
+            inputs=[describe_variable(name, value) for name, value in variables.items()],
+            rlmkit_version=rlmkit.__version__,
+        )
+        state = RunState(self, tree, depth, meta)
+        outputs = await run_loop(self, variables, aliases, state)
+        return outputs, state.trajectory
+
+    def _variables(self, inputs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+        """Inputs as REPL variables, checked before any LM call; ``context`` aliases the first long one."""
+        missing = [name for name in self.signature.input_fields if name not in inputs]
+        if missing:
+            raise MissingInputError(f"missing input(s) {missing} for signature {signature_text(self.signature)!r}")
+        unknown = [name for name in inputs if name not in self.signature.input_fields]
+        if unknown:
+            raise MissingInputError(f"unexpected input(s) {unknown}; the signature takes {list(self.signature.input_fields)}")
+        variables = {name: _load_input(name, inputs[name]) for name in self.signature.input_fields}
+        aliases: dict[str, str] = {}
+        if "context" not in variables:
+            long_inputs = [n for n, v in variables.items() if _size(v) > self.display.full_input_chars]
+            if long_inputs:
+                aliases["context"] = long_inputs[0]
+        return variables, aliases
+
+    # -- persistence -----------------------------------------------------------------------
+    def dump_state(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        state = super().dump_state(*args, **kwargs)
+        state["rlm"] = {**{k: getattr(self, k) for k in _KNOBS}, "protocol": self.protocol.name,
+                        "finish_prompt": self.protocol.finish_prompt, "sandbox": self.sandbox_name,
+                        "display": dataclasses.asdict(self.display), "budget": self.budget.limits()}
+        return state
+
+    def load_state(self, state: dict[str, Any], *args: Any, **kwargs: Any) -> "RLM":
+        knobs = state.get("rlm")
+        if knobs:
+            for key in _KNOBS:
+                setattr(self, key, knobs[key])
+            self.protocol = get_protocol(knobs["protocol"])
+            self.protocol.finish_prompt = knobs["finish_prompt"]
+            self.sandbox_name = knobs["sandbox"]
+            self.display = Display(**knobs["display"])
+            self.budget = Budget(**knobs["budget"])
+        super().load_state({k: v for k, v in state.items() if k != "rlm"}, *args, **kwargs)
+        return self
+
+
+def _size(value: Any) -> int:
+    return len(value) if hasattr(value, "__len__") else 0
+
+
+def _load_input(name: str, value: Any) -> Any:
+    """A Path becomes its text (a file) or ``{relative path: text}`` (a directory)."""
+    if isinstance(value, Path):
+        if value.is_file():
+            return value.read_text(errors="replace")
+        if value.is_dir():
+            return {str(p.relative_to(value)): p.read_text(errors="replace")
+                    for p in sorted(value.rglob("*")) if p.is_file()}
+        raise ContextError(f"input {name!r}: path {value} does not exist")
+    if isinstance(value, (str, bytes, int, float, bool, type(None))):
+        return value
+    try:
+        pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:
+        raise ContextError(f"input {name!r} of type {type(value).__name__} cannot be sent to the sandbox: {exc}") from None
+    return value
+
+
+def _record_dspy_trace(predictor: dspy.Predict, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+    """Let DSPy's optimizers (BootstrapFewShot & co.) see this call like a Predict call.
+
+    Long inputs are cut, so demos bootstrapped from a 10 MB context stay small."""
+    trace = dspy.settings.trace
+    if trace is None:
+        return
+    short = {k: (v if not isinstance(v, str) or len(v) <= 2_000 else v[:1_000] + " ... " + v[-1_000:])
+             for k, v in inputs.items() if not isinstance(v, Path)}
+    trace.append((predictor, short, dspy.Prediction(**outputs)))

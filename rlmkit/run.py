@@ -1,0 +1,262 @@
+"""The one loop of a run, written once (async); ``RLM.__call__`` is a thin sync wrapper.
+
+    start sandbox (inputs cross once) -> loop: ask the root LM -> parse -> run each code block
+    (sub-calls dispatch back here) -> protocol says whether it is over -> feed output back
+
+A ``Tree`` holds what a whole call tree shares: the event loop, the Budget, the concurrency
+semaphore, the clock and the log. A ``RunState`` is one RLM run inside it (the root or a
+child made by ``rlm_query``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from rlmkit.budget import Budget
+from rlmkit.errors import BudgetExceeded, LMError, MaxIterationsError, RunError, SandboxError
+from rlmkit.prompting import feedback_message, system_prompt, task_message
+from rlmkit.sandbox import make_sandbox
+from rlmkit.sandbox.base import CellResult
+from rlmkit.subcalls import SubcallHost
+from rlmkit.trajectory import CodeBlock, Message, RunMeta, SubCall, Trajectory, TrajectoryLog, Turn, bounded
+
+if TYPE_CHECKING:
+    from rlmkit.rlm import RLM
+
+
+@dataclass
+class Tree:
+    loop: asyncio.AbstractEventLoop
+    budget: Budget
+    semaphore: asyncio.Semaphore
+    log: TrajectoryLog | None = None
+    t0: float = field(default_factory=time.monotonic)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+
+async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run blocking ``fn`` in a fresh thread. Not the default executor: nested RLMs block
+    one thread each while their children run, and a bounded pool could deadlock."""
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+
+    def target() -> None:
+        try:
+            result = fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
+            loop.call_soon_threadsafe(_settle, future, None, exc)
+        else:
+            loop.call_soon_threadsafe(_settle, future, result, None)
+
+    threading.Thread(target=target, daemon=True, name="rlmkit-cell").start()
+    return await future
+
+
+def _settle(future: asyncio.Future, result: Any, exc: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(result)
+
+
+class RunState:
+    """One RLM run: its trajectory, sandbox and the code block sub-calls are recorded into."""
+
+    def __init__(self, rlm: "RLM", tree: Tree, depth: int, meta: RunMeta):
+        self.rlm = rlm
+        self.tree = tree
+        self.depth = depth
+        self.trajectory = Trajectory(meta=meta)
+        self.fatal: BaseException | None = None  # set by a sub-call that must end the run
+        self.submitted: dict[str, Any] | None = None
+        self.current_block: CodeBlock | None = None
+        self._lock = threading.Lock()
+
+    def record_subcall(self, node: SubCall) -> None:
+        with self._lock:
+            if self.current_block is not None:
+                self.current_block.subcalls.append(node)
+            self.trajectory.usage = self.trajectory.usage.add(node.usage)
+
+    def submit(self, outputs: dict[str, Any]) -> None:
+        """Validate outputs (ValueError goes back to the model) and keep them."""
+        self.submitted = self.rlm.validator.validate(outputs)
+
+
+async def run_loop(rlm: "RLM", variables: dict[str, Any], aliases: dict[str, str], state: RunState) -> dict[str, Any]:
+    """Drive one run to validated outputs, or raise a RunError carrying the trajectory."""
+    traj = state.trajectory
+    tree = state.tree
+    protocol = rlm.protocol
+    host = SubcallHost(state)
+    functions, prelude = host.functions()
+    fields = rlm.validator.fields
+    functions.update(protocol.host_functions(state.submit, fields))
+    sandbox = make_sandbox(rlm.sandbox_name, rlm.sandbox_limits(tree.budget))
+    run_start = time.monotonic()
+    if tree.log is not None:
+        tree.log.start(traj.meta)
+    try:
+        try:
+            await in_thread(sandbox.start, {**variables, **{a: variables[n] for a, n in aliases.items()}},
+                            functions, "\n".join(p for p in (protocol.prelude, _SHOW_VARS, prelude) if p))
+        except Exception as exc:
+            raise SandboxError(f"sandbox {rlm.sandbox_name!r} failed to start: {exc}") from exc
+        messages = [
+            Message(role="system", content=system_prompt(
+                protocol=protocol, signature=rlm.signature, instructions=rlm.instructions,
+                function_docs=host.docs(rlm.display.sub_model_chars), demos=rlm.demos, display=rlm.display)),
+            Message(role="user", content=task_message(
+                inputs=variables, aliases=aliases, signature=rlm.signature, display=rlm.display,
+                max_iterations=rlm.max_iterations)),
+        ]
+        new_messages, keep = list(messages), 0
+        for index in range(rlm.max_iterations + 1):
+            last = index == rlm.max_iterations  # the one extra "answer now" turn
+            turn = await _turn(rlm, state, sandbox, messages, new_messages, keep, index, last)
+            if state.submitted is not None:
+                traj.outputs = state.submitted
+                traj.status = "ok"
+                return state.submitted
+            if last:
+                raise MaxIterationsError(
+                    f"no valid answer after {rlm.max_iterations} turns and a final request", trajectory=traj)
+            keep = len(messages) + 1
+            messages = messages + [Message(role="assistant", content=turn.reply),
+                                   Message(role="user", content=turn.feedback or "")]
+            new_messages = messages[keep:]
+    except RunError as exc:
+        exc.trajectory = traj
+        traj.status = "budget_exceeded" if isinstance(exc, BudgetExceeded) else (
+            "max_iterations" if isinstance(exc, MaxIterationsError) else "error")
+        traj.error, traj.error_type = str(exc), type(exc).__name__
+        raise
+    except LMError as exc:
+        exc.trajectory = traj
+        traj.status, traj.error, traj.error_type = "error", str(exc), type(exc).__name__
+        raise
+    finally:
+        traj.duration_s = time.monotonic() - run_start
+        await in_thread(sandbox.close)
+        if tree.log is not None:
+            tree.log.end(traj)
+
+
+async def _turn(rlm: "RLM", state: RunState, sandbox: Any, messages: list[Message], new_messages: list[Message],
+                keep: int, index: int, last: bool) -> Turn:
+    traj, tree = state.trajectory, state.tree
+    if last:  # ask once for the answer, in the same user message (no two user messages in a row)
+        messages[-1] = Message(role="user", content=f"{messages[-1].content}\n\n{rlm.protocol.answer_now}")
+        new_messages = messages[keep:]
+    turn = Turn(index=index, keep=keep, new_messages=new_messages, reply="", started_s=tree.elapsed())
+    start = time.monotonic()
+    tree.budget.check()
+    async with tree.semaphore:
+        completion = await rlm.lm.acomplete([m.model_dump() for m in messages])
+    turn.lm_duration_s = time.monotonic() - start
+    turn.reply, turn.model, turn.usage = completion.text, completion.model, completion.usage
+    traj.usage = traj.usage.add(completion.usage)
+    try:
+        tree.budget.charge(tokens=completion.usage.total_tokens, cost=completion.usage.cost)
+    except BudgetExceeded:
+        _finish_turn(traj, turn, start, tree)
+        raise
+    parsed = rlm.protocol.parse(completion.text)
+    outputs: list[str] = []
+    for code in parsed.code_blocks:
+        block = CodeBlock(code=code)
+        turn.blocks.append(block)
+        state.current_block = block
+        cell: CellResult = await in_thread(sandbox.run, code)
+        state.current_block = None
+        _fill_block(block, cell, rlm.display.trajectory_chars)
+        outputs.append(_cell_text(cell, len(parsed.code_blocks) > 1, len(turn.blocks)))
+        if state.fatal is not None:
+            _finish_turn(traj, turn, start, tree)
+            raise state.fatal
+        if state.submitted is None and not cell.finished:
+            found = rlm.protocol.after_cell(lambda name: sandbox.get(name), rlm.validator.fields)
+            if found is not None:
+                outputs.append(_try_submit(state, found))
+        if state.submitted is not None:
+            break
+    if state.submitted is None and (parsed.final is not None or parsed.final_var is not None):
+        found = _resolve_final(parsed, sandbox, rlm.validator.fields)
+        outputs.append(_try_submit(state, found))
+    if not parsed.code_blocks and parsed.final is None and parsed.final_var is None:
+        outputs.append("Your reply had no ```repl code block. Write Python code in a ```repl block.")
+    turn.final = state.submitted is not None
+    turn.feedback = feedback_message(outputs, turn=index, max_iterations=rlm.max_iterations,
+                                     limit=rlm.display.max_output_chars)
+    _finish_turn(traj, turn, start, tree)
+    return turn
+
+
+def _finish_turn(traj: Trajectory, turn: Turn, start: float, tree: Tree) -> None:
+    turn.duration_s = time.monotonic() - start
+    traj.turns.append(turn)
+    if tree.log is not None:
+        tree.log.turn(traj.meta.run_id, turn)
+
+
+def _resolve_final(parsed: Any, sandbox: Any, fields: list[str]) -> dict[str, Any]:
+    missing = object()
+    if parsed.final_var is not None:
+        value = sandbox.get(parsed.final_var, missing)
+        if value is not missing:
+            return {fields[0]: value}
+        if parsed.final is None:
+            return {"__error__": f"FINAL_VAR({parsed.final_var}): no REPL variable named {parsed.final_var!r}"}
+    return {fields[0]: parsed.final["__value__"]}
+
+
+def _try_submit(state: RunState, outputs: dict[str, Any]) -> str:
+    if "__error__" in outputs:
+        return outputs["__error__"]
+    try:
+        state.submit(outputs)
+        return "Answer accepted."
+    except ValueError as exc:
+        return f"Answer rejected: {exc}"
+
+
+def _fill_block(block: CodeBlock, cell: CellResult, limit: int) -> None:
+    block.stdout = bounded(cell.stdout, limit)
+    block.stderr = bounded(cell.stderr, limit)
+    block.error = bounded(cell.error, limit) if cell.error else None
+    block.timed_out, block.restarted, block.duration_s = cell.timed_out, cell.restarted, cell.duration_s
+
+
+def _cell_text(cell: CellResult, numbered: bool, number: int) -> str:
+    parts = [f"[block {number}]"] if numbered else []
+    if cell.stdout:
+        parts.append(cell.stdout.rstrip("\n"))
+    if cell.stderr:
+        parts.append(f"stderr:\n{cell.stderr.rstrip()}")
+    if cell.timed_out:
+        parts.append("The cell was stopped: it ran past the cell time limit.")
+    if cell.restarted:
+        parts.append("The REPL worker died and was restarted: variables you created are gone (inputs are back).")
+    if cell.error:
+        parts.append(cell.error.rstrip())
+    if len(parts) == (1 if numbered else 0):
+        parts.append("(no output)")
+    return "\n".join(parts)
+
+
+_SHOW_VARS = '''
+def SHOW_VARS():
+    for _k, _v in list(globals().items()):
+        if not _k.startswith("_") and not callable(_v) and type(_v).__name__ != "module":
+            _n = len(_v) if hasattr(_v, "__len__") else ""
+            print(f"{_k}: {type(_v).__name__} {_n}")
+'''
+

@@ -1,0 +1,317 @@
+"""Sub-calls: the functions the REPL code calls, dispatched on the host.
+
+REPL code runs in the sandbox's thread and calls these functions synchronously. Each one
+hands a coroutine to the run's event loop (``run_coroutine_threadsafe``) and waits, so all
+model calls of a whole tree share one loop, one Budget and one concurrency semaphore; a
+batched call is an ``asyncio.gather`` there. Every call becomes a ``SubCall`` node in the
+current code block of the trajectory (child RLMs nest their whole trajectory).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+import types
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+import dspy
+
+from rlmkit.errors import BudgetExceeded, Finish, LMError, RunError, UserError
+from rlmkit.protocols.base import FUNCTION_DOCS
+from rlmkit.signature import OutputValidator, describe_outputs, field_desc, make_signature, type_name
+from rlmkit.trajectory import SubCall, bounded
+
+if TYPE_CHECKING:
+    from rlmkit.run import RunState
+
+
+class TypedSubcall:
+    """A dspy.Signature used as a function in the REPL: ``classify(text=...) -> validated value``."""
+
+    def __init__(self, name: str, signature: Any):
+        if not name.isidentifier():
+            raise UserError(f"sub-call name {name!r} is not a Python identifier")
+        self.name = name
+        self.sig = make_signature(signature)
+        self.validator = OutputValidator(self.sig)
+        self.inputs = list(self.sig.input_fields)
+
+    def doc(self) -> str:
+        args = ", ".join(f"{n}: {type_name(f.annotation)}" for n, f in self.sig.input_fields.items())
+        outs = describe_outputs(self.sig)
+        ret = next(iter(outs.values())) if len(outs) == 1 else "object with " + ", ".join(
+            f".{k}: {v}" for k, v in outs.items()
+        )
+        return (
+            f"{self.name}({args}) -> {ret}: {self.sig.instructions.strip()} "
+            f"Also {self.name}.batched(list of dicts of those arguments) -> list, run concurrently."
+        )
+
+    def messages(self, kwargs: dict[str, Any]) -> list[dict[str, str]]:
+        missing = [n for n in self.inputs if n not in kwargs]
+        unknown = [n for n in kwargs if n not in self.inputs]
+        if missing or unknown:
+            raise TypeError(f"{self.name}() takes {self.inputs}; missing {missing}, unexpected {unknown}")
+        spec = "\n".join(f'- "{name}": {desc}' for name, desc in describe_outputs(self.sig).items())
+        system = (
+            f"{self.sig.instructions.strip()}\n\nReply with only a JSON object with these keys:\n{spec}"
+        )
+        user = "\n\n".join(
+            f"{name}" + (f" ({field_desc(self.sig.input_fields[name])})" if field_desc(self.sig.input_fields[name]) else "")
+            + f":\n{value}"
+            for name, value in kwargs.items()
+        )
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    def parse(self, text: str) -> Any:
+        """The validated value (one output) or a SimpleNamespace of them (several)."""
+        match = re.search(r"\{.*\}", text or "", re.DOTALL)
+        if match is None:
+            if len(self.validator.fields) == 1:  # a bare value is fine for one field
+                data = {self.validator.fields[0]: (text or "").strip().strip("`").strip()}
+            else:
+                raise ValueError(f"{self.name}: reply has no JSON object: {bounded(text or '', 200)!r}")
+        else:
+            try:
+                data = json.loads(match.group(0))
+            except ValueError:
+                import json_repair  # ships with dspy; only needed for malformed replies
+
+                data = json_repair.loads(match.group(0))
+        if not isinstance(data, dict):
+            raise ValueError(f"{self.name}: expected a JSON object, got {type(data).__name__}")
+        typed = self.validator.validate({k: v for k, v in data.items() if k in self.validator.fields})
+        if len(typed) == 1:
+            return next(iter(typed.values()))
+        return types.SimpleNamespace(**typed)
+
+
+class SubcallHost:
+    """Builds the host functions of one run and records each call in its trajectory."""
+
+    def __init__(self, run: "RunState"):
+        self.run = run
+        self.rlm = run.rlm
+        self.typed = {name: spec for name, spec in run.rlm.typed_subcalls.items()}
+        self.tools = dict(run.rlm.tools)
+
+    # -- plumbing ----------------------------------------------------------------
+    def _sync(self, coro: Awaitable[Any]) -> Any:
+        """Run ``coro`` on the tree's loop from the sandbox thread and wait for it."""
+        future = asyncio.run_coroutine_threadsafe(coro, self.run.tree.loop)
+        try:
+            return future.result()
+        except BudgetExceeded as exc:
+            # Stop the cell at once; the loop sees run.fatal after the cell and ends the run.
+            self.run.fatal = exc
+            raise Finish(None) from None
+
+    async def _call_lm(self, node: SubCall, messages: list[dict[str, str]], lm: Any) -> str:
+        tree = self.run.tree
+        node.started_s = tree.elapsed()
+        node.model = lm.model
+        start = time.monotonic()
+        try:
+            tree.budget.check()
+            async with tree.semaphore:
+                completion = await lm.acomplete(messages)
+            node.usage = completion.usage
+            node.reply = bounded(completion.text, self.rlm.display.trajectory_chars)
+            tree.budget.charge(tokens=completion.usage.total_tokens, cost=completion.usage.cost)
+            return completion.text
+        except (LMError, BudgetExceeded) as exc:
+            node.error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            node.duration_s = time.monotonic() - start
+            self.run.record_subcall(node)
+
+    async def _batch(self, make: Callable[[Any, int], Awaitable[Any]], items: list[Any], error: Callable[[Exception], Any]):
+        """Run ``make(item, i)`` for all items concurrently; a failed item becomes ``error(exc)``."""
+
+        async def one(i: int, item: Any) -> Any:
+            try:
+                return await make(item, i)
+            except BudgetExceeded:
+                raise
+            except Exception as exc:  # one bad item must not sink the batch
+                return error(exc)
+
+        return list(await asyncio.gather(*(one(i, item) for i, item in enumerate(items))))
+
+    # -- llm_query -----------------------------------------------------------------
+    async def _llm_query(self, prompt: Any, batch: int | None = None) -> str:
+        text = prompt if isinstance(prompt, str) else str(prompt)
+        node = SubCall(kind="llm_query", name="llm_query", depth=self.run.depth + 1, batch=batch,
+                       prompt=bounded(text, self.rlm.display.trajectory_chars))
+        return await self._call_lm(node, [{"role": "user", "content": text}], self.rlm.sub_lm)
+
+    def llm_query(self, prompt: str) -> str:
+        return self._sync(self._llm_query(prompt))
+
+    def llm_query_batched(self, prompts: list[str]) -> list[str]:
+        _check_list("llm_query_batched", prompts)
+        return self._sync(self._batch(lambda p, i: self._llm_query(p, i), list(prompts), lambda e: f"Error: {e}"))
+
+    # -- rlm_query -----------------------------------------------------------------
+    async def _rlm_query(self, prompt: Any, context: Any = None, batch: int | None = None) -> str:
+        depth = self.run.depth + 1
+        if depth >= self.rlm.max_depth:  # no recursion left: a plain sub-model answers
+            return await self._llm_query(prompt if context is None else f"{prompt}\n\n{context}", batch)
+        node = SubCall(kind="rlm_query", name="rlm_query", depth=depth, batch=batch,
+                       prompt=bounded(str(prompt), self.rlm.display.trajectory_chars))
+        node.started_s = self.run.tree.elapsed()
+        start = time.monotonic()
+        child = self.rlm.child()
+        try:
+            outputs, trajectory = await child.run_tree(
+                {"context": prompt if context is None else context, "question": str(prompt)},
+                tree=self.run.tree, depth=depth, parent_id=self.run.trajectory.meta.run_id,
+            )
+            node.child = trajectory
+            node.model = trajectory.meta.model
+            node.usage = trajectory.usage
+            answer = str(outputs["answer"])
+            node.reply = bounded(answer, self.rlm.display.trajectory_chars)
+            return answer
+        except RunError as exc:
+            node.child = exc.trajectory
+            node.error = f"{type(exc).__name__}: {exc}"
+            if isinstance(exc, BudgetExceeded):
+                raise
+            raise RuntimeError(f"rlm_query failed: {exc}") from None
+        finally:
+            node.duration_s = time.monotonic() - start
+            self.run.record_subcall(node)
+
+    def rlm_query(self, prompt: str, context: Any = None) -> str:
+        return self._sync(self._rlm_query(prompt, context))
+
+    def rlm_query_batched(self, prompts: list[str], contexts: list[Any] | None = None) -> list[str]:
+        _check_list("rlm_query_batched", prompts)
+        if contexts is not None and len(contexts) != len(prompts):
+            raise ValueError(f"rlm_query_batched: {len(prompts)} prompts but {len(contexts)} contexts")
+        pairs = list(zip(prompts, contexts if contexts is not None else [None] * len(prompts)))
+        return self._sync(self._batch(lambda pc, i: self._rlm_query(pc[0], pc[1], i), pairs, lambda e: f"Error: {e}"))
+
+    # -- typed sub-calls and tools -------------------------------------------------------
+    async def _typed(self, spec: TypedSubcall, kwargs: dict[str, Any], batch: int | None = None) -> Any:
+        messages = spec.messages(kwargs)
+        node = SubCall(kind="typed", name=spec.name, depth=self.run.depth + 1, batch=batch,
+                       prompt=bounded(messages[-1]["content"], self.rlm.display.trajectory_chars))
+        text = await self._call_lm(node, messages, self.rlm.sub_lm)
+        try:
+            return spec.parse(text)
+        except ValueError as exc:  # one repair round: tell the sub-model what was wrong
+            retry = messages + [{"role": "assistant", "content": text}, {"role": "user", "content": f"{exc}. Reply with the JSON object only."}]
+            node2 = node.model_copy(update={"id": node.id + "r", "prompt": str(exc), "reply": "", "error": None})
+            return spec.parse(await self._call_lm(node2, retry, self.rlm.sub_lm))
+
+    def _typed_function(self, spec: TypedSubcall) -> tuple[Callable[..., Any], Callable[..., Any]]:
+        def call(**kwargs: Any) -> Any:
+            return self._sync(self._typed(spec, kwargs))
+
+        def batched(items: list[dict[str, Any]]) -> list[Any]:
+            _check_list(f"{spec.name}.batched", items)
+            return self._sync(
+                self._batch(lambda kw, i: self._typed(spec, dict(kw), i), list(items), _error_value)
+            )
+
+        return call, batched
+
+    def _tool_function(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            node = SubCall(kind="tool", name=name, depth=self.run.depth + 1,
+                           prompt=bounded(repr((args, kwargs)), self.rlm.display.trajectory_chars))
+            node.started_s = self.run.tree.elapsed()
+            start = time.monotonic()
+            try:
+                result = fn(*args, **kwargs)
+                node.reply = bounded(repr(result), self.rlm.display.trajectory_chars)
+                return result
+            except Exception as exc:
+                node.error = f"{type(exc).__name__}: {exc}"
+                raise
+            finally:
+                node.duration_s = time.monotonic() - start
+                self.run.record_subcall(node)
+
+        return call
+
+    # -- what the REPL gets ------------------------------------------------------------
+    def functions(self) -> tuple[dict[str, Callable[..., Any]], str]:
+        """Host functions by name, and the prelude that dresses typed calls with ``.batched``."""
+        functions: dict[str, Callable[..., Any]] = {
+            "llm_query": self.llm_query,
+            "llm_query_batched": self.llm_query_batched,
+            "rlm_query": self.rlm_query,
+            "rlm_query_batched": self.rlm_query_batched,
+        }
+        prelude = [_TYPED_PRELUDE] if self.typed else []
+        for name, spec in self.typed.items():
+            functions[name], functions[f"{name}__batched"] = self._typed_function(spec)
+            prelude.append(f"{name} = _TypedCall({name}, {name}__batched, {spec.doc()!r}); del {name}__batched")
+        for name, fn in self.tools.items():
+            functions[name] = self._tool_function(name, fn)
+        return functions, "\n".join(prelude)
+
+    def docs(self, sub_chars: int) -> list[str]:
+        lines = [FUNCTION_DOCS[name].format(sub_chars=f"{sub_chars:,}") for name in FUNCTION_DOCS]
+        lines += [spec.doc() for spec in self.typed.values()]
+        for name, fn in self.tools.items():
+            doc = (fn.__doc__ or "").strip().splitlines()
+            lines.append(f"{name}{_signature_of(fn)}: {doc[0] if doc else 'a tool.'}")
+        return lines
+
+
+_TYPED_PRELUDE = '''
+class _TypedCall:
+    def __init__(self, one, many, doc):
+        self._one, self._many, self.__doc__ = one, many, doc
+    def __call__(self, **kwargs):
+        return self._one(**kwargs)
+    def batched(self, items):
+        return self._many(list(items))
+    def __repr__(self):
+        return self.__doc__
+'''
+
+
+def _error_value(exc: Exception) -> Exception:
+    """A failed typed item: a builtin exception value (it must unpickle in any sandbox)."""
+    return RuntimeError(f"{type(exc).__name__}: {exc}")
+
+
+def _check_list(name: str, items: Any) -> None:
+    if isinstance(items, (str, bytes)) or not hasattr(items, "__iter__"):
+        raise TypeError(f"{name} takes a list, got {type(items).__name__}")
+
+
+def _signature_of(fn: Callable[..., Any]) -> str:
+    import inspect
+
+    try:
+        return str(inspect.signature(fn))
+    except (TypeError, ValueError):
+        return "(...)"
+
+
+def make_typed_subcalls(subcalls: dict[str, Any] | None) -> tuple[dict[str, TypedSubcall], dict[str, Callable[..., Any]]]:
+    """Split user sub-calls into typed ones (dspy.Signature) and plain tools (callables)."""
+    typed: dict[str, TypedSubcall] = {}
+    tools: dict[str, Callable[..., Any]] = {}
+    reserved = {"llm_query", "llm_query_batched", "rlm_query", "rlm_query_batched", "SUBMIT", "FINAL", "FINAL_VAR", "answer", "SHOW_VARS"}
+    for name, value in (subcalls or {}).items():
+        if name in reserved:
+            raise UserError(f"sub-call name {name!r} is reserved by rlmkit")
+        if isinstance(value, (str, type)) and (isinstance(value, str) or issubclass(value, dspy.Signature)):
+            typed[name] = TypedSubcall(name, value)
+        elif callable(value):
+            if not name.isidentifier():
+                raise UserError(f"tool name {name!r} is not a Python identifier")
+            tools[name] = value
+        else:
+            raise UserError(f"sub-call {name!r} must be a dspy.Signature (or its string) or a callable")
+    return typed, tools

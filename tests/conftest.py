@@ -1,0 +1,52 @@
+"""Shared fixtures: scripted OpenAI-compatible servers on 127.0.0.1 and LMs pointed at them."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import pytest  # noqa: E402
+
+from rlmkit.testing import ScriptedServer, is_root_request, last_user_text  # noqa: E402
+
+
+def root_turn(body: dict) -> int:
+    """How many assistant turns the root has had before this request."""
+    return sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
+
+
+class Script:
+    """A scripted model: ``root`` replies by turn index (str or callable(body) -> str);
+    ``sub(prompt) -> str`` answers sub-calls (default: echo a short answer)."""
+
+    def __init__(self, root, sub=None):
+        self.root = root
+        self.sub = sub or (lambda prompt: "sub-answer")
+
+    def __call__(self, body: dict):
+        if is_root_request(body):
+            replies = self.root(body) if callable(self.root) else self.root
+            if isinstance(replies, str):
+                return replies
+            turn = root_turn(body)
+            return replies[min(turn, len(replies) - 1)]
+        return self.sub(last_user_text(body))
+
+
+@pytest.fixture
+def serve():
+    """``serve(responder, **kw) -> (server, lm)``; servers stop after the test."""
+    import rlmkit
+
+    servers = []
+
+    def start(responder, *, lm_kwargs=None, **kwargs):
+        server = ScriptedServer(responder, **kwargs).start()
+        servers.append(server)
+        lm = rlmkit.LM("openai/scripted", api_base=server.url, api_key="test-key", cache=False, **(lm_kwargs or {}))
+        return server, lm
+
+    yield start
+    for server in servers:
+        server.stop()
