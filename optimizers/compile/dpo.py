@@ -1,0 +1,123 @@
+"""Preference pairs: for each example, the best run against the worst, by score.
+
+Best = highest score, ties broken by lower cost (dollars, then tokens); worst = lowest
+score, ties broken by higher cost. ``mode="conversation"``: the whole rollouts after the
+shared first prompt. ``mode="turn"``: the first turn where the two runs saw the same
+messages but replied differently (after it their prompts differ, so it is the one turn
+where a preference is well defined).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Literal
+
+from optimizers.compile.filters import Filters, Metric, SampleGate, Scored
+from optimizers.compile.render import RenderedRun, Renderer, SystemPrompt, split_conversation
+from optimizers.compile.result import Compilation, CompileResult
+from optimizers.compile.schema import ChatMessage, DPORow
+from optimizers.compile.sources import RunsLike
+from optimizers.compile.turns import is_linear, run_cost
+
+
+def compile_dpo(
+    runs: RunsLike,
+    *,
+    metric: Metric | None = None,
+    filters: Filters | None = None,
+    mode: Literal["turn", "conversation"] = "turn",
+    min_margin: float = 0.0,
+    protocol: str | None = None,
+    repair: bool = True,
+    system_prompt: SystemPrompt = None,
+    tokenizer: Any = None,
+) -> CompileResult:
+    """Compile runs into ``DPORow`` pairs, one per example whose best and worst runs differ by > ``min_margin``."""
+    if mode not in ("turn", "conversation"):
+        raise ValueError(f"mode must be 'turn' or 'conversation', got {mode!r}")
+    work = Compilation("dpo", runs, filters or Filters.rollouts(), metric, tokenizer)
+    renderer = Renderer(protocol, repair=repair, system_prompt=system_prompt)
+    gate = SampleGate(work.filters, work.report)
+    by_task: dict[str, list[Scored]] = defaultdict(list)
+    for item in work.selected:
+        if item.score is None:
+            work.report.samples_dropped["no_score"] += 1
+        else:
+            by_task[item.task_id].append(item)
+    rows: list[DPORow] = []
+    for task, items in by_task.items():
+        if len(items) < 2:
+            work.report.samples_dropped["single_run"] += 1
+            continue
+        best = min(items, key=lambda s: (-s.score, run_cost(s.run), s.run.meta.run_id))
+        worst = min(items, key=lambda s: (s.score, tuple(-c for c in run_cost(s.run)), s.run.meta.run_id))
+        if best.score - worst.score <= min_margin:
+            work.report.samples_dropped["no_score_gap"] += 1
+            continue
+        pair = _pair(best, worst, renderer, mode, work)
+        if pair is None:
+            continue
+        turn, prompt, chosen, rejected = pair
+        if not gate.admit(prompt, chosen, rejected):
+            continue
+        row = DPORow(
+            id=f"{task}:pair",
+            task_id=task,
+            run_id=best.run.meta.run_id,
+            turn=turn,
+            prompt=[ChatMessage(**m) for m in prompt],
+            chosen=[ChatMessage(**m) for m in chosen],
+            rejected=[ChatMessage(**m) for m in rejected],
+            score_chosen=best.score,
+            score_rejected=worst.score,
+            meta={
+                "rejected_run_id": worst.run.meta.run_id,
+                "candidates": len(items),
+                "mode": mode,
+                "protocol": renderer.target(best.run),
+            },
+        )
+        rows.append(row)
+        work.tally(row, prompt, chosen + rejected)
+    return work.finish(rows, {"mode": mode, "min_margin": min_margin, "protocol": protocol, "repair": repair})
+
+
+def _pair(best: Scored, worst: Scored, renderer: Renderer, mode: str, work: Compilation):
+    rendered: list[RenderedRun] = []
+    for item in (best, worst):
+        if mode == "conversation" and not is_linear(item.run):
+            work.report.samples_dropped["history_rewritten"] += 1
+            return None
+        run = renderer.run(item.run)
+        if mode == "conversation" and (run.dropped or not run.turns):
+            work.report.samples_dropped[f"unrepairable:{run.dropped or 'no_turns'}"] += 1
+            return None
+        rendered.append(run)
+    for run in rendered:
+        for turn in run.turns:
+            work.report.fixes.update(turn.fixes)
+    good, bad = rendered
+    if mode == "conversation":
+        (prompt, chosen), (other_prompt, rejected) = split_conversation(good), split_conversation(bad)
+        if prompt != other_prompt:
+            work.report.samples_dropped["prompts_differ"] += 1
+            return None
+        return None, prompt, chosen, rejected
+    for a, b in zip(good.turns, bad.turns):
+        if a.prompt != b.prompt:
+            work.report.samples_dropped["prompts_differ"] += 1
+            return None
+        if a.reply != b.reply:
+            return (
+                a.index,
+                a.prompt,
+                [{"role": "assistant", "content": a.reply}],
+                [{"role": "assistant", "content": b.reply}],
+            )
+    reason = (
+        "no_divergent_turn"
+        if not (good.dropped or bad.dropped)
+        else f"unrepairable:{good.dropped or bad.dropped}"
+    )
+    work.report.samples_dropped[reason] += 1
+    return None

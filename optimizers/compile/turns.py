@@ -1,0 +1,88 @@
+"""Views of a trajectory that every compiler needs: prompts per turn, task ids, output fields."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+
+from rlmkit.trajectory import Message, Trajectory, Turn
+
+# what ``rlmkit.trajectory.bounded`` leaves where it cut a long text
+TRUNCATION_MARK = re.compile(r"\n\.\.\. \[[\d,]+ characters cut\] \.\.\.\n")
+
+
+def iter_turn_prompts(trajectory: Trajectory) -> Iterator[tuple[Turn, list[Message]]]:
+    """(turn, the messages the root saw at that turn), built once in a single pass.
+
+    Same result as ``trajectory.turn_messages(i)`` for every i, without its O(turns^2) rebuild.
+    """
+    messages: list[Message] = []
+    for turn in trajectory.turns:
+        messages = messages[: turn.keep] + list(turn.new_messages)
+        yield turn, messages
+        messages = messages + [Message(role="assistant", content=turn.reply)]
+
+
+def is_linear(trajectory: Trajectory) -> bool:
+    """True when every turn extends the previous one (no history was dropped or rewritten)."""
+    length = 0
+    for turn in trajectory.turns:
+        if turn.keep != length:
+            return False
+        length = turn.keep + len(turn.new_messages) + 1
+    return True
+
+
+def task_id(trajectory: Trajectory) -> str:
+    """The example a run answered: what the split keeps on one side and groups are built from.
+
+    ``task["task_id"]`` if given, else ``suite/example_id``, else a hash of the signature and
+    the inputs' hashes (runs over the same inputs are the same task).
+    """
+    task = trajectory.meta.task or {}
+    if task.get("task_id") is not None:
+        return str(task["task_id"])
+    if task.get("example_id") is not None:
+        suite = task.get("suite")
+        return f"{suite}/{task['example_id']}" if suite else str(task["example_id"])
+    digest = hashlib.sha256(trajectory.meta.signature.encode())
+    for var in sorted(trajectory.meta.inputs, key=lambda v: v.name):
+        digest.update(f"{var.name}={var.sha256};".encode())
+    return "inputs:" + digest.hexdigest()[:16]
+
+
+def output_fields(trajectory: Trajectory) -> dict[str, str]:
+    """Output field name -> type name, read from the signature string ("a, b -> x: int, y")."""
+    signature = trajectory.meta.signature
+    if "->" in signature:
+        fields: dict[str, str] = {}
+        for part in _split_top_level(signature.split("->", 1)[1]):
+            name, _, type_ = part.partition(":")
+            if name.strip():
+                fields[name.strip()] = type_.strip() or "str"
+        if fields:
+            return fields
+    return {name: type(value).__name__ for name, value in (trajectory.outputs or {}).items()}
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split on commas that are not inside brackets (``dict[str, int]`` stays whole)."""
+    parts, depth, current = [], 0, []
+    for char in text:
+        if char in "[(":
+            depth += 1
+        elif char in "])":
+            depth -= 1
+        if char == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    parts.append("".join(current))
+    return parts
+
+
+def run_cost(trajectory: Trajectory) -> tuple[float, int]:
+    """What a run spent, for tie-breaks: (dollars, tokens)."""
+    return trajectory.usage.cost, trajectory.usage.total_tokens
