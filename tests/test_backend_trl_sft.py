@@ -16,8 +16,14 @@ SYSTEM = ChatMessage(role="system", content="You are a Recursive Language Model 
 def sft_row(i: int) -> SFTRow:
     prompt = [SYSTEM, ChatMessage(role="user", content=f"context has {i} numbers; sum them")]
     completion = [ChatMessage(role="assistant", content=f"```repl\nSUBMIT(answer={i * 3})\n```")]
-    return SFTRow(id=f"r{i}", task_id=f"t{i}", turn=0, prompt=prompt, completion=completion,
-                  messages=prompt + completion)
+    return SFTRow(
+        id=f"r{i}",
+        task_id=f"t{i}",
+        turn=0,
+        prompt=prompt,
+        completion=completion,
+        messages=prompt + completion,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -30,11 +36,22 @@ def test_two_lora_steps_save_an_adapter_that_loads_back(tmp_path, tiny_model, la
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    data = write_dataset(tmp_path / "data", {"train": [sft_row(i) for i in range(6)],
-                                             "validation": [sft_row(9)]})
-    job = TrainJob(kind="sft", dataset=data, base_model=str(tiny_model), output_dir=tmp_path / "out",
-                   lr=1e-2, steps=2, batch_size=2, max_seq_len=256, max_completion_tokens=64,
-                   lora={"rank": 4, "alpha": 8}, options={"format": layout})
+    data = write_dataset(
+        tmp_path / "data", {"train": [sft_row(i) for i in range(6)], "validation": [sft_row(9)]}
+    )
+    job = TrainJob(
+        kind="sft",
+        dataset=data,
+        base_model=str(tiny_model),
+        output_dir=tmp_path / "out",
+        lr=1e-2,
+        steps=2,
+        batch_size=2,
+        max_seq_len=256,
+        max_completion_tokens=64,
+        lora={"rank": 4, "alpha": 8},
+        options={"format": layout},
+    )
     result = get_backend("trl-sft").run(job)
 
     assert result.status == "trained" and result.artifact_kind == "lora_adapter"

@@ -20,7 +20,7 @@ import tomllib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -47,7 +47,7 @@ class DatasetError(UserError):
 class MissingDependencyError(ConfigError):
     """An optional package a backend needs is not installed; ``extra`` says what installs it."""
 
-    def __init__(self, backend: str, missing: list["Dependency"]):
+    def __init__(self, backend: str, missing: list[Dependency]):
         names = ", ".join(dep.module for dep in missing)
         extras = sorted({dep.extra for dep in missing})
         how = " and ".join(f"pip install 'rlmkit[{extra}]'" for extra in extras)
@@ -87,8 +87,12 @@ class TrainJob(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: JobKind = Field(description="what is trained: sft | rl | dpo")
-    dataset: Path = Field(description="a canonical JSONL file, or a folder with train.jsonl [+ validation.jsonl]")
-    base_model: str = Field(description="local model folder or Hugging Face id (must be on disk for local runs)")
+    dataset: Path = Field(
+        description="a canonical JSONL file, or a folder with train.jsonl [+ validation.jsonl]"
+    )
+    base_model: str = Field(
+        description="local model folder or Hugging Face id (must be on disk for local runs)"
+    )
     output_dir: Path = Field(description="where converted data, configs and adapters are written")
     lr: float = Field(1e-5, gt=0, description="learning rate")
     steps: int = Field(100, ge=1, description="optimizer steps")
@@ -102,13 +106,13 @@ class TrainJob(BaseModel):
     options: dict[str, Any] = Field(default_factory=dict, description="backend-specific options")
 
     @model_validator(mode="after")
-    def _fits(self) -> "TrainJob":
+    def _fits(self) -> TrainJob:
         if self.max_completion_tokens >= self.max_seq_len:
             raise ValueError("max_completion_tokens must be smaller than max_seq_len")
         return self
 
     @classmethod
-    def load(cls, path: str | Path, **overrides: Any) -> "TrainJob":
+    def load(cls, path: str | Path, **overrides: Any) -> TrainJob:
         """Read a job from TOML (top-level keys = fields, ``[lora]``, ``[options]``); flags override.
 
         Relative ``dataset`` / ``output_dir`` paths are taken relative to the TOML file.
@@ -127,7 +131,7 @@ class TrainJob(BaseModel):
         return cls.build(**data)
 
     @classmethod
-    def build(cls, **fields: Any) -> "TrainJob":
+    def build(cls, **fields: Any) -> TrainJob:
         """Construct a job, turning pydantic's error into a TrainJobError that names each field."""
         try:
             return cls(**fields)
@@ -165,7 +169,9 @@ def dataset_files(dataset: Path) -> dict[str, Path]:
     if dataset.is_file():
         return {"train": dataset}
     if dataset.is_dir():
-        found = {split: dataset / f"{split}.jsonl" for split in SPLITS if (dataset / f"{split}.jsonl").is_file()}
+        found = {
+            split: dataset / f"{split}.jsonl" for split in SPLITS if (dataset / f"{split}.jsonl").is_file()
+        }
         if "train" in found:
             return found
         raise DatasetError(f"dataset folder {dataset} has no train.jsonl")
@@ -188,7 +194,9 @@ def read_rows(path: Path) -> list[Any]:
         try:
             rows.append(model.model_validate(data))
         except ValidationError as exc:
-            raise DatasetError(f"{path}:{number}: invalid {data['kind']} row: {exc.errors()[0]['msg']}") from exc
+            raise DatasetError(
+                f"{path}:{number}: invalid {data['kind']} row: {exc.errors()[0]['msg']}"
+            ) from exc
         if rows[0].kind != rows[-1].kind:
             raise DatasetError(f"{path}:{number}: mixes {rows[0].kind} and {rows[-1].kind} rows")
     if not rows:
@@ -216,7 +224,7 @@ class Backend(ABC):
 
     name: str = "base"
     requires: tuple[Dependency, ...] = ()
-    row_kinds: dict[str, tuple[str, ...]] = {}  # job kind -> canonical row kinds it accepts
+    row_kinds: ClassVar[dict[str, tuple[str, ...]]] = {}  # job kind -> canonical row kinds it accepts
     needs_local_model: bool = False  # True when the base model is loaded on this machine
 
     def missing_deps(self) -> list[Dependency]:

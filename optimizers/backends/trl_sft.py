@@ -13,7 +13,7 @@ Several GPUs: ``accelerate launch -m rlmkit train --backend trl-sft job.toml``.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, ClassVar
 
 from optimizers.backends.base import Backend, DatasetError, TrainJob, TrainResult
 from optimizers.backends.trl_common import (
@@ -44,7 +44,7 @@ def sft_records(rows: list[Any], layout: str) -> list[dict[str, Any]]:
 class TRLSFTBackend(Backend):
     name = "trl-sft"
     requires = TRL_DEPS
-    row_kinds = {"sft": ("sft",)}
+    row_kinds: ClassVar = {"sft": ("sft",)}
     needs_local_model = True
 
     def check(self, job: TrainJob, splits: dict[str, list[Any]]) -> None:
@@ -86,7 +86,9 @@ class TRLSFTBackend(Backend):
         from trl import SFTConfig, SFTTrainer
 
         layout = job.options.get("format", "prompt_completion")
-        data = load_dataset("json", data_files={f.stem: str(f) for f in prepared.files if f.suffix == ".jsonl"})
+        data = load_dataset(
+            "json", data_files={f.stem: str(f) for f in prepared.files if f.suffix == ".jsonl"}
+        )
         model, tokenizer = load_model_and_tokenizer(job)
         config = SFTConfig(
             max_length=job.max_seq_len,
