@@ -1,0 +1,42 @@
+"""The embedded default model: Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF) served by xllamacpp.
+
+``local_lm()`` assembles and verifies the model file on first use (see ``model_file``),
+starts one OpenAI-compatible server per process on 127.0.0.1 (see ``server``), and returns
+an ordinary ``rlmkit.LM`` pointed at it, so it goes through the same LM layer as any provider.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlmkit.local.model_file import EMBEDDED_MODEL, ModelSpec, ensure_model, models_dir
+from rlmkit.local.server import LocalServer, LocalServerConfig, shared_server
+
+LOCAL_MODEL_NAME = "openai/qwen2.5-coder-1.5b-instruct"
+
+
+def local_lm(config: LocalServerConfig | None = None, *, progress=None, **lm_kwargs: Any):
+    """An LM backed by the embedded model (started on first call, stopped at exit).
+
+    ``lm_kwargs`` go to ``rlmkit.LM`` (temperature, max_tokens, cache, ...). Concurrency
+    defaults to the server's parallel slots, so requests never queue inside llama.cpp.
+    """
+    from rlmkit.lm import LM
+
+    server = shared_server(ensure_model(progress=progress), config)
+    lm_kwargs.setdefault("max_concurrency", server.config.parallel)
+    lm_kwargs.setdefault("timeout", 600.0)  # a long prompt on 2 CPU cores takes minutes
+    return LM(LOCAL_MODEL_NAME, api_base=server.url, api_key="local", **lm_kwargs)
+
+
+__all__ = [
+    "EMBEDDED_MODEL",
+    "LOCAL_MODEL_NAME",
+    "LocalServer",
+    "LocalServerConfig",
+    "ModelSpec",
+    "ensure_model",
+    "local_lm",
+    "models_dir",
+    "shared_server",
+]

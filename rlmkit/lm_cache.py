@@ -1,0 +1,61 @@
+"""The LM layer's on-disk response cache (diskcache) and its key.
+
+The key covers everything that changes what a model would answer: the model string, the
+messages, the sampling parameters, and an optional ``rollout_id`` (so a caller can ask
+for a distinct sample on purpose). Transport settings (api_base, key, timeout, retries)
+are not part of it: the same model behind another URL answers the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from rlmkit.errors import ConfigError
+
+# Request parameters that only say how to reach the model, never what it answers.
+TRANSPORT_PARAMS = frozenset({"api_base", "base_url", "api_key", "timeout", "num_retries", "extra_headers"})
+
+_open_caches: dict[Path, Any] = {}
+_open_lock = threading.Lock()
+
+
+def default_cache_dir() -> Path:
+    """``$RLMKIT_CACHE_DIR`` if set, else ``~/.cache/rlmkit/lm``."""
+    configured = os.environ.get("RLMKIT_CACHE_DIR")
+    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "rlmkit" / "lm"
+
+
+def cache_key(model: str, messages: list[dict], params: dict[str, Any], rollout_id: int | None = None) -> str:
+    """A sha256 over a canonical JSON of what determines the answer."""
+    sampling = {k: v for k, v in params.items() if k not in TRANSPORT_PARAMS and v is not None}
+    payload = {"model": model, "messages": messages, "params": sampling, "rollout_id": rollout_id}
+    text = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=repr, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def open_cache(directory: str | os.PathLike) -> Any:
+    """One diskcache.Cache per directory per process; a clear ConfigError if it cannot be used."""
+    path = Path(directory).expanduser().resolve()
+    with _open_lock:
+        if path in _open_caches:
+            return _open_caches[path]
+        hint = "Set RLMKIT_CACHE_DIR to a writable directory, or pass cache=False."
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"cannot create the LM cache directory {path}: {exc.strerror}. {hint}") from exc
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise ConfigError(f"the LM cache directory {path} is not writable. {hint}")
+        import diskcache  # imported here: only processes that cache pay for it
+
+        try:
+            cache = diskcache.Cache(str(path), size_limit=2**32)
+        except Exception as exc:  # sqlite errors on a read-only or broken directory
+            raise ConfigError(f"cannot open the LM cache in {path}: {exc}. {hint}") from exc
+        _open_caches[path] = cache
+        return cache

@@ -1,0 +1,136 @@
+"""Start and stop the embedded model's OpenAI-compatible server (xllamacpp in a child process).
+
+One server per Python process, started on first use and stopped at exit. Its llama.cpp
+logs go to ``<models dir>/../logs/local-server-<pid>.log``, never to the user's terminal;
+a failed start quotes that log's tail in the error.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Self
+
+from rlmkit.errors import LocalModelError
+
+
+@dataclass(frozen=True)
+class LocalServerConfig:
+    """How the embedded model is served. ``ctx`` is the total KV budget shared by all slots."""
+
+    ctx: int = 16384
+    parallel: int = 4
+    threads: int = os.cpu_count() or 2
+    port: int = 0  # 0: a free port
+    start_timeout_s: float = 180.0
+
+    def __post_init__(self) -> None:
+        if self.ctx < 512 or self.parallel < 1 or self.threads < 1:
+            raise LocalModelError(
+                f"invalid local server config {self}: need ctx >= 512, parallel >= 1, threads >= 1"
+            )
+
+
+class LocalServer:
+    """A running xllamacpp server child. ``url`` is an OpenAI ``api_base`` (ends in /v1)."""
+
+    def __init__(
+        self, model_path: Path, config: LocalServerConfig | None = None, log_path: Path | None = None
+    ):
+        self.model_path = Path(model_path)
+        self.config = config or LocalServerConfig()
+        self.log_path = log_path or self.model_path.parent.parent / "logs" / f"local-server-{os.getpid()}.log"
+        self.url: str | None = None
+        self._proc: subprocess.Popen | None = None
+        self.startup_s: float | None = None  # seconds from spawn to ready, for reports
+
+    def start(self) -> LocalServer:
+        started = time.perf_counter()
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        cfg = self.config
+        cmd = [
+            sys.executable, "-m", "rlmkit.local.server_process",
+            "--model", str(self.model_path), "--log", str(self.log_path),
+            "--port", str(cfg.port), "--ctx", str(cfg.ctx),
+            "--parallel", str(cfg.parallel), "--threads", str(cfg.threads),
+        ]  # fmt: skip
+        self._proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
+        line = self._read_ready_line(cfg.start_timeout_s)
+        try:
+            message = json.loads(line) if line else {}
+        except ValueError:
+            message = {}
+        if "url" not in message:
+            self.stop()
+            detail = message.get("error") or "it exited before it was ready"
+            raise LocalModelError(
+                f"the embedded model server did not start ({detail}). Last log lines from "
+                f"{self.log_path}:\n{self._log_tail()}"
+            )
+        self.url = message["url"]
+        self.startup_s = time.perf_counter() - started
+        return self
+
+    def _read_ready_line(self, timeout_s: float) -> str:
+        """The child's first stdout line, or '' if it does not come in time."""
+        result: list[str] = []
+        reader = threading.Thread(target=lambda: result.append(self._proc.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(timeout_s)
+        return result[0] if result else ""
+
+    def _log_tail(self, lines: int = 8) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def stop(self) -> None:
+        """Close the child's stdin (it exits at EOF); terminate it if it does not."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        try:
+            if proc.stdin:
+                proc.stdin.close()
+            proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            proc.terminate()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self.url = None
+
+    def __enter__(self) -> Self:
+        return self.start() if not self.running else self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+_shared: LocalServer | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_server(model_path: Path, config: LocalServerConfig | None = None) -> LocalServer:
+    """The process-wide server, started on first call and stopped at interpreter exit."""
+    global _shared
+    with _shared_lock:
+        if _shared is None or not _shared.running:
+            _shared = LocalServer(model_path, config).start()
+            atexit.register(_shared.stop)
+        return _shared
