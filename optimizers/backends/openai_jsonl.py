@@ -32,7 +32,7 @@ class FunctionCall(_Strict):
     @model_validator(mode="after")
     def _json_object(self) -> FunctionCall:
         if not isinstance(json.loads(self.arguments), dict):
-            raise ValueError("function arguments must encode a JSON object")
+            raise ValueError("function arguments must encode a JSON object")  # noqa: TRY004 - pydantic wants ValueError
         return self
 
 
