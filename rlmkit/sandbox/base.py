@@ -28,6 +28,8 @@ class SandboxLimits:
     max_output_chars: int = 1_000_000  # stdout/stderr kept per cell (head + tail) before the model's own cut
     max_file_bytes: int | None = 256 * 1024**2  # largest file the worker may write
     network: bool = False
+    max_disk_bytes: int | None = 512 * 1024**2  # size of the working dir (a private tmpfs where available)
+    interrupt_grace: float = 1.0  # seconds a timed-out cell gets to stop after SIGINT before a kill+restart
 
 
 @dataclass
@@ -76,8 +78,31 @@ class Sandbox(ABC):
     def close(self) -> None:
         """Stop the worker and remove its working directory. Idempotent."""
 
+    @property
+    def protections(self) -> dict[str, bool]:
+        """Which isolation mechanisms are active (name -> on). Empty: no isolation at all."""
+        return {}
+
     def __enter__(self) -> "Sandbox":
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def check_names(variables: dict[str, Any], functions: dict[str, HostFunction]) -> None:
+    """Variables and host functions become Python names in the REPL: reject anything else early."""
+    import keyword
+
+    from rlmkit.errors import ConfigError
+
+    for kind, names in (("variable", variables), ("host function", functions)):
+        for name in names:
+            if not (isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name)):
+                raise ConfigError(f"{kind} name {name!r} is not a valid Python identifier")
+    both = set(variables) & set(functions)
+    if both:
+        raise ConfigError(f"names used both as a variable and a host function: {sorted(both)}")
+    for name, fn in functions.items():
+        if not callable(fn):
+            raise ConfigError(f"host function {name!r} is not callable ({type(fn).__name__})")

@@ -1,0 +1,77 @@
+"""Running one cell: bounded output capture, REPL echo, tracebacks that show only the cell.
+
+Shared by the worker process and the inline sandbox (standard library only: the worker
+imports it under ``python -I -S``).
+"""
+
+from __future__ import annotations
+
+import ast
+
+CELL_FILE = "<repl-{}>"
+_INTERNAL_FILES = ("cells.py", "worker.py", "wire.py", "inline.py")
+
+
+class BoundedText:
+    """A text stream keeping the first and last ``limit // 2`` characters; counts the rest.
+
+    A 50 MB print costs the size of the string being printed, never a 50 MB buffer here.
+    """
+
+    def __init__(self, limit: int):
+        self.half = max(limit // 2, 1)
+        self.head: list[str] = []
+        self.head_len = 0
+        self.tail = ""
+        self.dropped = 0
+
+    def write(self, s: str) -> int:
+        if not isinstance(s, str):
+            raise TypeError(f"write() argument must be str, not {type(s).__name__}")
+        n = len(s)
+        room = self.half - self.head_len
+        if room > 0:
+            self.head.append(s[:room])
+            self.head_len += min(room, n)
+            s = s[room:]
+        if s:
+            joined = self.tail + s[-self.half:]
+            self.dropped += max(len(self.tail) + len(s) - self.half, 0)
+            self.tail = joined[-self.half:]
+        return n
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+    def getvalue(self) -> str:
+        mid = f"\n... [{self.dropped} characters truncated] ...\n" if self.dropped else ""
+        return "".join(self.head) + mid + self.tail
+
+
+def execute(code: str, filename: str, namespace: dict) -> None:
+    """exec ``code``; like the interactive prompt, print the repr of a final bare expression."""
+    tree = ast.parse(code, filename, "exec")
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = ast.Expression(tree.body.pop().value)
+    exec(compile(tree, filename, "exec"), namespace)
+    if last is not None:
+        value = eval(compile(last, filename, "eval"), namespace)
+        if value is not None:
+            print(repr(value))
+
+
+def format_error(exc: BaseException, filename: str, code: str) -> str:
+    """The traceback of a cell's error, without the sandbox's own frames."""
+    import linecache
+    import traceback
+
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    te = traceback.TracebackException.from_exception(exc)
+    te.stack = traceback.StackSummary.from_list(
+        [f for f in te.stack if not f.filename.endswith(_INTERNAL_FILES)]
+    )
+    return "".join(te.format()).rstrip()

@@ -1,0 +1,218 @@
+"""The REPL worker: one process per run, started as ``python -I -S worker.py CONFIG_JSON``.
+
+Standard library only. It confines itself (``confine.py``), reports what is active, receives
+the run's variables once, runs the prelude, then runs cells until the host closes the pipe.
+Protocol (frames of an 8-byte length + pickle, see ``wire.py``): the host sends
+``("var_str", name)`` followed by raw UTF-8 chunk frames, ``("var", name, value)``,
+``("functions", {name: doc})``, ``("prelude", code)``, ``("run", code)``, ``("get", name)``;
+the worker answers ``("ready", protections)``, ``("done", stdout, stderr, error, finished)``,
+``("value", found, payload)``, and asks ``("call", id, name, args, kwargs)``; the host replies
+``("ok"|"finish"|"error", id, ...)``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import signal
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cells  # noqa: E402
+import confine  # noqa: E402
+import wire  # noqa: E402
+
+del sys.path[0]  # model code must not import our modules by accident
+
+
+
+class FinishSignal(BaseException):  # noqa: N818 - a signal; BaseException so `except Exception` misses it
+    """A host function raised Finish: the cell ends here."""
+
+
+class HostFunctionError(RuntimeError):
+    """A host function failed with an exception type the worker does not know."""
+
+
+class State:
+    in_cell = False  # SIGINT only interrupts model code ...
+    in_io = False  # ... and never splits a frame on the pipe
+    pending_interrupt = False
+    finished = False
+    call_id = 0
+
+
+def on_sigint(_sig, _frame):
+    if not State.in_cell:
+        return
+    if State.in_io:
+        State.pending_interrupt = True
+        return
+    raise KeyboardInterrupt("cell interrupted: it ran past the cell timeout")
+
+
+class Worker:
+    def __init__(self, chan: wire.Channel, config: dict):
+        self.chan = chan
+        self.config = config
+        self.namespace: dict = {"__name__": "__main__", "__builtins__": __builtins__}
+        self.cell_count = 0
+        self.load_errors: list[str] = []
+
+    # ------------------------------------------------------------ host functions
+    def call_host(self, name: str, args: tuple, kwargs: dict):
+        if State.finished:
+            raise FinishSignal()
+        State.call_id += 1
+        my_id = State.call_id
+        try:
+            payload = wire.dumps(("call", my_id, name, wire.dumps((args, kwargs))))
+        except Exception as exc:
+            raise TypeError(f"arguments to {name}() cannot be sent to the host: {exc}") from None
+        State.in_io = True
+        try:
+            self.chan.send_bytes(payload)
+            while True:
+                msg = self.chan.recv()
+                kind = msg[0]
+                if kind == "get":
+                    self.answer_get(msg[1])
+                elif kind in ("ok", "finish", "error") and msg[1] == my_id:
+                    break  # replies with another id belong to an interrupted call: skip them
+        finally:
+            State.in_io = False
+        if State.pending_interrupt:
+            State.pending_interrupt = False
+            raise KeyboardInterrupt("cell interrupted: it ran past the cell timeout")
+        if kind == "ok":
+            return wire.loads_trusted(msg[2])
+        if kind == "finish":
+            State.finished = True
+            raise FinishSignal()
+        exc_type = getattr(builtins, msg[2], None)
+        if isinstance(exc_type, type) and issubclass(exc_type, Exception):
+            raise exc_type(msg[3])
+        raise HostFunctionError(f"{msg[2]}: {msg[3]}")
+
+    def install_functions(self, docs: dict[str, str]) -> None:
+        for name, doc in docs.items():
+            def stub(*args, _name=name, **kwargs):
+                return self.call_host(_name, args, kwargs)
+            stub.__name__ = stub.__qualname__ = name
+            stub.__doc__ = doc
+            self.namespace[name] = stub
+
+    # ------------------------------------------------------------ cells
+    def run_cell(self, code: str) -> tuple:
+        self.cell_count += 1
+        filename = cells.CELL_FILE.format(self.cell_count)
+        limit = self.config["max_output_chars"]
+        out, err = cells.BoundedText(limit), cells.BoundedText(limit)
+        error = None
+        State.finished = False
+        old = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = out, err
+        State.in_cell = True
+        try:
+            cells.execute(code, filename, self.namespace)
+        except FinishSignal:
+            pass
+        except BaseException as exc:  # the cell's own error, reported as a traceback
+            error = cells.format_error(exc, filename, code)
+        finally:
+            State.in_cell = False
+            State.pending_interrupt = False
+            sys.stdout, sys.stderr = old
+        return ("done", out.getvalue(), err.getvalue(), error, State.finished)
+
+    def answer_get(self, name: str) -> None:
+        if name not in self.namespace:
+            self.chan.send(("value", False, None))
+            return
+        try:
+            payload = wire.dumps(self.namespace[name])
+        except Exception as exc:
+            self.chan.send(("value", True, f"{type(exc).__name__}: {exc}"))
+            return
+        self.chan.send_bytes(wire.dumps(("value", True, payload)))
+
+    # ------------------------------------------------------------ main loop
+    def serve(self) -> None:
+        while True:
+            try:
+                msg = self.chan.recv()
+            except EOFError:
+                return
+            kind = msg[0]
+            if kind == "var_str":
+                self.namespace[msg[1]] = self.chan.recv_text()
+            elif kind == "var":
+                try:
+                    self.namespace[msg[1]] = wire.loads_trusted(msg[2])
+                except Exception as exc:  # e.g. a class the worker cannot import (it runs with -S)
+                    self.load_errors.append(f"{msg[1]}: {type(exc).__name__}: {exc}")
+            elif kind == "loaded":
+                self.chan.send(("loaded", self.load_errors))
+            elif kind == "functions":
+                self.install_functions(msg[1])
+            elif kind in ("prelude", "run"):
+                self.chan.send(self.run_cell(msg[1]))
+            elif kind == "get":
+                self.answer_get(msg[1])
+            # stale replies to an interrupted call are dropped here
+
+
+def confine_self(config: dict) -> dict[str, bool | str]:
+    """Apply every confinement step that works here; return name -> True | reason it is off."""
+    done: dict[str, bool | str] = {}
+    root = os.geteuid() == 0
+    workdir, ro = config["workdir"], config["read_only"]
+    uid = 1_000_000 + os.getpid() if root else None
+
+    def step(name: str, fn, *args) -> bool:
+        try:
+            fn(*args)
+            done[name] = True
+        except (confine.StepFailed, OSError) as exc:
+            done[name] = f"off: {exc}"
+        return done[name] is True
+
+    step("network_namespace", confine.enter_namespaces, not config["network"], False)
+    if step("mount_namespace", confine.enter_namespaces, False, True):
+        step("workdir_tmpfs", confine.private_workdir, workdir, config["max_disk_bytes"], uid)
+        if root:
+            step("python_reexposed", confine.expose_to_other_users, ro[:1])
+    if root and not (done.get("workdir_tmpfs") is True):
+        os.chown(workdir, uid, uid)
+    done["own_uid"] = step("own_uid", confine.drop_to_uid, uid) if root else "off: host is not root"
+    step("die_with_host", confine.die_with_parent, config["host_pid"])
+    nproc = None if config["max_processes"] is None else 1 + config["max_processes"]
+    step("rlimits", confine.set_rlimits, config["memory_bytes"], config["max_file_bytes"], nproc)
+    try:
+        abi = confine.landlock([workdir], ro, block_tcp=not config["network"])
+        done["landlock_fs"] = True
+        done["landlock_tcp"] = (abi >= 4) or "off: landlock ABI < 4"
+        done["landlock_signal_scope"] = (abi >= 6) or "off: landlock ABI < 6"
+    except (confine.StepFailed, OSError) as exc:
+        done["landlock_fs"] = f"off: {exc}"
+    step("seccomp", confine.seccomp, config["max_processes"] == 0, not config["network"])
+    return done
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    chan = wire.Channel(config["rfd"], config["wfd"])
+    signal.signal(signal.SIGINT, on_sigint)
+    os.chdir(config["workdir"])
+    try:
+        protections = confine_self(config) if config["confine"] else {}
+    except BaseException as exc:  # report instead of dying silently
+        chan.send(("fatal", f"{type(exc).__name__}: {exc}"))
+        raise
+    chan.send(("ready", protections))
+    Worker(chan, config).serve()
+
+
+if __name__ == "__main__":
+    main()
