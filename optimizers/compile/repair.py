@@ -25,7 +25,8 @@ FINAL_VAR_NAME = "final_answer"  # variable created when an expression must beco
 
 # same fences as rlmkit.protocols.base; group 1 is the code, an unclosed last block runs to the end
 _CODE_BLOCK = re.compile(r"```(?:repl|python|py)[ \t]*\r?\n(.*?)(?:```|\Z)", re.DOTALL)
-_PROSE_MARKER = re.compile(r"^[ \t]*(FINAL_VAR|FINAL|SUBMIT)\(", re.MULTILINE)
+# anywhere in prose, as rlmkit's final protocol reads it (not only at the start of a line)
+_PROSE_MARKER = re.compile(r"(?<![A-Za-z0-9_])(FINAL_VAR|FINAL|SUBMIT)\(")
 _QUOTES = "\"'` \t\n"
 
 
@@ -308,7 +309,9 @@ def _rebuild(
     position = 0
     for index, match in enumerate(blocks):
         parts.append(_cut(reply[position : match.start()], prose_cuts, position))
-        parts.append("```repl\n" + "\n".join(new_blocks[index]).strip("\n") + "\n```")
+        code = "\n".join(new_blocks[index]).strip("\n")
+        if code.strip():  # a block that held only the old ending goes away with it
+            parts.append("```repl\n" + code + "\n```")
         position = match.end()
     parts.append(_cut(reply[position:], prose_cuts, position))
     text = "".join(parts).strip()

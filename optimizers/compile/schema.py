@@ -54,7 +54,7 @@ class SFTRow(_Row):
     score: float | None = None
 
     @model_validator(mode="after")
-    def _has_assistant_target(self) -> "SFTRow":
+    def _has_assistant_target(self) -> SFTRow:
         if not self.completion or any(m.role != "assistant" for m in self.completion):
             raise ValueError("completion must be non-empty assistant messages")
         if self.messages != self.prompt + self.completion:

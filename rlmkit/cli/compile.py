@@ -1,0 +1,190 @@
+"""``rlmkit compile sft|rl|dpo RUNS... --out DIR``: trajectories -> a training dataset folder.
+
+The folder holds ``train.jsonl``, ``validation.jsonl`` (RL adds ``groups_*.jsonl``) and
+``manifest.json`` (sources with sha256, options, counts, file hashes, the report).
+Options left unset take each kind's defaults: SFT keeps good runs (score > 0, >= 2 turns,
+status ok); RL and DPO keep every scored run, since low scores are their signal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib
+import re
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from rlmkit.errors import UserError
+
+console = Console(stderr=True, soft_wrap=True)
+
+
+class Kind(str, Enum):
+    sft = "sft"
+    rl = "rl"
+    dpo = "dpo"
+
+
+def compile_runs(
+    kind: Annotated[Kind, typer.Argument(help="Dataset kind: sft, rl or dpo.")],
+    runs: Annotated[list[Path], typer.Argument(help="Trajectory JSONL files, or directories holding them.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder to write the dataset into.")],
+    min_score: Annotated[float | None, typer.Option(help="Keep runs scoring at least this.")] = None,
+    keep_zero_score: Annotated[
+        bool | None, typer.Option("--keep-zero-score/--drop-zero-score", help="Keep runs scoring 0.0.")
+    ] = None,
+    min_turns: Annotated[int | None, typer.Option(help="Drop runs with fewer root turns.")] = None,
+    max_chars: Annotated[
+        int | None, typer.Option(help="Drop samples longer than this many characters (0: no limit).")
+    ] = None,
+    dedupe: Annotated[
+        bool | None, typer.Option("--dedupe/--no-dedupe", help="Drop repeated samples.")
+    ] = None,
+    per_task_cap: Annotated[
+        int | None, typer.Option(help="Keep at most this many runs per task (best first).")
+    ] = None,
+    status: Annotated[
+        list[str] | None, typer.Option("--status", help="Run statuses to keep (repeatable); 'any' keeps all.")
+    ] = None,
+    metric: Annotated[
+        str | None, typer.Option(help="module:function scoring a run that has no score.")
+    ] = None,
+    mode: Annotated[
+        str, typer.Option(help="sft/dpo: 'turn' (one sample per root turn) or 'conversation'.")
+    ] = "turn",
+    subcalls: Annotated[
+        bool, typer.Option("--subcalls", help="sft: add sub-call samples (to train the sub-model).")
+    ] = False,
+    protocol: Annotated[
+        str | None, typer.Option(help="Re-render into this protocol: submit, final or answer.")
+    ] = None,
+    repair: Annotated[
+        bool, typer.Option("--repair/--no-repair", help="Fix templated protocol mistakes.")
+    ] = True,
+    system_prompt_file: Annotated[
+        Path | None, typer.Option(help="Use this file's text as the root system prompt.")
+    ] = None,
+    scorer: Annotated[
+        str | None, typer.Option(help="rl: module:function giving the reward (default: task['scorer']).")
+    ] = None,
+    min_group_size: Annotated[
+        int, typer.Option(help="rl: fewest rollouts per example for a GRPO group.")
+    ] = 2,
+    drop_zero_advantage: Annotated[
+        bool, typer.Option("--drop-zero-advantage", help="rl: drop groups with equal rewards.")
+    ] = False,
+    min_margin: Annotated[
+        float, typer.Option(help="dpo: least score gap between chosen and rejected.")
+    ] = 0.0,
+    seed: Annotated[int, typer.Option(help="Seed of the train/validation split.")] = 0,
+    val_fraction: Annotated[float, typer.Option(help="Fraction of tasks held out for validation.")] = 0.1,
+    group_signatures: Annotated[
+        bool,
+        typer.Option("--group-signatures", help="Runs of several signatures: one sub-folder per signature."),
+    ] = False,
+    tokenizer: Annotated[
+        Path | None, typer.Option(help="tokenizer.json for exact token counts (default: chars/4).")
+    ] = None,
+) -> None:
+    """Compile trajectories into an SFT, RL or DPO dataset with a manifest."""
+    from optimizers.compile import Filters, by_signature, compile_dpo, compile_rl, compile_sft, load_runs
+
+    try:
+        base = Filters() if kind is Kind.sft else Filters.rollouts()
+        filters = dataclasses.replace(
+            base,
+            **_filter_overrides(
+                min_score=min_score,
+                keep_zero_score=keep_zero_score,
+                min_turns=min_turns,
+                max_chars=max_chars,
+                dedupe=dedupe,
+                per_task_cap=per_task_cap,
+                status=status,
+            ),
+        )
+        common: dict[str, Any] = {
+            "filters": filters,
+            "metric": _load_callable(metric) if metric else None,
+            "protocol": protocol,
+            "repair": repair,
+            "tokenizer": _load_tokenizer(tokenizer) if tokenizer else None,
+            "system_prompt": system_prompt_file.read_text(encoding="utf-8") if system_prompt_file else None,
+        }
+        compiler, options = {
+            Kind.sft: (compile_sft, {"mode": mode, "subcalls": subcalls}),
+            Kind.rl: (
+                compile_rl,
+                {
+                    "scorer": scorer,
+                    "min_group_size": min_group_size,
+                    "drop_zero_advantage": drop_zero_advantage,
+                },
+            ),
+            Kind.dpo: (compile_dpo, {"mode": mode, "min_margin": min_margin}),
+        }[kind]
+        runset = load_runs(runs)
+        if group_signatures:
+            jobs = [(out / _slug(sig), runs_of) for sig, runs_of in sorted(by_signature(runset.runs).items())]
+        else:
+            jobs = [(out, runset)]
+        for folder, job_runs in jobs:
+            if isinstance(job_runs, list):  # one signature's share: keep the file list for the manifest
+                job_runs = dataclasses.replace(runset, runs=job_runs, duplicate_runs=0)
+            result = compiler(job_runs, **options, **common)
+            manifest = result.write(folder, seed=seed, val_fraction=val_fraction)
+            console.print(escape(result.report.summary()))
+            counts = ", ".join(f"{name}: {n}" for name, n in manifest["counts"].items())
+            console.print(f"wrote {escape(str(folder))} ({escape(counts)})")
+    except (UserError, ValueError, OSError) as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from exc
+
+
+def _filter_overrides(**options: Any) -> dict[str, Any]:
+    mapping = {
+        "min_score": "min_score",
+        "min_turns": "min_turns",
+        "dedupe": "dedupe",
+        "per_task_cap": "per_task_cap",
+    }
+    overrides = {field: options[name] for name, field in mapping.items() if options[name] is not None}
+    if options["keep_zero_score"] is not None:
+        overrides["drop_zero_score"] = not options["keep_zero_score"]
+    if options["max_chars"] is not None:
+        overrides["max_sample_chars"] = options["max_chars"] or None
+    if options["status"]:
+        overrides["statuses"] = None if "any" in options["status"] else tuple(options["status"])
+    return overrides
+
+
+def _load_callable(spec: str) -> Any:
+    module_name, _, attribute = spec.partition(":")
+    if not attribute:
+        raise UserError(f"expected module:function, got {spec!r}")
+    try:
+        return getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise UserError(f"cannot load {spec!r}: {exc}") from exc
+
+
+def _load_tokenizer(path: Path) -> Any:
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(path))
+
+
+def _slug(signature: str) -> str:
+    """A folder name per signature: readable head + short hash (two signatures never share one)."""
+    head = re.sub(r"[^A-Za-z0-9]+", "_", signature).strip("_")[:60] or "signature"
+    return f"{head}-{hashlib.sha256(signature.encode()).hexdigest()[:8]}"
+
+
+def register(app: typer.Typer) -> None:
+    app.command("compile")(compile_runs)

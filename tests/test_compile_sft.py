@@ -1,0 +1,202 @@
+"""SFT compile: filters and their reasons, per-turn vs conversation samples, sub-calls, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from optimizers.compile import (
+    EmptyDatasetError,
+    Filters,
+    MixedSignaturesError,
+    compile_sft,
+    load_runs,
+)
+from optimizers.compile.synthetic import make_run, system_prompt
+from rlmkit.trajectory import Message, TrajectoryLog
+
+
+def runs_for(protocol="submit", n=6, **kw):
+    return [make_run(protocol, task=f"ex{i}", variant=i, **kw) for i in range(n)]
+
+
+@pytest.mark.parametrize("protocol", ["submit", "final", "answer"])
+def test_each_root_turn_is_a_sample_with_the_exact_messages_the_model_saw(protocol):
+    runs = runs_for(protocol, n=3, n_turns=4)
+    result = compile_sft(runs)
+    assert len(result.rows) == 3 * 4
+    by_id = {row.id: row for row in result.rows}
+    for run in runs:
+        for turn in run.turns:
+            row = by_id[f"{run.meta.run_id}:t{turn.index}"]
+            seen = [m.model_dump(exclude_none=True) for m in row.prompt]
+            assert seen == [m.model_dump() for m in run.turn_messages(turn.index)]
+            assert row.completion[0].content == turn.reply and row.completion[0].role == "assistant"
+            assert row.messages == row.prompt + row.completion
+            assert row.task_id == f"records/{run.meta.task['example_id']}"
+
+
+def test_conversation_mode_is_one_row_per_run_ending_with_the_final_reply():
+    runs = runs_for("final", n=2, n_turns=3)
+    rows = compile_sft(runs, mode="conversation").rows
+    assert len(rows) == 2
+    row = rows[0]
+    assert [m.role for m in row.messages] == ["system", "user"] + ["assistant", "user"] * 2 + ["assistant"]
+    assert row.completion[0].content == runs[0].turns[-1].reply and row.turn is None
+
+
+def test_rewritten_history_cannot_be_one_conversation_but_turns_still_can():
+    run = make_run("submit", n_turns=3)
+    run.turns[2].keep = 1  # the root dropped part of its history before turn 2
+    run.turns[2].new_messages = [Message(role="user", content="summary of earlier turns")]
+    with pytest.raises(EmptyDatasetError, match="history_rewritten"):
+        compile_sft([run], mode="conversation")
+    rows = compile_sft([run]).rows
+    assert [m.content for m in rows[2].prompt] == [system_prompt("submit"), "summary of earlier turns"]
+
+
+def test_filters_count_what_they_remove_by_reason():
+    runs = [
+        make_run(task="a", score=1.0),
+        make_run(task="b", score=0.0),  # zero_score
+        make_run(task="c", score=0.4),  # min_score
+        make_run(task="d", score=None),  # no_score
+        make_run(task="e", score=1.0, n_turns=1),  # min_turns
+        make_run(task="f", score=1.0).model_copy(update={"status": "max_iterations"}),  # status
+    ]
+    result = compile_sft(runs, filters=Filters(min_score=0.5))
+    assert {row.task_id for row in result.rows} == {"records/a"}
+    assert dict(result.report.runs_dropped) == {
+        "zero_score": 1,
+        "min_score": 1,
+        "no_score": 1,
+        "min_turns": 1,
+        "status": 1,
+    }
+    assert result.report.runs_kept == 1 and result.report.runs_read == 6
+
+
+def test_metric_scores_runs_that_have_no_score():
+    runs = [make_run(task=f"t{i}", score=None, answer=i) for i in range(4)]
+    result = compile_sft(runs, metric=lambda run: float(run.outputs["answer"] % 2))
+    assert {row.task_id for row in result.rows} == {"records/t1", "records/t3"}
+    assert {row.score for row in result.rows} == {1.0}
+
+
+def test_per_task_cap_keeps_the_best_then_cheapest_runs():
+    runs = [
+        make_run(task="x", score=0.5, variant=1, cost=0.01),
+        make_run(task="x", score=1.0, variant=2, cost=0.50),
+        make_run(task="x", score=1.0, variant=3, cost=0.02),
+    ]
+    result = compile_sft(runs, filters=Filters(per_task_cap=1))
+    assert {row.run_id for row in result.rows} == {runs[2].meta.run_id}
+    assert result.report.runs_dropped["per_task_cap"] == 2
+
+
+def test_dedupe_and_max_sample_chars_drop_samples():
+    twins = [make_run(task="x", variant=0), make_run(task="x", variant=0)]  # identical turns
+    result = compile_sft(twins)
+    assert len(result.rows) == 3 and result.report.samples_dropped["duplicate"] == 3
+    assert len(compile_sft(twins, filters=Filters(dedupe=False)).rows) == 6
+    big = [make_run(task="y", n_turns=3)]
+    limit = sum(len(m.content) for m in big[0].turn_messages(1)) + len(big[0].turns[1].reply)
+    result = compile_sft(big, filters=Filters(max_sample_chars=limit))
+    assert [row.turn for row in result.rows] == [0, 1]  # turn 2 carries more history
+    assert result.report.samples_dropped["max_sample_chars"] == 1
+
+
+def test_protocol_repair_and_rerender_are_reported():
+    runs = [make_run("final", task="a", mistake="final_var_quoted"), make_run("final", task="b")]
+    fixed = compile_sft(runs)
+    assert fixed.report.fixes["final_var_quoted"] == 1
+    assert fixed.rows[2].completion[0].content.endswith("FINAL_VAR(total)")
+    submit = compile_sft(runs, protocol="submit")
+    assert submit.report.fixes["converted:final->submit"] == 2
+    system = submit.rows[0].prompt[0].content
+    assert system == system_prompt("submit") and "FINAL" not in system
+    assert all(
+        row.meta["protocol"] == "submit" and row.meta["source_protocol"] == "final" for row in submit.rows
+    )
+
+
+def test_unrepairable_final_turn_is_dropped_with_its_reason():
+    runs = [make_run("final", task="a", mistake="unclosed_final"), make_run("final", task="b", variant=1)]
+    result = compile_sft(runs, protocol="submit")
+    assert result.report.samples_dropped["unrepairable:final_unclosed"] == 1
+    assert sorted((row.task_id, row.turn) for row in result.rows) == [
+        ("records/a", 0),
+        ("records/a", 1),
+        ("records/b", 0),
+        ("records/b", 1),
+        ("records/b", 2),
+    ]
+
+
+def test_custom_system_prompt_replaces_the_root_prompt():
+    rows = compile_sft(
+        runs_for("answer", n=1), protocol="final", system_prompt=lambda run: f"Be brief. {run.meta.protocol}"
+    ).rows
+    assert {row.prompt[0].content for row in rows} == {"Be brief. answer"}
+
+
+def test_subcall_samples_train_the_sub_model():
+    runs = runs_for("submit", n=2, n_turns=3)
+    runs[0].turns[0].blocks[0].subcalls[0].error = "TimeoutError"
+    runs[1].turns[1].blocks[0].subcalls[0].prompt = "head\n... [9,000 characters cut] ...\ntail"
+    result = compile_sft(runs, subcalls=True)
+    subs = [row for row in result.rows if row.meta["role"] == "subcall"]
+    assert len(subs) == 2  # 4 sub-calls, one failed, one logged cut
+    assert all(row.prompt[0].role == "user" and row.prompt[0].content.startswith("How many") for row in subs)
+    assert result.report.samples_dropped["subcall_failed"] == 1
+    assert result.report.samples_dropped["subcall_truncated"] == 1
+
+
+def test_child_rlm_runs_become_samples_too():
+    parent = make_run("submit", task="p")
+    child = make_run("submit", task="p", n_turns=2, variant=9)
+    call = parent.turns[0].blocks[0].subcalls[0]
+    call.kind, call.child = "rlm_query", child
+    rows = compile_sft([parent], subcalls=True).rows
+    assert [row.meta["role"] for row in rows].count("child") == 2
+
+
+def test_mixed_signatures_are_refused_naming_each():
+    runs = [make_run(task="a"), make_run(task="b", signature="context -> summary: str")]
+    with pytest.raises(MixedSignaturesError) as info:
+        compile_sft(runs)
+    assert "1 run(s) of 'context -> summary: str'" in str(info.value)
+    assert "1 run(s) of 'context: str, question: str -> answer: int'" in str(info.value)
+
+
+def test_truncated_jsonl_lines_are_skipped_and_counted_and_the_rest_kept(tmp_path):
+    log = TrajectoryLog(tmp_path)
+    paths = [log.write(run) for run in runs_for("submit", n=3)]
+    with open(paths[0], "a", encoding="utf-8") as fh:
+        fh.write('{"event": "turn", "turn": {"index": 9, "keep"')  # killed mid-write
+    result = compile_sft(tmp_path)
+    assert result.report.bad_lines == 1 and len(result.rows) == 9
+    files = {file.path: file.bad_lines for file in load_runs(tmp_path).files}
+    assert files == {str(path): int(path == paths[0]) for path in paths}
+
+
+def test_no_run_passing_the_filters_says_which_filter_removed_what():
+    runs = [make_run(task="a", score=0.0), make_run(task="b", score=0.0), make_run(task="c", n_turns=1)]
+    with pytest.raises(EmptyDatasetError) as info:
+        compile_sft(runs)
+    message = str(info.value)
+    assert "3 run(s) read" in message
+    assert "runs: 2 removed by zero_score (score exactly 0.0)" in message
+    assert "runs: 1 removed by min_turns" in message
+
+
+def test_tokens_are_estimated_or_counted_with_a_tokenizer():
+    runs = runs_for("submit", n=2)
+    estimated = compile_sft(runs).report
+    chars = sum(len(m.content) for row in compile_sft(runs).rows for m in row.messages)
+    assert abs(estimated.tokens - chars / 4) <= len(compile_sft(runs).rows) * 4
+    words = compile_sft(runs, tokenizer=lambda text: len(text.split())).report
+    assert words.tokens == sum(len(m.content.split()) for row in compile_sft(runs).rows for m in row.messages)
+    assert estimated.per_task == {"records/ex0": 3, "records/ex1": 3}
+    assert json.loads(json.dumps(estimated.to_dict()))["tokens"]["total"] == estimated.tokens
