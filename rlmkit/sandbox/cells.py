@@ -23,21 +23,19 @@ class BoundedText:
         self.head: list[str] = []
         self.head_len = 0
         self.tail = ""
-        self.dropped = 0
+        self.tail_seen = 0  # characters that went past the head
 
     def write(self, s: str) -> int:
         if not isinstance(s, str):
             raise TypeError(f"write() argument must be str, not {type(s).__name__}")
         n = len(s)
-        room = self.half - self.head_len
-        if room > 0:
+        room = max(self.half - self.head_len, 0)
+        if room:
             self.head.append(s[:room])
             self.head_len += min(room, n)
-            s = s[room:]
-        if s:
-            joined = self.tail + s[-self.half:]
-            self.dropped += max(len(self.tail) + len(s) - self.half, 0)
-            self.tail = joined[-self.half:]
+        if n > room:  # slice only the part that can survive in the tail: one copy of at most half
+            self.tail_seen += n - room
+            self.tail = (self.tail + s[max(room, n - self.half):])[-self.half:]
         return n
 
     def flush(self) -> None:
@@ -47,7 +45,8 @@ class BoundedText:
         return False
 
     def getvalue(self) -> str:
-        mid = f"\n... [{self.dropped} characters truncated] ...\n" if self.dropped else ""
+        dropped = self.tail_seen - len(self.tail)
+        mid = f"\n... [{dropped} characters truncated] ...\n" if dropped else ""
         return "".join(self.head) + mid + self.tail
 
 

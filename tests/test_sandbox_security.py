@@ -1,0 +1,78 @@
+"""Hostile code straight against the process sandbox (issue 10, section 1).
+
+Every case in ``rlmkit.sandbox.hostile_cases`` must be contained (its check passes), leave the
+host's bait untouched (``HostileEnv.harm()`` is empty), be contained in bounded time, and leave
+a sandbox that still answers the next cell with the run's inputs.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from rlmkit.sandbox import SandboxLimits
+from rlmkit.sandbox.hostile_cases import ENV_SECRET, HOSTILE_CASES, SECRET_TEXT, HostileEnv
+from rlmkit.sandbox.process import ProcessSandbox
+
+CELL_TIMEOUT = 2.0
+GRACE = 0.5
+LIMITS = SandboxLimits(cell_timeout=CELL_TIMEOUT, interrupt_grace=GRACE, max_disk_bytes=64 * 1024**2,
+                       memory_bytes=2 * 1024**3)
+
+
+@pytest.fixture(scope="module")
+def env():
+    with HostileEnv() as bait:
+        yield bait
+
+
+@pytest.fixture(scope="module")
+def sandbox(env):
+    sb = ProcessSandbox(LIMITS)
+    sb.start({"context": "the inputs"}, {})  # started inside HostileEnv: the env secret exists on the host
+    yield sb
+    sb.close()
+
+
+@pytest.mark.parametrize("case", HOSTILE_CASES, ids=[c.name for c in HOSTILE_CASES])
+def test_hostile_case_is_contained(case, sandbox, env):
+    host_pid = os.getpid()
+    t0 = time.monotonic()
+    result = sandbox.run(case.code(env))
+    contain_s = time.monotonic() - t0
+    outcome = case.check(result, env)
+    assert env.harm() == []
+    assert os.getpid() == host_pid
+    # Bounded: the timeout plus the grace plus a restart, with room for a loaded CI machine.
+    assert contain_s < CELL_TIMEOUT + GRACE + 3.0, f"{case.name} took {contain_s:.2f}s ({outcome})"
+    after = sandbox.run("print(context)")
+    assert after.stdout == "the inputs\n", f"sandbox unusable after {case.name}: {after.error}"
+
+
+def test_host_environment_is_not_inherited(sandbox, env):
+    assert os.environ[ENV_SECRET] == SECRET_TEXT
+    result = sandbox.run(f"import os\nprint(sorted(os.environ), os.environ.get({ENV_SECRET!r}))")
+    assert SECRET_TEXT not in result.stdout
+    assert ENV_SECRET not in result.stdout
+
+
+def test_every_protection_this_machine_offers_is_on(sandbox):
+    notes = sandbox.protection_notes
+    # These need only a Linux kernel with seccomp and rlimits; the others are reported, not assumed.
+    assert notes["seccomp"] is True and notes["rlimits"] is True
+    if os.geteuid() == 0:
+        assert notes["own_uid"] is True
+
+
+def test_no_worker_outlives_close(env):
+    sb = ProcessSandbox(LIMITS)
+    sb.start({}, {})
+    pids = [sb.pid]
+    sb.run("import os\nos._exit(0)")  # one restart: two workers over the sandbox's life
+    pids.append(sb.pid)
+    sb.close()
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
