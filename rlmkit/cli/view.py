@@ -1,0 +1,61 @@
+"""``rlmkit view RUNS...``: write the runs as one HTML page, then serve it on 127.0.0.1."""
+
+from __future__ import annotations
+
+import signal
+import webbrowser
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from rlmkit.errors import UserError
+
+console = Console(stderr=True, soft_wrap=True)  # soft wrap: paths and URLs stay whole
+
+
+def view(
+    runs: Annotated[list[Path], typer.Argument(help="Trajectory JSONL files, or directories holding them.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the page.")] = Path(
+        "rlmkit-view.html"
+    ),
+    serve: Annotated[
+        bool, typer.Option("--serve/--no-serve", help="Serve on 127.0.0.1 (Ctrl-C stops).")
+    ] = True,
+    port: Annotated[int, typer.Option("--port", help="Port to serve on; 0 picks a free one.")] = 0,
+    open_browser: Annotated[
+        bool, typer.Option("--open/--no-open", help="Open the page in a browser.")
+    ] = True,
+) -> None:
+    """Write one self-contained HTML page showing the runs (no network needed), and serve it."""
+    from rlmkit.view import PageServer, write_page  # the CLI stays fast for other verbs
+
+    try:
+        page, payload = write_page(runs, out)
+        server = PageServer(page, port) if serve else None
+    except UserError as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from exc
+    console.print(f"wrote {escape(str(page))} ({len(payload['runs'])} run(s))")
+    for problem in payload["problems"]:
+        console.print(f"[yellow]warning:[/yellow] {escape(problem['file'])}: {escape(problem['message'])}")
+    if server is None:
+        return
+    console.print(f"serving on {server.url}  (Ctrl-C to stop)")
+    if open_browser:
+        webbrowser.open(server.url)
+    # a process started in the background of a script inherits "ignore SIGINT";
+    # this verb promises that Ctrl-C stops it, so take SIGINT back
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        console.print("stopped")
+    finally:
+        server.server_close()
+
+
+def register(app: typer.Typer) -> None:
+    app.command("view")(view)

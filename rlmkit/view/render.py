@@ -1,0 +1,177 @@
+"""Build the viewer page: trajectories in, one self-contained HTML file out.
+
+The page is the template with the CSS, the JS and the data inlined, so it opens from disk
+or any static server with no network and no build step. The data is the trajectories'
+own pydantic dump (the viewer reads the schema it is shipped with, so it cannot drift),
+plus a small per-run summary computed here and a list of what could not be read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from rlmkit.errors import UserError
+from rlmkit.trajectory import Trajectory, Usage, read_runs
+
+FAILED_STATUSES = ("error", "budget_exceeded", "max_iterations")
+# inlined in this order into one <script>: helpers first, entry point last
+JS_FILES = ("highlight.js", "util.js", "runlist.js", "runview.js", "app.js")
+
+
+# ------------------------------------------------------------------ reading
+def find_logs(paths: Iterable[str | os.PathLike]) -> list[Path]:
+    """Every JSONL file named, or found under a named directory. Missing paths are a UserError."""
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = sorted(path.rglob("*.jsonl"))
+            if not found:
+                raise UserError(f"no *.jsonl trajectory files under {path}")
+            files.extend(found)
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise UserError(f"no such trajectory file or directory: {path}")
+    if not files:
+        raise UserError("give at least one trajectory file or directory")
+    return files
+
+
+def load_runs(files: Iterable[Path]) -> tuple[list[tuple[Path, Trajectory]], list[dict[str, Any]]]:
+    """Runs from each file, plus one problem note per file that was not wholly readable."""
+    runs: list[tuple[Path, Trajectory]] = []
+    problems: list[dict[str, Any]] = []
+    for path in files:
+        try:
+            found, bad = read_runs(path)
+        except OSError as exc:  # unreadable file: say so, show the rest
+            problems.append({"file": str(path), "bad_lines": None, "runs": 0, "message": str(exc)})
+            continue
+        runs.extend((path, run) for run in found)
+        if bad:
+            message = f"{bad} line(s) could not be read" + (
+                " - not an rlmkit trajectory log?" if not found else " (truncated or foreign lines)"
+            )
+            problems.append({"file": str(path), "bad_lines": bad, "runs": len(found), "message": message})
+    return runs, problems
+
+
+# ------------------------------------------------------------------ summaries
+def total_usage(run: Trajectory) -> Usage:
+    """The run's usage; rebuilt from its parts when the run never logged its end record."""
+    if run.usage.calls or run.status != "running":
+        return run.usage
+    usage = Usage()
+    for turn in run.turns:
+        usage = usage.add(turn.usage)
+        for block in turn.blocks:
+            for call in block.subcalls:
+                usage = usage.add(total_usage(call.child) if call.child is not None else call.usage)
+    return usage
+
+
+def max_depth(run: Trajectory) -> int:
+    """The deepest level of child RLMs under this run (0 when it made no rlm_query)."""
+    deepest = run.meta.depth
+    for call in run.iter_subcalls(recursive=False):
+        if call.child is not None:
+            deepest = max(deepest, max_depth(call.child))
+    return deepest
+
+
+def task_label(run: Trajectory) -> str:
+    """A short name for the run's task: its suite/example when known, else its signature."""
+    task = run.meta.task
+    parts = [
+        str(task[key]) for key in ("suite", "program", "name", "example", "id") if task.get(key) is not None
+    ]
+    return " / ".join(parts) if parts else run.meta.signature
+
+
+def summarize(path: Path, run: Trajectory) -> dict[str, Any]:
+    usage = total_usage(run)
+    return {
+        "run_id": run.meta.run_id,
+        "file": path.name,
+        "task": task_label(run),
+        "signature": run.meta.signature,
+        "protocol": run.meta.protocol,
+        "model": run.meta.model,
+        "status": run.status,
+        "failed": run.status in FAILED_STATUSES,
+        "incomplete": run.status == "running",
+        "error": run.error,
+        "score": run.score,
+        "cost": usage.cost,
+        "tokens": usage.total_tokens,
+        "calls": usage.calls,
+        "turns": run.n_turns,
+        "subcalls": sum(1 for _ in run.iter_subcalls(recursive=True)),
+        "depth": max_depth(run),
+        "duration_s": run.duration_s or sum(turn.duration_s for turn in run.turns),
+        "created": run.meta.created,
+    }
+
+
+def build_payload(runs: list[tuple[Path, Trajectory]], problems: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "runs": [
+            {"summary": summarize(path, run), "trajectory": run.model_dump(mode="json")} for path, run in runs
+        ],
+        "problems": problems,
+    }
+
+
+# ------------------------------------------------------------------ the page
+def embed_json(data: Any) -> str:
+    """JSON that is safe inside <script>: no '<', '>', '&' or JS line separators survive raw,
+    so a model reply holding '</script>' or '<!--' cannot end or confuse the script element."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    for raw, escaped in (
+        ("<", "\\u003c"),
+        (">", "\\u003e"),
+        ("&", "\\u0026"),
+        ("\u2028", "\\u2028"),
+        ("\u2029", "\\u2029"),
+    ):
+        text = text.replace(raw, escaped)
+    return text
+
+
+def _asset(name: str) -> str:
+    return resources.files("rlmkit.view").joinpath(name).read_text(encoding="utf-8")
+
+
+def render_page(payload: dict[str, Any], title: str = "rlmkit runs") -> str:
+    """The whole page as one string (template + CSS + JS + data)."""
+    page = _asset("template.html")
+    # str.replace, not str.format: CSS and JS are full of braces
+    for marker, value in (
+        ("/*@CSS@*/", _asset("viewer.css")),
+        ("/*@JS@*/", "\n".join(_asset(name) for name in JS_FILES)),
+        ("@TITLE@", title.replace("&", "&amp;").replace("<", "&lt;")),
+        ("@DATA@", embed_json(payload)),  # last: run data may contain the other markers' text
+    ):
+        page = page.replace(marker, value, 1)
+    return page
+
+
+def render_runs(paths: Iterable[str | os.PathLike]) -> tuple[str, dict[str, Any]]:
+    """Read the named logs and render them. Returns (html, payload)."""
+    runs, problems = load_runs(find_logs(paths))
+    payload = build_payload(runs, problems)
+    return render_page(payload), payload
+
+
+def write_page(paths: Iterable[str | os.PathLike], out: str | os.PathLike) -> tuple[Path, dict[str, Any]]:
+    html, payload = render_runs(paths)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(html, encoding="utf-8")
+    return out, payload

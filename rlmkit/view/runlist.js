@@ -1,0 +1,91 @@
+/* The runs list: one row per run, filterable by text and status, sortable by any column. */
+"use strict";
+
+const RUN_COLUMNS = [
+  // key in summary, header, formatter, numeric?
+  ["status", "status", (s) => { const b = statusBadge(s.status); if (s.error) b.title = s.error; return b; }, false],
+  ["task", "task", (s) => el("span", {class: "task", title: s.signature, text: s.task}), false],
+  ["protocol", "protocol", (s) => s.protocol, false],
+  ["model", "model", (s) => s.model || "–", false],
+  ["score", "score", (s) => fmt.score(s.score), true],
+  ["cost", "cost", (s) => fmt.cost(s.cost), true],
+  ["tokens", "tokens", (s) => fmt.int(s.tokens), true],
+  ["turns", "turns", (s) => fmt.int(s.turns), true],
+  ["subcalls", "sub-calls", (s) => fmt.int(s.subcalls), true],
+  ["depth", "depth", (s) => fmt.int(s.depth), true],
+  ["duration_s", "time", (s) => fmt.secs(s.duration_s), true],
+  ["file", "file", (s) => el("span", {class: "file", text: s.file}), false],
+];
+
+const listState = {filter: "", status: "all", sortKey: "created", sortDir: 1};
+
+function runMatches(summary) {
+  if (listState.status === "failed" && !summary.failed) return false;
+  if (listState.status === "incomplete" && !summary.incomplete) return false;
+  if (!["all", "failed", "incomplete"].includes(listState.status) && summary.status !== listState.status) return false;
+  if (!listState.filter) return true;
+  const haystack = [summary.task, summary.signature, summary.status, summary.protocol, summary.model,
+    summary.file, summary.run_id, summary.error].join(" ").toLowerCase();
+  return listState.filter.toLowerCase().split(/\s+/).every((word) => haystack.includes(word));
+}
+
+function compareRuns(a, b) {
+  const x = a.summary[listState.sortKey];
+  const y = b.summary[listState.sortKey];
+  // missing values (no score, say) always sort last
+  if (x === null || x === undefined) return y === null || y === undefined ? 0 : 1;
+  if (y === null || y === undefined) return -1;
+  return (x < y ? -1 : x > y ? 1 : 0) * listState.sortDir;
+}
+
+function renderRunList(app, data) {
+  const counts = {};
+  for (const run of data.runs) counts[run.summary.status] = (counts[run.summary.status] || 0) + 1;
+  const failed = data.runs.filter((run) => run.summary.failed).length;
+
+  const filterInput = el("input", {id: "run-filter", type: "search", placeholder: "filter: task, model, status, error…",
+    value: listState.filter});
+  const statusSelect = el("select", {id: "status-filter"},
+    el("option", {value: "all", text: `all statuses (${data.runs.length})`}),
+    el("option", {value: "failed", text: `failed (${failed})`}),
+    Object.keys(counts).sort().map((s) => el("option", {value: s, text: `${STATUS_LABEL[s] || s} (${counts[s]})`})));
+  statusSelect.value = listState.status;
+  const shown = el("span", {class: "shown"});
+  const head = el("tr", {});
+  const body = el("tbody", {});
+  const table = el("table", {class: "runs", id: "runs-table"}, el("thead", {}, head), body);
+
+  const fill = () => {
+    head.replaceChildren(...RUN_COLUMNS.map(([key, label, , numeric]) => {
+      const arrow = listState.sortKey === key ? (listState.sortDir > 0 ? " ▲" : " ▼") : "";
+      return el("th", {class: numeric ? "num sortable" : "sortable", "data-key": key, text: label + arrow,
+        onclick: () => {
+          listState.sortDir = listState.sortKey === key ? -listState.sortDir : numeric ? -1 : 1;
+          listState.sortKey = key;
+          fill();
+        }});
+    }));
+    const rows = data.runs.map((run, index) => ({run, index})).filter(({run}) => runMatches(run.summary));
+    rows.sort((a, b) => compareRuns(a.run, b.run));
+    body.replaceChildren(...rows.map(({run, index}) => el("tr", {
+      class: `run-row ${run.summary.failed ? "failed" : ""} ${run.summary.incomplete ? "incomplete" : ""}`,
+      "data-run-id": run.summary.run_id, tabindex: "0",
+      onclick: () => { location.hash = `run=${index}`; },
+      onkeydown: (e) => { if (e.key === "Enter") location.hash = `run=${index}`; },
+    }, RUN_COLUMNS.map(([, , format, numeric]) => el("td", {class: numeric ? "num" : ""}, format(run.summary))))));
+    shown.textContent = `${rows.length} of ${data.runs.length} runs`;
+  };
+  filterInput.addEventListener("input", () => { listState.filter = filterInput.value.trim(); fill(); });
+  statusSelect.addEventListener("change", () => { listState.status = statusSelect.value; fill(); });
+  fill();
+
+  const totals = data.runs.reduce((t, run) => ({cost: t.cost + (run.summary.cost || 0),
+    tokens: t.tokens + (run.summary.tokens || 0)}), {cost: 0, tokens: 0});
+  app.replaceChildren(
+    el("section", {class: "card list-head"},
+      el("div", {class: "controls"}, filterInput, statusSelect, shown),
+      el("div", {class: "totals-line"},
+        chip("runs", fmt.int(data.runs.length)), chip("failed", fmt.int(failed), failed ? "bad" : ""),
+        chip("tokens", fmt.int(totals.tokens)), chip("cost", fmt.cost(totals.cost)))),
+    data.runs.length ? table : el("p", {class: "none", text: "No runs could be read from the given files."}));
+}
