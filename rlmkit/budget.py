@@ -35,6 +35,10 @@ class Budget:
             if value is not None and value <= 0:
                 raise ValueError(f"Budget.{name} must be positive or None, got {value!r}")
 
+    def __deepcopy__(self, memo: dict) -> "Budget":
+        """Copies (dspy deep-copies programs) get the same limits and fresh counters."""
+        return Budget(**self.limits())
+
     # -- lifecycle -------------------------------------------------------------
     def start(self) -> "Budget":
         """Start the wall clock (idempotent: the first start of a tree wins)."""

@@ -31,7 +31,7 @@ from rlmkit.signature import OutputValidator, make_signature, signature_text
 from rlmkit.subcalls import make_typed_subcalls
 from rlmkit.trajectory import RunMeta, Trajectory, TrajectoryLog, describe_variable
 
-SANDBOXES = ("process", "inline", "monty")
+from rlmkit.sandbox import BACKENDS as SANDBOXES  # noqa: E402
 _KNOBS = ("max_iterations", "max_depth", "cell_timeout", "max_concurrency")
 
 

@@ -273,7 +273,7 @@ def test_composes_inside_a_dspy_module_and_exposes_its_predictor(serve):
 
 
 def test_save_load_round_trips_instructions_demos_and_knobs(serve, tmp_path):
-    server, lm = serve(Script([repl("SUBMIT(answer='ok')")]))
+    server, lm = serve(Script(["FINAL(ok)"]))
     rlm = rlmkit.RLM("context -> answer", lm=lm, max_iterations=7, protocol="final")
     rlm.instructions = "Count carefully."
     rlm.root.demos = [dspy.Example(context="aa", answer="2")]
