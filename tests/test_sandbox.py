@@ -7,9 +7,12 @@ import os
 import time
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from rlmkit.errors import BudgetExceeded, ConfigError, Finish, SandboxError
+from rlmkit.errors import BudgetExceeded, ConfigError, ContextError, Finish, SandboxError
 from rlmkit.sandbox import CellResult, SandboxLimits, make_sandbox
+from rlmkit.sandbox.cells import BoundedText
 from rlmkit.sandbox.process import ProcessSandbox
 
 BACKENDS = ["process", "inline"] + (["monty"] if importlib.util.find_spec("pydantic_monty") else [])
@@ -240,3 +243,63 @@ def test_protections_report_is_typed():
     finally:
         sb.close()
     assert isinstance(CellResult(), CellResult)
+
+
+@pytest.mark.parametrize("value", [
+    "plain ascii", "latin-1 café", "two-byte \u0101\u0102", "four-byte \U0001f600 and \ud800 lone surrogate", "",
+    ["doc one", "doc two"] * 1000, {"a": ("x", 1.5, None), "nested": [{"k": b"bytes"}]},
+])
+def test_inputs_of_every_kind_cross_intact(process_sandbox, value):
+    class Sub(str):
+        pass
+
+    sb = process_sandbox
+    sb.start({"value": value, "sub": Sub("a str subclass takes the UTF-8 path é")}, {})
+    assert sb.get("value") == value
+    assert sb.get("sub") == "a str subclass takes the UTF-8 path é"
+    assert sb.run("print(type(value).__name__, len(value))").stdout == f"{type(value).__name__} {len(value)}\n"
+
+
+class HostOnly:
+    """Picklable on the host, but its module cannot be imported inside the sandbox."""
+
+
+def test_unsendable_inputs_are_context_errors(process_sandbox):
+    with pytest.raises(ContextError, match="lambda"):
+        process_sandbox.start({"f": lambda: 1}, {})
+    with pytest.raises(ContextError, match="standard library"):
+        process_sandbox.start({"obj": HostOnly()}, {})
+
+
+def test_run_from_inside_a_host_function_is_refused(process_sandbox):
+    sb = process_sandbox
+
+    def reenter():
+        return sb.run("1")
+
+    sb.start({}, {"reenter": reenter})
+    with pytest.raises(SandboxError, match="inside a host function"):
+        sb.run("reenter()")
+
+
+def test_unconfined_worker_still_works():
+    sb = ProcessSandbox(SandboxLimits(cell_timeout=1.0), confine=False)
+    sb.start({"context": "abc"}, {"llm_query": upper})
+    try:
+        assert sb.protections == {}
+        assert sb.run("llm_query(context)").stdout == "'ABC'\n"
+    finally:
+        sb.close()
+
+
+@given(limit=st.integers(2, 60), writes=st.lists(st.text(max_size=50), max_size=8))
+def test_bounded_text_keeps_exact_head_and_tail(limit, writes):
+    out = BoundedText(limit)
+    for w in writes:
+        out.write(w)
+    full, half = "".join(writes), max(limit // 2, 1)
+    if len(full) <= 2 * half:
+        assert out.getvalue() == full
+    else:
+        marker = f"\n... [{len(full) - 2 * half} characters truncated] ...\n"
+        assert out.getvalue() == full[:half] + marker + full[-half:]

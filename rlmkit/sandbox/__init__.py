@@ -43,4 +43,4 @@ def make_sandbox(name: str = "process", limits: SandboxLimits | None = None) -> 
     return factory(limits)
 
 
-__all__ = ["CellResult", "HostFunction", "Sandbox", "SandboxLimits", "make_sandbox", "BACKENDS"]
+__all__ = ["BACKENDS", "CellResult", "HostFunction", "Sandbox", "SandboxLimits", "make_sandbox"]

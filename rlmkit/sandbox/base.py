@@ -12,8 +12,9 @@ Finish value.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Self
 
 HostFunction = Callable[..., Any]
 
@@ -83,10 +84,10 @@ class Sandbox(ABC):
         """Which isolation mechanisms are active (name -> on). Empty: no isolation at all."""
         return {}
 
-    def __enter__(self) -> "Sandbox":
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 

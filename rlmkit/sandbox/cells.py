@@ -56,7 +56,7 @@ def execute(code: str, filename: str, namespace: dict) -> None:
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = ast.Expression(tree.body.pop().value)
-    exec(compile(tree, filename, "exec"), namespace)
+    exec(compile(tree, filename, "exec"), namespace)  # noqa: S102 - running model code is the point
     if last is not None:
         value = eval(compile(last, filename, "eval"), namespace)
         if value is not None:

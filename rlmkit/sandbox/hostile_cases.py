@@ -23,7 +23,7 @@ import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 SECRET_TEXT = "rlmkit-hostile-secret-7f3a"
 ENV_SECRET = "RLMKIT_HOSTILE_ENV_SECRET"
@@ -32,7 +32,7 @@ ENV_SECRET = "RLMKIT_HOSTILE_ENV_SECRET"
 class HostileEnv:
     """Bait on the host for the hostile cases; ``harm()`` lists what the sandbox damaged."""
 
-    def __enter__(self) -> HostileEnv:
+    def __enter__(self) -> Self:
         self.dir = tempfile.mkdtemp(prefix="rlmkit-hostile-")
         self.victim = os.path.join(self.dir, "victim.txt")
         self.secret = os.path.join(self.dir, "secret.txt")

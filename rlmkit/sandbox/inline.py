@@ -13,7 +13,7 @@ import contextlib
 import ctypes
 import threading
 import time
-from typing import Any
+from typing import Any, Self
 
 from rlmkit.errors import Finish
 from rlmkit.sandbox import cells
@@ -52,12 +52,12 @@ class _CellTimer:
             ctypes.c_ulong(self._thread_id), ctypes.py_object(exc_type) if exc_type else None
         )
 
-    def __enter__(self) -> "_CellTimer":
+    def __enter__(self) -> Self:
         if self.timeout is not None:
             threading.Thread(target=self.watch, daemon=True, name="rlmkit-inline-timer").start()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         with self._lock:
             self._stop.set()
             if self.fired:
@@ -129,7 +129,7 @@ class InlineSandbox(Sandbox):
                     cells.execute(code, filename, self._namespace)
             except Finish:
                 pass
-            except BaseException as exc:  # the cell's own error, reported as a traceback
+            except BaseException as exc:  # noqa: BLE001 - the cell's own error, reported as a traceback
                 result.error = cells.format_error(exc, filename, code)
             finally:
                 self._timer = None

@@ -29,7 +29,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 MAX_HOST_CALLS = 10**9  # monty counts suspensions per session (default 1000): effectively unbounded
 
 
-class FinishSignal(BaseException):  # noqa: N818 - crosses into monty as an uncatchable-by-Exception signal
+class FinishSignal(BaseException):
     pass
 
 
@@ -85,7 +85,7 @@ class MontySandbox(Sandbox):
             if ctx is not None:
                 try:
                     ctx.__exit__(None, None, None)
-                except Exception:  # a crashed worker cannot be closed twice; nothing left to free
+                except Exception:  # noqa: BLE001, S110 - a crashed worker cannot be closed twice; nothing to free
                     pass
 
     def run(self, code: str) -> CellResult:
@@ -145,7 +145,7 @@ class MontySandbox(Sandbox):
             return {"exception": FinishSignal("finished")}, None
         except RunError as exc:  # e.g. BudgetExceeded: stop the cell, then end the run on the host
             return {"exception": FinishSignal("stopped")}, exc
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a host function's error goes to the cell as an exception
             return {"exception": exc}, None
 
     def _restart_quietly(self) -> bool:

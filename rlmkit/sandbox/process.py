@@ -29,6 +29,7 @@ from rlmkit.sandbox.base import CellResult, HostFunction, Sandbox, SandboxLimits
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
 START_TIMEOUT_S = 30.0
 GET_TIMEOUT_S = 60.0
+MAX_VALUE_BYTES = 256 * 1024**2  # largest pickled value get() accepts from the worker
 # Shared libraries and data the interpreter may load lazily (read-only inside the worker).
 SYSTEM_READ_ONLY = ["/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/share/zoneinfo",
                     "/etc/ld.so.cache", "/etc/localtime"]
@@ -78,7 +79,8 @@ class ProcessSandbox(Sandbox):
     def __init__(self, limits: SandboxLimits | None = None, *, confine: bool = True):
         super().__init__(limits)
         self.confine = confine
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # re-entrant: a host function may call get() mid-cell
+        self._running = False
         self._proc: subprocess.Popen | None = None
         self._chan: wire.Channel | None = None
         self._finalizer = None
@@ -123,7 +125,7 @@ class ProcessSandbox(Sandbox):
             "read_only": [sys.base_prefix, sys.prefix, *SYSTEM_READ_ONLY],
         }
         env = {"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
-        errlog = tempfile.TemporaryFile(prefix="rlmkit-repl-stderr-")
+        errlog = tempfile.TemporaryFile(prefix="rlmkit-repl-stderr-")  # noqa: SIM115 - lives as long as the worker
         cmd = [sys.executable, "-I", "-S", WORKER, json.dumps(config)]
         try:
             self._proc = _SPAWNER.submit(
@@ -133,7 +135,9 @@ class ProcessSandbox(Sandbox):
         finally:
             os.close(to_worker_r)
             os.close(from_worker_w)
-        max_frame = max(lim.memory_bytes or 0, 8 * lim.max_output_chars + (1 << 20), 1 << 30)
+        # What the worker may send in one frame (a cell's output, a value for get()): bounded, so
+        # model code writing to the pipe itself cannot make the host allocate without limit.
+        max_frame = max(MAX_VALUE_BYTES, 8 * lim.max_output_chars + (1 << 20))
         self._chan = wire.Channel(from_worker_r, to_worker_w, max_frame=max_frame)
         self._errlog = errlog
         self._finalizer = weakref.finalize(
@@ -146,7 +150,7 @@ class ProcessSandbox(Sandbox):
                 raise SandboxError(f"the REPL worker could not start: {msg[1]}")
             self._protections = msg[1]
             self._send_inputs()
-        except SandboxError:
+        except (SandboxError, ContextError):
             self.close()
             raise
         except (wire.ChannelTimeout, EOFError, OSError) as exc:
@@ -163,12 +167,12 @@ class ProcessSandbox(Sandbox):
                 chan.send(("var_str", name))
                 chan.send_text(value)
                 continue
+            chan.send(("var", name))
             try:
-                payload = wire.dumps(value)
-            except Exception as exc:
-                raise SandboxError(f"variable {name!r} ({type(value).__name__}) cannot be pickled: {exc}") from None
-            chan.send_bytes(wire.dumps(("var", name, payload)))
-            del payload
+                chan.send_pickled(value)
+            except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as exc:
+                raise ContextError(f"variable {name!r} ({type(value).__name__}) cannot be sent into the "
+                                   f"sandbox: {exc}") from None
         chan.send(("loaded",))
         errors = chan.recv_plain(time.monotonic() + START_TIMEOUT_S)[1]
         if errors:
@@ -205,11 +209,16 @@ class ProcessSandbox(Sandbox):
         with self._lock:
             if self._chan is None:
                 raise SandboxError("the sandbox is not started (call start() first)")
+            if self._running:
+                raise SandboxError("run() called from inside a host function of the same sandbox")
+            self._running = True
             try:
                 return self._run_locked(code)
             except BaseException:
                 self.close()  # the pipe is mid-conversation: nothing sane can follow
                 raise
+            finally:
+                self._running = False
 
     def _run_locked(self, code: str) -> CellResult:
         result = CellResult()
@@ -271,7 +280,7 @@ class ProcessSandbox(Sandbox):
         fn = self._functions.get(name)
         try:
             args, kwargs = wire.loads_plain(payload)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any malformed pickle from the worker is refused
             self._chan.send(("error", call_id, "TypeError", f"arguments to {name}() must be plain data: {exc}"))
             return None
         if fn is None:
@@ -286,15 +295,15 @@ class ProcessSandbox(Sandbox):
         except RunError as exc:  # e.g. BudgetExceeded: stop the cell, then end the run on the host
             self._chan.send(("finish", call_id))
             return exc
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a host function's error goes to the cell as an exception
             self._chan.send(("error", call_id, type(exc).__name__, str(exc)))
             return None
-        except BaseException as exc:  # KeyboardInterrupt / SystemExit in the host
+        except BaseException as exc:  # noqa: BLE001 - KeyboardInterrupt / SystemExit in the host
             self._chan.send(("finish", call_id))
             return exc
         try:
             reply = wire.dumps(("ok", call_id, wire.dumps(value)))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - pickling can fail with any exception type
             reply = wire.dumps(("error", call_id, "TypeError",
                                 f"the result of {name}() cannot be sent into the REPL: {exc}"))
         self._chan.send_bytes(reply)
@@ -336,5 +345,5 @@ class ProcessSandbox(Sandbox):
                 raise TypeError(f"variable {name!r} cannot leave the sandbox: {payload}")
             try:
                 return wire.loads_plain(payload)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - any malformed pickle from the worker is refused
                 raise TypeError(f"variable {name!r} cannot leave the sandbox: {exc}") from None

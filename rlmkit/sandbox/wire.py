@@ -1,8 +1,10 @@
 """Framing on the host<->worker pipes, shared by both sides (standard library only).
 
-A frame is an 8-byte little-endian length followed by that many bytes: a pickle, or for a
-text variable a run of raw UTF-8 chunk frames ended by an empty frame. Text goes as raw
-chunks so a 10^8-character context is never pickled as one giant copy on either side.
+A frame is an 8-byte little-endian length followed by that many bytes: a pickle, or raw
+data. Large inputs never become one giant pickle on either side (see ``textbuf.py``):
+a str crosses as its own character buffer (read straight out of the host's str, written
+straight into a new str in the worker: no copy on either side), or as UTF-8 chunk frames
+where that is unavailable; any other value as a pickle stream cut into frames.
 
 The host never trusts a pickle from the worker: model code could craft one whose loading
 runs code. ``loads_plain`` only admits plain data (containers, numbers, text, dates, ...).
@@ -16,6 +18,11 @@ import pickle
 import select
 import struct
 import time
+
+try:  # the worker imports its siblings as top-level modules (it runs under -I -S)
+    from rlmkit.sandbox import textbuf
+except ImportError:
+    import textbuf
 
 HEADER = struct.Struct("<Q")
 TEXT_CHUNK_CHARS = 1 << 22  # 4 Mi characters per chunk: bounded extra memory while streaming
@@ -93,9 +100,23 @@ class Channel:
         self.send_bytes(dumps(obj))
 
     def send_text(self, text: str) -> None:
-        """Stream ``text`` as UTF-8 chunk frames (each chunk valid on its own), then an empty frame."""
+        """Send a str: its raw character buffer when possible, else UTF-8 chunks (each valid alone)."""
+        raw = textbuf.char_buffer(text)
+        if raw is not None:
+            maxchar, view = raw
+            self.send(("raw", maxchar, len(text)))
+            self.send_bytes(view)
+            return
+        self.send(("utf8",))
         for i in range(0, len(text), TEXT_CHUNK_CHARS):
             self.send_bytes(text[i:i + TEXT_CHUNK_CHARS].encode("utf-8", "surrogatepass"))
+        self.send_bytes(b"")
+
+    def send_pickled(self, obj) -> None:
+        """Pickle ``obj`` straight into frames (no whole-pickle copy), then an empty frame."""
+        writer = _FrameWriter(self)
+        pickle.Pickler(writer, protocol=5).dump(obj)
+        writer.flush()
         self.send_bytes(b"")
 
     # ------------------------------------------------------------ reading
@@ -146,6 +167,15 @@ class Channel:
         return loads_plain(self.recv_frame(deadline))
 
     def recv_text(self) -> str:
+        head = self.recv()
+        if head[0] == "raw":
+            _, maxchar, n = head
+            (size,) = HEADER.unpack(self._read_exact(HEADER.size, None))
+            text, view = textbuf.new_str(n, maxchar)
+            if size != len(view):
+                raise FrameTooLarge(f"text frame of {size} bytes for {n} characters")
+            self._read_into(view)
+            return text
         pieces = []
         while True:
             chunk = self.recv_frame()
@@ -153,3 +183,93 @@ class Channel:
                 return "".join(pieces)
             pieces.append(chunk.decode("utf-8", "surrogatepass"))
             del chunk
+
+    def _read_into(self, view: memoryview) -> None:
+        have = min(len(self.buf), len(view))
+        view[:have] = self.buf[:have]
+        del self.buf[:have]
+        while have < len(view):
+            got = os.readv(self.rfd, [view[have:]])
+            if got == 0:
+                raise EOFError("the peer closed the pipe")
+            have += got
+
+    def recv_unpickled(self):
+        """Load a value sent by ``send_pickled``; the stream is consumed even if loading fails."""
+        reader = _FrameReader(self)
+        try:
+            return pickle.Unpickler(reader).load()
+        finally:
+            reader.drain()
+
+
+class _FrameWriter:
+    """A file-like sink for ``pickle.Pickler`` that sends ~1 MiB frames."""
+
+    def __init__(self, chan: Channel, size: int = 1 << 20):
+        self.chan, self.size, self.parts, self.pending = chan, size, [], 0
+
+    def write(self, data) -> int:
+        n = len(data)
+        if n >= self.size:  # a big bytes/str body: send it as its own frame, uncopied
+            self.flush()
+            self.chan.send_bytes(data)
+            return n
+        self.parts.append(bytes(data))
+        self.pending += n
+        if self.pending >= self.size:
+            self.flush()
+        return n
+
+    def flush(self) -> None:
+        if self.parts:
+            self.chan.send_bytes(b"".join(self.parts))
+            self.parts, self.pending = [], 0
+
+
+class _FrameReader:
+    """A file-like source for ``pickle.Unpickler`` over the frames of ``_FrameWriter``."""
+
+    def __init__(self, chan: Channel):
+        self.chan, self.chunk, self.pos, self.done = chan, b"", 0, False
+
+    def _more(self) -> bool:
+        if self.done:
+            return False
+        frame = self.chan.recv_frame()
+        self.chunk, self.pos = (bytes(frame) if isinstance(frame, bytearray) else frame), 0
+        self.done = not self.chunk
+        return not self.done
+
+    def read(self, n: int = -1) -> bytes:
+        parts = []
+        while n != 0:
+            if self.pos >= len(self.chunk) and not self._more():
+                break
+            take = len(self.chunk) - self.pos if n < 0 else min(n, len(self.chunk) - self.pos)
+            parts.append(self.chunk[self.pos:self.pos + take])
+            self.pos += take
+            n -= take if n > 0 else 0
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def readinto(self, buf) -> int:
+        data = self.read(len(buf))
+        buf[:len(data)] = data
+        return len(data)
+
+    def readline(self) -> bytes:
+        parts = []
+        while True:
+            if self.pos >= len(self.chunk) and not self._more():
+                break
+            end = self.chunk.find(b"\n", self.pos)
+            stop = len(self.chunk) if end < 0 else end + 1
+            parts.append(self.chunk[self.pos:stop])
+            self.pos = stop
+            if end >= 0:
+                break
+        return b"".join(parts)
+
+    def drain(self) -> None:
+        while self._more():
+            pass

@@ -3,7 +3,8 @@
 Standard library only. It confines itself (``confine.py``), reports what is active, receives
 the run's variables once, runs the prelude, then runs cells until the host closes the pipe.
 Protocol (frames of an 8-byte length + pickle, see ``wire.py``): the host sends
-``("var_str", name)`` followed by raw UTF-8 chunk frames, ``("var", name, value)``,
+``("var_str", name)`` followed by the text (``Channel.send_text``), ``("var", name)`` followed
+by a pickle stream (``Channel.send_pickled``),
 ``("functions", {name: doc})``, ``("prelude", code)``, ``("run", code)``, ``("get", name)``;
 the worker answers ``("ready", protections)``, ``("done", stdout, stderr, error, finished)``,
 ``("value", found, payload)``, and asks ``("call", id, name, args, kwargs)``; the host replies
@@ -19,15 +20,15 @@ import signal
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cells  # noqa: E402
-import confine  # noqa: E402
-import wire  # noqa: E402
+import cells
+import confine
+import wire
 
 del sys.path[0]  # model code must not import our modules by accident
 
 
 
-class FinishSignal(BaseException):  # noqa: N818 - a signal; BaseException so `except Exception` misses it
+class FinishSignal(BaseException):
     """A host function raised Finish: the cell ends here."""
 
 
@@ -68,7 +69,7 @@ class Worker:
         my_id = State.call_id
         try:
             payload = wire.dumps(("call", my_id, name, wire.dumps((args, kwargs))))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - pickling can fail with any exception type
             raise TypeError(f"arguments to {name}() cannot be sent to the host: {exc}") from None
         State.in_io = True
         try:
@@ -118,7 +119,7 @@ class Worker:
             cells.execute(code, filename, self.namespace)
         except FinishSignal:
             pass
-        except BaseException as exc:  # the cell's own error, reported as a traceback
+        except BaseException as exc:  # noqa: BLE001 - the cell's own error, reported as a traceback
             error = cells.format_error(exc, filename, code)
         finally:
             State.in_cell = False
@@ -132,7 +133,7 @@ class Worker:
             return
         try:
             payload = wire.dumps(self.namespace[name])
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - pickling can fail with any exception type
             self.chan.send(("value", True, f"{type(exc).__name__}: {exc}"))
             return
         self.chan.send_bytes(wire.dumps(("value", True, payload)))
@@ -149,8 +150,8 @@ class Worker:
                 self.namespace[msg[1]] = self.chan.recv_text()
             elif kind == "var":
                 try:
-                    self.namespace[msg[1]] = wire.loads_trusted(msg[2])
-                except Exception as exc:  # e.g. a class the worker cannot import (it runs with -S)
+                    self.namespace[msg[1]] = self.chan.recv_unpickled()
+                except Exception as exc:  # noqa: BLE001 - e.g. a class the worker cannot import (it runs with -S)
                     self.load_errors.append(f"{msg[1]}: {type(exc).__name__}: {exc}")
             elif kind == "loaded":
                 self.chan.send(("loaded", self.load_errors))
