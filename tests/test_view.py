@@ -314,19 +314,31 @@ def browser():
 
 
 @pytest.fixture
-def page(browser, site):
-    """A fresh tab at the runs list; fails the test if the page logged any console error."""
-    context = browser.new_context(viewport={"width": 1360, "height": 900})
-    tab = context.new_page()
-    errors: list[str] = []
-    tab.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))
-    tab.on("pageerror", lambda exc: errors.append(str(exc)))
-    tab.on("request", lambda req: req.url.startswith(site) or errors.append(f"network request: {req.url}"))
-    tab.goto(site)
-    yield tab
+def open_page(browser):
+    """``open_page(url)`` -> a fresh tab; fails the test if any tab logged a console error or
+    tried the network (the page is self-contained)."""
+    contexts, errors = [], []
+
+    def open_(url: str):
+        context = browser.new_context(viewport={"width": 1360, "height": 900})
+        contexts.append(context)
+        tab = context.new_page()
+        tab.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))
+        tab.on("pageerror", lambda exc: errors.append(str(exc)))
+        tab.on("request", lambda req: req.url.startswith(url) or errors.append(f"network request: {req.url}"))
+        tab.goto(url)
+        return tab
+
+    yield open_
     assert errors == [], errors
-    assert tab.evaluate("window.__pwned") is None  # the hostile reply stayed text
-    context.close()
+    for context in contexts:
+        assert context.pages[0].evaluate("window.__pwned") is None  # hostile replies stayed text
+        context.close()
+
+
+@pytest.fixture
+def page(open_page, site):
+    return open_page(site)
 
 
 def test_browser_runs_list_filters_and_sorts(page):
@@ -404,3 +416,47 @@ def test_browser_failed_runs_show_their_failure(page):
     page.goto(page.url.split("#")[0] + "#")
     page.click("tr.run-row.incomplete")
     assert "no end record" in page.locator(".failure.incomplete").inner_text()
+
+
+# ------------------------------------------------------------------ real runs of the RLM core
+def test_real_rlm_runs_render_and_open(serve, tmp_path, open_page):
+    """Logs written by rlmkit.RLM itself (depth 3, and a spent budget) open in the viewer.
+    (The inline sandbox keeps this fast; the viewer reads the same log either way.)"""
+    import rlmkit
+    from rlmkit.errors import BudgetExceeded
+    from tests.conftest import Script
+
+    def root(body):
+        if "child task" in body["messages"][1]["content"]:
+            return "```repl\nr = rlm_query('child task', context[:20])\nSUBMIT(answer='c(' + r + ')')\n```"
+        return "```repl\nr = rlm_query('child task', context)\nSUBMIT(answer=r)\n```"
+
+    _, lm = serve(Script(root, sub=lambda prompt: "leaf"))
+    deep = rlmkit.RLM("context -> answer", lm=lm, max_depth=3, sandbox="inline", log_dir=tmp_path / "logs")
+    deep(context="x" * 5000)
+    _, lm = serve(Script(["```repl\nx = llm_query('a')\nprint(x)\n```"]))
+    with pytest.raises(BudgetExceeded):
+        budget = rlmkit.Budget(max_calls=3)
+        rlmkit.RLM("context -> answer", lm=lm, budget=budget, sandbox="inline", log_dir=tmp_path / "logs")(
+            context="a"
+        )
+
+    page_path, payload = write_page([tmp_path / "logs"], tmp_path / "real.html")
+    summaries = [run["summary"] for run in payload["runs"]]
+    tops = [s for s in summaries if not s["child_of"]]
+    assert payload["problems"] == [] and len(summaries) == 4  # root, its two child RLMs, the spent run
+    assert sorted(s["status"] for s in tops) == ["budget_exceeded", "ok"]
+    assert max(s["depth"] for s in tops) == 2
+
+    tab = open_page(page_path.as_uri())
+    assert tab.locator("tr.run-row").count() == 2  # child runs open from their parent
+    tab.check("#show-children")
+    assert tab.locator("tr.run-row").count() == 4
+    tab.click("tr.run-row:has(.badge:text-is('budget exceeded'))")
+    assert "BudgetExceeded" in tab.locator(".failure").inner_text()
+    tab.go_back()
+    tab.click("tr.run-row:has(.badge:text-is('ok')) >> nth=0")
+    tab.locator("details.subcall.has-child > summary").first.click()
+    child = tab.locator(".child-run").first
+    assert "child RLM (depth 1)" in child.locator("h4").first.text_content()
+    assert "c(leaf)" in child.locator(".outputs").first.inner_text()

@@ -120,12 +120,15 @@ def summarize(path: Path, run: Trajectory) -> dict[str, Any]:
 
 
 def build_payload(runs: list[tuple[Path, Trajectory]], problems: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "runs": [
-            {"summary": summarize(path, run), "trajectory": run.model_dump(mode="json")} for path, run in runs
-        ],
-        "problems": problems,
-    }
+    # A child RLM logs its own file and also nests whole in its parent's SubCall.child;
+    # the list hides such a run when its parent is loaded (it opens from there).
+    loaded = {run.meta.run_id for _, run in runs}
+    entries = []
+    for path, run in runs:
+        summary = summarize(path, run)
+        summary["child_of"] = run.meta.parent_id if run.meta.parent_id in loaded else None
+        entries.append({"summary": summary, "trajectory": run.model_dump(mode="json")})
+    return {"runs": entries, "problems": problems}
 
 
 # ------------------------------------------------------------------ the page

@@ -17,9 +17,10 @@ const RUN_COLUMNS = [
   ["file", "file", (s) => el("span", {class: "file", text: s.file}), false],
 ];
 
-const listState = {filter: "", status: "all", sortKey: "created", sortDir: 1};
+const listState = {filter: "", status: "all", children: false, sortKey: "created", sortDir: 1};
 
 function runMatches(summary) {
+  if (summary.child_of && !listState.children) return false;
   if (listState.status === "failed" && !summary.failed) return false;
   if (listState.status === "incomplete" && !summary.incomplete) return false;
   if (!["all", "failed", "incomplete"].includes(listState.status) && summary.status !== listState.status) return false;
@@ -50,6 +51,8 @@ function renderRunList(app, data) {
     el("option", {value: "failed", text: `failed (${failed})`}),
     Object.keys(counts).sort().map((s) => el("option", {value: s, text: `${STATUS_LABEL[s] || s} (${counts[s]})`})));
   statusSelect.value = listState.status;
+  const children = data.runs.filter((run) => run.summary.child_of).length;
+  const childToggle = el("input", {id: "show-children", type: "checkbox", checked: listState.children});
   const shown = el("span", {class: "shown"});
   const head = el("tr", {});
   const body = el("tbody", {});
@@ -77,13 +80,17 @@ function renderRunList(app, data) {
   };
   filterInput.addEventListener("input", () => { listState.filter = filterInput.value.trim(); fill(); });
   statusSelect.addEventListener("change", () => { listState.status = statusSelect.value; fill(); });
+  childToggle.addEventListener("change", () => { listState.children = childToggle.checked; fill(); });
   fill();
 
   const totals = data.runs.reduce((t, run) => ({cost: t.cost + (run.summary.cost || 0),
     tokens: t.tokens + (run.summary.tokens || 0)}), {cost: 0, tokens: 0});
   app.replaceChildren(
     el("section", {class: "card list-head"},
-      el("div", {class: "controls"}, filterInput, statusSelect, shown),
+      el("div", {class: "controls"}, filterInput, statusSelect,
+        children ? el("label", {class: "toggle", title: "child RLM runs also open from their parent's sub-calls"},
+          childToggle, ` child runs (${children})`) : null,
+        shown),
       el("div", {class: "totals-line"},
         chip("runs", fmt.int(data.runs.length)), chip("failed", fmt.int(failed), failed ? "bad" : ""),
         chip("tokens", fmt.int(totals.tokens)), chip("cost", fmt.cost(totals.cost)))),
