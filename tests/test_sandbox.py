@@ -303,3 +303,9 @@ def test_bounded_text_keeps_exact_head_and_tail(limit, writes):
     else:
         marker = f"\n... [{len(full) - 2 * half} characters truncated] ...\n"
         assert out.getvalue() == full[:half] + marker + full[-half:]
+
+
+def test_one_object_under_two_names_crosses_once(process_sandbox):
+    big = "x" * 1_000_000
+    process_sandbox.start({"context": big, "document": big}, {})
+    assert process_sandbox.run("print(context is document, len(document))").stdout == "True 1000000\n"

@@ -76,3 +76,63 @@ def test_no_worker_outlives_close(env):
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_worker_survives_the_thread_that_started_it():
+    # The RLM starts sandboxes from short-lived threads; PR_SET_PDEATHSIG fires when the
+    # *thread* that forked a process exits, so workers are forked from one long-lived thread.
+    import threading
+
+    sb = ProcessSandbox(LIMITS)
+    starter = threading.Thread(target=sb.start, args=({"context": "abc"}, {}))
+    starter.start()
+    starter.join()
+    time.sleep(0.2)
+    try:
+        assert sb.run("context").stdout == "'abc'\n"
+    finally:
+        sb.close()
+
+
+def test_worker_dies_with_its_host(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    script = ("import sys, time\nfrom rlmkit.sandbox.process import ProcessSandbox\n"
+              "sb = ProcessSandbox()\nsb.start({}, {})\nprint(sb.pid, flush=True)\ntime.sleep(60)\n")
+    host = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        worker_pid = int(host.stdout.readline())
+        os.kill(worker_pid, 0)  # alive while its host lives
+        host.send_signal(signal.SIGKILL)
+        host.wait()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                os.kill(worker_pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the worker outlived its killed host")
+    finally:
+        host.kill()
+        host.wait()
+
+
+def test_network_flag_opens_the_network(env):
+    before = env.connections
+    sb = ProcessSandbox(SandboxLimits(cell_timeout=5.0, network=True))
+    sb.start({}, {})
+    try:
+        result = sb.run(f"import socket\nsocket.create_connection(('127.0.0.1', {env.port}), timeout=2).close()")
+        assert result.error is None, result.error
+        deadline = time.monotonic() + 2
+        while env.connections == before and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert env.connections == before + 1
+    finally:
+        env.connections = before  # the bait counts hostile connections only
+        sb.close()

@@ -33,10 +33,29 @@ MAX_VALUE_BYTES = 256 * 1024**2  # largest pickled value get() accepts from the 
 # Shared libraries and data the interpreter may load lazily (read-only inside the worker).
 SYSTEM_READ_ONLY = ["/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/share/zoneinfo",
                     "/etc/ld.so.cache", "/etc/localtime"]
+NETWORK_READ_ONLY = ["/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/gai.conf", "/etc/ssl",
+                     "/etc/ca-certificates", "/usr/share/ca-certificates"]
 
 # Workers die with the thread that spawned them (PR_SET_PDEATHSIG is per thread), so every
-# worker is spawned from this one long-lived thread rather than from a short-lived caller.
-_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlmkit-sandbox-spawn")
+# worker is spawned from one long-lived thread rather than from a short-lived caller.
+_spawner: ThreadPoolExecutor | None = None
+_spawner_lock = threading.Lock()
+
+
+def _spawn_thread() -> ThreadPoolExecutor:
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None:
+            _spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlmkit-sandbox-spawn")
+        return _spawner
+
+
+def _forget_spawner_after_fork() -> None:  # a forked host keeps no threads: it makes its own
+    global _spawner, _spawner_lock
+    _spawner, _spawner_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_spawner_after_fork)
 
 
 def _describe_exit(code: int | None) -> str:
@@ -122,13 +141,13 @@ class ProcessSandbox(Sandbox):
             "confine": self.confine, "network": lim.network, "memory_bytes": lim.memory_bytes,
             "max_processes": lim.max_processes, "max_file_bytes": lim.max_file_bytes,
             "max_disk_bytes": lim.max_disk_bytes, "max_output_chars": lim.max_output_chars,
-            "read_only": [sys.base_prefix, sys.prefix, *SYSTEM_READ_ONLY],
+            "read_only": [sys.base_prefix, sys.prefix, *SYSTEM_READ_ONLY, *(NETWORK_READ_ONLY if lim.network else [])],
         }
         env = {"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
         errlog = tempfile.TemporaryFile(prefix="rlmkit-repl-stderr-")  # noqa: SIM115 - lives as long as the worker
         cmd = [sys.executable, "-I", "-S", WORKER, json.dumps(config)]
         try:
-            self._proc = _SPAWNER.submit(
+            self._proc = _spawn_thread().submit(
                 subprocess.Popen, cmd, pass_fds=(to_worker_r, from_worker_w), cwd=workdir, env=env,
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errlog, start_new_session=True,
             ).result()
@@ -162,7 +181,12 @@ class ProcessSandbox(Sandbox):
     def _send_inputs(self) -> None:
         chan = self._chan
         chan.send(("functions", {name: (fn.__doc__ or "") for name, fn in self._functions.items()}))
+        sent: dict[int, str] = {}  # id -> first name: an input under two names crosses once
         for name, value in self._variables.items():
+            if id(value) in sent:
+                chan.send(("alias", name, sent[id(value)]))
+                continue
+            sent[id(value)] = name
             if isinstance(value, str):
                 chan.send(("var_str", name))
                 chan.send_text(value)

@@ -2,13 +2,15 @@
 
 Standard library only. It confines itself (``confine.py``), reports what is active, receives
 the run's variables once, runs the prelude, then runs cells until the host closes the pipe.
-Protocol (frames of an 8-byte length + pickle, see ``wire.py``): the host sends
-``("var_str", name)`` followed by the text (``Channel.send_text``), ``("var", name)`` followed
-by a pickle stream (``Channel.send_pickled``),
-``("functions", {name: doc})``, ``("prelude", code)``, ``("run", code)``, ``("get", name)``;
-the worker answers ``("ready", protections)``, ``("done", stdout, stderr, error, finished)``,
-``("value", found, payload)``, and asks ``("call", id, name, args, kwargs)``; the host replies
-``("ok"|"finish"|"error", id, ...)``.
+Protocol (frames of an 8-byte length + pickle, see ``wire.py``). The host sends
+``("functions", {name: doc})``; per input ``("var_str", name)`` + the text
+(``Channel.send_text``), ``("var", name)`` + a pickle stream (``Channel.send_pickled``), or
+``("alias", name, other)`` for an object already sent under another name; ``("loaded",)``;
+then ``("run", code)`` (the prelude is the first run) and ``("get", name)``. The worker
+answers ``("ready", protections)``, ``("loaded", errors)``, ``("done", stdout, stderr,
+error, finished)`` and ``("value", found, payload)``, and asks ``("call", id, name,
+pickled (args, kwargs))``; the host replies ``("ok", id, pickled value)``, ``("finish", id)``
+or ``("error", id, exception type name, message)``.
 """
 
 from __future__ import annotations
@@ -153,6 +155,9 @@ class Worker:
                     self.namespace[msg[1]] = self.chan.recv_unpickled()
                 except Exception as exc:  # noqa: BLE001 - e.g. a class the worker cannot import (it runs with -S)
                     self.load_errors.append(f"{msg[1]}: {type(exc).__name__}: {exc}")
+            elif kind == "alias":
+                if msg[2] in self.namespace:
+                    self.namespace[msg[1]] = self.namespace[msg[2]]
             elif kind == "loaded":
                 self.chan.send(("loaded", self.load_errors))
             elif kind == "functions":
