@@ -1,0 +1,1 @@
+from optimizers.compile import compile_dpo, compile_rl, compile_sft  # noqa: F401
