@@ -1,0 +1,116 @@
+"""Repeated requests in a long conversation (MRCR-like).
+
+A transcript of ``User: Write a {form} about {topic}.`` / ``Assistant: ...`` turns. One
+(form, topic) request occurs ``k`` times (2, 4 or 8), among distractor turns that share
+its form or its topic. ``mode="nth"`` asks for the i-th of them prefixed with a random
+hash; ``mode="count"`` asks how many times it was requested.
+
+Score (MRCR): 0 unless the answer starts with the hash, else difflib's SequenceMatcher ratio
+of the rest against the gold text; counts must be exact.
+"""
+
+from __future__ import annotations
+
+import difflib
+import random
+import string
+from typing import Any
+
+from programs.tasks.base import (
+    SENTENCES,
+    Example,
+    Suite,
+    TaskError,
+    as_text,
+    check_count,
+    check_knobs,
+    check_length,
+    exact_length,
+    example_id,
+    example_rng,
+    parse_number,
+    prediction_value,
+)
+
+NAME = "multi_needle"
+KNOBS = {"k": 2, "mode": "nth", "index": None}
+CHOICES = {"k": (2, 4, 8), "mode": ("nth", "count")}
+FORMS = ("poem", "riddle", "short story", "haiku", "limerick", "essay", "letter", "song")
+TOPICS = ("tapirs", "lighthouses", "glaciers", "chess", "bicycles", "moss", "submarines", "kites",
+          "volcanoes", "libraries", "owls", "bread", "comets", "rivers", "clocks", "jellyfish")
+HEADER = "Below is a long conversation between a user and an assistant.\n\n"
+# the longest turn a request can render to: the longest form/topic and three pool sentences
+LONGEST_TURN = len("User: Write a short story about submarines.\nAssistant: \n\n\n\n") + 3 * max(map(len, SENTENCES))
+
+
+def _reply(rng: random.Random) -> str:
+    return "\n".join(rng.choices(SENTENCES, k=rng.randint(2, 3)))
+
+
+def _turn(form: str, topic: str, reply: str) -> str:
+    return f"User: Write a {form} about {topic}.\nAssistant: {reply}\n\n"
+
+
+def _ordinal(i: int) -> str:
+    return f"{i}{'th' if 10 <= i % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(i % 10, 'th')}"
+
+
+def generate(n: int, length: int, seed: int = 0, **knobs: Any) -> list[Example]:
+    knobs = check_knobs(NAME, knobs, KNOBS, CHOICES)
+    check_count(NAME, n)
+    index = knobs["index"]
+    if index is not None and (not isinstance(index, int) or not 1 <= index <= knobs["k"]):
+        raise TaskError(f"suite {NAME!r}: index must be from 1 to k={knobs['k']}, got {index!r}")
+    check_length(NAME, length, len(HEADER) + knobs["k"] * LONGEST_TURN, f"{knobs['k']} repeated requests")
+    return [_one(example_rng(NAME, seed, i, length, knobs), i, length, seed, knobs) for i in range(n)]
+
+
+def _one(rng: random.Random, i: int, length: int, seed: int, knobs: dict) -> Example:
+    k = knobs["k"]
+    form, topic = rng.choice(FORMS), rng.choice(TOPICS)
+    targets = [_reply(rng) for _ in range(k)]
+    budget = length - len(HEADER) - sum(len(_turn(form, topic, r)) for r in targets)
+    turns: list[str] = []
+    used = 0
+    while True:  # distractors: same form or same topic half the time (hard negatives)
+        roll = rng.random()
+        d_form = form if roll < 0.25 else rng.choice([f for f in FORMS if f != form])
+        d_topic = topic if 0.25 <= roll < 0.5 else rng.choice([t for t in TOPICS if t != topic])
+        turn = _turn(d_form, d_topic, _reply(rng))
+        if used + len(turn) > budget:
+            break
+        turns.append(turn)
+        used += len(turn)
+    slots = sorted(rng.sample(range(len(turns) + k), k))
+    for slot, reply in zip(slots, targets):  # ascending slots: the j-th target stays the j-th
+        turns.insert(slot, _turn(form, topic, reply))
+    context = exact_length(HEADER + "".join(turns), length)
+    if knobs["mode"] == "count":
+        question = f"How many times did the user ask for a {form} about {topic}? Answer with a number."
+        gold: Any = k
+        meta = {"form": form, "topic": topic}
+    else:
+        nth = knobs["index"] or rng.randint(1, k)
+        tag = "".join(rng.choices(string.ascii_lowercase + string.digits, k=10))
+        question = (f"Prepend {tag} to the {_ordinal(nth)} (1-indexed) {form} about {topic} the "
+                    f"assistant wrote. Reply with that text exactly, starting with {tag}.")
+        gold = tag + targets[nth - 1]
+        meta = {"form": form, "topic": topic, "hash": tag, "index": nth}
+    return Example(id=example_id(NAME, seed, i), suite=NAME,
+                   inputs={"context": context, "question": question},
+                   gold=gold, knobs=knobs, seed=seed, length=length, meta=meta)
+
+
+def score(example: Example, prediction: Any) -> float:
+    value = prediction_value(prediction)
+    if example.knobs.get("mode") == "count":
+        return float(parse_number(value) == float(example.gold))
+    tag = example.meta["hash"]
+    text = as_text(value).strip()
+    if not text.startswith(tag):
+        return 0.0
+    return difflib.SequenceMatcher(None, text.removeprefix(tag).strip(),
+                                   example.gold.removeprefix(tag).strip()).ratio()
+
+
+SUITE = Suite(NAME, generate, score, KNOBS, CHOICES, "repeated requests in a conversation (MRCR)")

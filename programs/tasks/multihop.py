@@ -1,0 +1,189 @@
+"""Multi-hop questions over a document corpus (BrowseComp-Plus-like).
+
+A fictional knowledge graph is rendered into numbered documents. The question composes
+``hops`` relations ("the river that flows through the birthplace of the founder of X");
+each hop's fact sits in its own evidence document. Hard negatives are entities whose names
+share a stem with a chain entity ("Orvalix Labs" / "Orvalix Works") and carry the same
+relation with a different value. Every relation is stated at most once per subject, so
+the answer is unique. ``meta["evidence"]`` lists the evidence documents (for citations).
+
+Score: exact entity match (case-insensitive; a leading "the" ignored).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from programs.tasks.base import (
+    Example,
+    LengthError,
+    Suite,
+    TaskError,
+    check_count,
+    check_knobs,
+    check_length,
+    exact_length,
+    example_id,
+    example_rng,
+    filler,
+    normalize,
+    prediction_value,
+)
+
+NAME = "multihop"
+KNOBS = {"hops": 3, "negatives": 1, "doc_chars": 600}
+CHOICES = {"hops": (1, 2, 3, 4, 5), "negatives": (0, 1, 2, 3)}
+HEADER = "The following documents describe people, organisations, cities and rivers.\n\n"
+ESSENTIAL_DOC_MAX = 125  # a bare document (id line, title, one fact) with long names; checked below
+
+# relation -> (subject type, object type, fact template, question phrase)
+RELATIONS = {
+    "founder": ("org", "person", "{s} was founded by {o}.", "the founder of {x}"),
+    "headquarters": ("org", "city", "{s} has its headquarters in {o}.", "the city where {x} has its headquarters"),
+    "birthplace": ("person", "city", "{s} was born in {o}.", "the birthplace of {x}"),
+    "employer": ("person", "org", "{s} works for {o}.", "the employer of {x}"),
+    "mentor": ("person", "person", "{s} trained under {o}.", "the mentor of {x}"),
+    "mayor": ("city", "person", "The mayor of {s} is {o}.", "the mayor of {x}"),
+    "river": ("city", "river", "The {o} flows through {s}.", "the river that flows through {x}"),
+}
+_FIRST = ("Tamsin", "Oren", "Ilse", "Bram", "Calla", "Dorian", "Esme", "Fenwick", "Greta", "Halvard",
+          "Ines", "Jory", "Kestrel", "Linnea", "Marek", "Nell", "Osric", "Petra", "Quill", "Rosalind")
+_SYL = ("vel", "mar", "dor", "quen", "sil", "bra", "tor", "lin", "fen", "gal", "ris", "nox", "pel",
+        "hab", "zur", "cor", "ven", "tal", "mir", "oss", "ka", "lo", "ru", "te")
+_ORG = ("Labs", "Works", "Foundry", "Collective", "Institute", "Guild", "Press", "Holdings")
+_CITY = ("ford", "haven", "mere", "stead", "ton", "wick", "bury", "port")
+
+
+class Names:
+    """Fresh, unique entity names (and near-miss variants for hard negatives)."""
+
+    def __init__(self, rng: random.Random):
+        self.rng = rng
+        self.used: set[str] = set()
+
+    def _stem(self) -> str:
+        return "".join(self.rng.choice(_SYL) for _ in range(self.rng.randint(2, 3))).capitalize()
+
+    def _fresh(self, make) -> str:
+        while (name := make()) in self.used:
+            pass
+        self.used.add(name)
+        return name
+
+    def new(self, kind: str) -> str:
+        return self._fresh(lambda: self._render(kind, self._stem()))
+
+    def near(self, kind: str, name: str) -> str:
+        """A different entity whose name shares a stem with ``name``."""
+        stem = name.split()[-1] if kind == "person" else name.split()[0]
+        stem = stem.removeprefix("the ").rstrip(",")
+        for suffix in _CITY:
+            stem = stem.removesuffix(suffix) if kind == "city" and len(stem) > len(suffix) + 2 else stem
+        return self._fresh(lambda: self._render(kind, stem, variant=True))
+
+    def _render(self, kind: str, stem: str, variant: bool = False) -> str:
+        rng = self.rng
+        if kind == "person":
+            last = stem + (rng.choice(_SYL) if variant and rng.random() < 0.5 else "")
+            return f"{rng.choice(_FIRST)} {last}"
+        if kind == "org":
+            return f"{stem} {rng.choice(_ORG)}"
+        if kind == "city":
+            return f"{stem}{rng.choice(_CITY)}"
+        return f"{stem}{rng.choice(_SYL) if variant else ''} River"
+
+
+def fact(relation: str, subject: str, obj: str) -> str:
+    return RELATIONS[relation][2].format(s=subject, o=obj)
+
+
+def _chain(rng: random.Random, hops: int) -> list[str]:
+    """Relations for a random walk of ``hops`` steps (a river ends a walk: it has no relations)."""
+    for _ in range(100):
+        kind = rng.choice(("org", "person", "city"))
+        walk = []
+        for step in range(hops):
+            options = [r for r, (dom, rng_type, *_rest) in RELATIONS.items()
+                       if dom == kind and (step == hops - 1 or rng_type != "river")]
+            relation = rng.choice(options)
+            walk.append(relation)
+            kind = RELATIONS[relation][1]
+        return walk
+    raise AssertionError("unreachable")
+
+
+def generate(n: int, length: int, seed: int = 0, **knobs: Any) -> list[Example]:
+    knobs = check_knobs(NAME, knobs, KNOBS, CHOICES)
+    check_count(NAME, n)
+    if not isinstance(knobs["doc_chars"], int) or not 200 <= knobs["doc_chars"] <= 100_000:
+        raise TaskError(f"suite {NAME!r}: doc_chars must be an int from 200 to 100,000")
+    essential = knobs["hops"] * (1 + knobs["negatives"])
+    check_length(NAME, length, len(HEADER) + essential * ESSENTIAL_DOC_MAX,
+                 f"{essential} evidence and hard-negative documents")
+    return [_one(example_rng(NAME, seed, i, length, knobs), i, length, seed, knobs) for i in range(n)]
+
+
+def _one(rng: random.Random, i: int, length: int, seed: int, knobs: dict) -> Example:
+    names = Names(rng)
+    relations = _chain(rng, knobs["hops"])
+    start = names.new(RELATIONS[relations[0]][0])
+    docs: list[tuple[str, str, bool]] = []  # (title, facts, is evidence)
+    subject, phrase = start, start
+    for relation in relations:
+        kind, obj_kind, _, ask = RELATIONS[relation]
+        obj = names.new(obj_kind)
+        docs.append((subject, fact(relation, subject, obj), True))
+        for _ in range(knobs["negatives"]):
+            twin = names.near(kind, subject)
+            docs.append((twin, fact(relation, twin, names.new(obj_kind)), False))
+        phrase = ask.format(x=phrase)
+        subject = obj
+    gold = subject
+    chain_titles = [title for title, _, evidence in docs if evidence]
+    budget = length - len(HEADER)
+    width = len(str(budget // 40))  # zero-padded ids: every document's size is known up front
+    render = lambda number, title, body: f"[Doc {number:0{width}d}] {title}\n{body}\n\n"
+    if budget < sum(len(render(0, t, b)) for t, b, _ in docs):
+        raise LengthError(f"suite {NAME!r}: length {length:,} is too small for this chain's documents")
+    # pad evidence like the rest only when the corpus is big enough to hide them
+    pad = knobs["doc_chars"] if budget > 3 * len(docs) * knobs["doc_chars"] else 0
+    docs = [(t, b + ("\n" + filler(rng, pad - len(b)) if pad > len(b) + 40 else ""), e) for t, b, e in docs]
+    used = sum(len(render(0, t, b)) for t, b, _ in docs)
+    while budget - used > 60:
+        relation = rng.choice(list(RELATIONS))
+        kind, obj_kind = RELATIONS[relation][:2]
+        title = names.new(kind)
+        body = fact(relation, title, names.new(obj_kind))
+        want = min(knobs["doc_chars"], budget - used) - len(title) - 20
+        if want > len(body) + 40:
+            body += "\n" + filler(rng, want - len(body))
+        overflow = used + len(render(0, title, body)) - budget
+        if overflow > 0:  # cut the last filler doc to fit, never a fact
+            if len(body) - overflow < len(body.split("\n")[0]) + 20:
+                break
+            body = body[: len(body) - overflow].rstrip()
+        docs.append((title, body, False))
+        used += len(render(0, title, body))
+    rng.shuffle(docs)
+    text = "".join(render(j + 1, title, body) for j, (title, body, _) in enumerate(docs))
+    number = {title: j + 1 for j, (title, _, _e) in enumerate(docs)}
+    question = f"What is {phrase}? Answer with the name only."
+    return Example(
+        id=example_id(NAME, seed, i), suite=NAME,
+        inputs={"context": exact_length(HEADER + text, length), "question": question},
+        gold=gold, knobs=knobs, seed=seed, length=length,
+        meta={"start": start, "relations": relations, "evidence": [number[t] for t in chain_titles],
+              "documents": len(docs)},
+    )
+
+
+def _entity(text: Any) -> str:
+    return normalize(text).removeprefix("the ").strip()
+
+
+def score(example: Example, prediction: Any) -> float:
+    return float(_entity(prediction_value(prediction)) == _entity(example.gold))
+
+
+SUITE = Suite(NAME, generate, score, KNOBS, CHOICES, "multi-hop entity questions over documents (BrowseComp-Plus)")

@@ -1,0 +1,128 @@
+"""Needle in a haystack (S-NIAH / RULER-like).
+
+RULER's needle sentence, "One of the special magic {numbers|words|uuids} for {key} is:
+{value}.", hidden in filler prose or repeated noise, with optional distractor needles for
+other keys. ``depth`` (0 = start, 1 = end) places the first gold needle; left unset, the
+examples of one call sweep the depth evenly from 0 to 1.
+
+Score (RULER): the fraction of gold values found in the answer (case-insensitive substring).
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from typing import Any
+
+from programs.tasks.base import (
+    Example,
+    Suite,
+    TaskError,
+    as_text,
+    check_count,
+    check_knobs,
+    check_length,
+    example_id,
+    example_rng,
+    filler,
+    prediction_value,
+)
+
+NAME = "needle"
+KNOBS = {"kind": "numbers", "values": 1, "distractors": 2, "depth": None, "haystack": "essay"}
+CHOICES = {"kind": ("numbers", "words", "uuids"), "haystack": ("essay", "noise")}
+
+NOISE = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. "
+_KEY_A = ("amber", "brisk", "cobalt", "dusky", "eager", "frosty", "glossy", "hazy", "icy", "jolly",
+          "keen", "lofty", "misty", "nimble", "olive", "plucky", "rusty", "sly", "tidy", "vivid")
+_KEY_B = ("anchor", "badger", "cactus", "dynamo", "ember", "falcon", "gadget", "hammock", "igloo",
+          "jigsaw", "kettle", "lagoon", "magnet", "nugget", "oyster", "pebble", "quill", "rocket",
+          "saddle", "tulip", "umbrella", "violin", "walrus", "yodel", "zephyr")
+
+
+def _value(rng: random.Random, kind: str) -> str:
+    if kind == "numbers":
+        return str(rng.randint(1_000_000, 9_999_999))
+    if kind == "uuids":
+        return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+    return f"{rng.choice(_KEY_A)}{rng.choice(_KEY_B)}{rng.randint(10, 99)}"
+
+
+def needle_sentence(kind: str, key: str, value: str) -> str:
+    return f"One of the special magic {kind} for {key} is: {value}."
+
+
+def question_for(kind: str, key: str, values: int) -> str:
+    if values == 1:
+        return f"What is the special magic {kind[:-1]} for {key} mentioned in the provided text?"
+    return (f"What are all the special magic {kind} for {key} mentioned in the provided text? "
+            f"There are {values} of them; list every one.")
+
+
+def _haystack(rng: random.Random, kind: str, chars: int) -> str:
+    if kind == "noise":
+        return (NOISE * (chars // len(NOISE) + 1))[:chars]
+    return filler(rng, chars)[:chars]
+
+
+def _insert_at_sentence(text: str, position: int, needle: str) -> str:
+    """Insert ``needle`` at the sentence boundary at or before ``position``."""
+    cut = text.rfind(". ", 0, position + 1)
+    cut = 0 if cut < 0 else cut + 2
+    return f"{text[:cut]}{needle} {text[cut:]}"
+
+
+def generate(n: int, length: int, seed: int = 0, **knobs: Any) -> list[Example]:
+    knobs = check_knobs(NAME, knobs, KNOBS, CHOICES)
+    check_count(NAME, n)
+    values, distractors, depth = knobs["values"], knobs["distractors"], knobs["depth"]
+    if not isinstance(values, int) or values < 1 or not isinstance(distractors, int) or distractors < 0:
+        raise TaskError(f"suite {NAME!r}: values must be >= 1 and distractors >= 0")
+    if depth is not None and not 0.0 <= float(depth) <= 1.0:
+        raise TaskError(f"suite {NAME!r}: depth must be between 0 and 1, got {depth!r}")
+    longest = len(needle_sentence(knobs["kind"], "x" * 20, "x" * 36)) + 1
+    check_length(NAME, length, longest * (values + distractors) + 200,
+                 f"{values + distractors} needles and some haystack")
+    examples = []
+    for i in range(n):
+        rng = example_rng(NAME, seed, i, length, knobs)
+        at = float(depth) if depth is not None else (i / (n - 1) if n > 1 else 0.5)
+        examples.append(_one(rng, i, n, length, seed, knobs, at))
+    return examples
+
+
+def _one(rng: random.Random, i: int, n: int, length: int, seed: int, knobs: dict, depth: float) -> Example:
+    kind = knobs["kind"]
+    keys = rng.sample([f"{a}-{b}" for a in _KEY_A for b in _KEY_B], 1 + knobs["distractors"])
+    key = keys[0]
+    seen: set[str] = set()
+
+    def fresh() -> str:
+        while (value := _value(rng, kind)) in seen:
+            pass
+        seen.add(value)
+        return value
+
+    gold = [fresh() for _ in range(knobs["values"])]
+    needles = [(depth, needle_sentence(kind, key, gold[0]))]
+    needles += [(rng.random(), needle_sentence(kind, key, v)) for v in gold[1:]]
+    needles += [(rng.random(), needle_sentence(kind, other, fresh())) for other in keys[1:]]
+    hay = _haystack(rng, knobs["haystack"], length - sum(len(s) + 1 for _, s in needles))
+    # insert from the deepest needle up, so earlier positions stay valid
+    for at, sentence in sorted(needles, key=lambda p: -p[0]):
+        hay = _insert_at_sentence(hay, int(at * len(hay)), sentence)
+    return Example(
+        id=example_id(NAME, seed, i), suite=NAME,
+        inputs={"context": hay, "question": question_for(kind, key, len(gold))},
+        gold=gold, knobs=knobs, seed=seed, length=length,
+        meta={"key": key, "depth": round(depth, 4)},
+    )
+
+
+def score(example: Example, prediction: Any) -> float:
+    text = as_text(prediction_value(prediction)).lower()
+    gold = example.gold
+    return sum(1 for value in gold if value.lower() in text) / len(gold)
+
+
+SUITE = Suite(NAME, generate, score, KNOBS, CHOICES, "needle in a haystack (RULER S-NIAH)")

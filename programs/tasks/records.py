@@ -1,0 +1,121 @@
+"""OOLONG-style records shared by the aggregation and pairs families.
+
+Each line is ``Date: Mar 14, 2023 || User: 48213 || Instance: <a question>``. The label
+of an instance is not written (unless ``labelled``): it must be inferred from the text,
+which comes from label-specific templates, as in OOLONG's TREC-coarse split. The labelled
+variant appends ``|| Label: <label>``, which makes every question countable with code.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass
+
+LABELS = ("location", "person", "number", "description", "entity", "abbreviation")
+MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+MONTH_NAMES = ("January", "February", "March", "April", "May", "June", "July", "August",
+               "September", "October", "November", "December")
+
+_TEMPLATES = {
+    "location": ("Where is the {adj} {noun} located?", "Which country has the most {noun}s?",
+                 "In what city can you find the {noun} museum?", "Where do {noun}s spend the winter?"),
+    "person": ("Who invented the {noun}?", "Who was the first person to cross the {adj} {noun}?",
+               "Which painter is famous for the {adj} {noun}?", "Who wrote the book about the {noun}?"),
+    "number": ("How many {noun}s fit in a {noun}?", "In what year was the {adj} {noun} built?",
+               "How far is the {noun} from the {noun}?", "How much does a {adj} {noun} cost?"),
+    "description": ("Why do {noun}s {verb}?", "What does it mean to {verb} a {noun}?",
+                    "How does a {adj} {noun} work?", "What is the meaning of the {adj} {noun}?"),
+    "entity": ("What tool is used to {verb} a {noun}?", "Which animal lives near a {adj} {noun}?",
+               "What is the name of the {adj} {noun} game?", "What plant grows beside a {noun}?"),
+    "abbreviation": ("What does {abbr} stand for?", "What is the abbreviation of the {adj} {noun} society?",
+                     "What is the full form of {abbr}?", "What is {abbr} short for?"),
+}
+_ADJ = ("old", "red", "tall", "frozen", "northern", "sacred", "tiny", "famous", "hidden", "royal")
+_NOUN = ("bridge", "violin", "glacier", "lighthouse", "tortoise", "canal", "comet", "harp", "mill", "volcano")
+_VERB = ("polish", "repair", "measure", "fold", "balance", "tune", "sharpen", "carve")
+
+
+def _pool(per_label: int = 100) -> dict[str, tuple[str, ...]]:
+    """Instance texts per label, built once (a record then costs one choice, not a format)."""
+    rng = random.Random("rlmkit-records-v1")
+    pool = {}
+    for label, templates in _TEMPLATES.items():
+        texts = set()
+        while len(texts) < per_label:
+            abbr = "".join(rng.choice("ABCDEFGHIKLMNPRSTUW") for _ in range(rng.randint(2, 4)))
+            texts.add(rng.choice(templates).format(adj=rng.choice(_ADJ), noun=rng.choice(_NOUN),
+                                                   verb=rng.choice(_VERB), abbr=abbr))
+        pool[label] = tuple(sorted(texts))
+    return pool
+
+
+POOL = _pool()
+
+
+@dataclass
+class Records:
+    lines: list[str]
+    labels: list[str]
+    users: list[int]
+    months: list[tuple[int, int]]  # (year, month 1-12)
+    user_ids: list[int]  # every user that may appear (sorted)
+
+    def counts(self) -> Counter:
+        return Counter(self.labels)
+
+    def user_counts(self) -> Counter:
+        return Counter(zip(self.users, self.labels))
+
+    def month_counts(self) -> Counter:
+        return Counter(zip(self.months, self.labels))
+
+
+def header(labelled: bool) -> str:
+    how = ("Each line carries its label." if labelled else
+           "Labels are not given: infer each instance's label from its text.")
+    return (f"The following lines are general-knowledge questions asked by users. Each question "
+            f"belongs to exactly one of these labels: {', '.join(LABELS)}. {how}\n")
+
+
+def make_records(rng: random.Random, budget: int, n_users: int, labelled: bool) -> Records:
+    """Records whose lines (each plus a newline) fill at most ``budget`` characters."""
+    user_ids = sorted(rng.sample(range(10_000, 99_999), n_users))
+    weights = [0.3 + rng.random() for _ in LABELS]  # uneven, so comparisons have an answer
+    year = rng.randint(2019, 2024)
+    suffix = len(" || Label: abbreviation") if labelled else 0
+    estimate = max(8, int(budget / (70 + suffix) * 1.1))  # a draw rarely needs a second round
+    lines: list[str] = []
+    labels: list[str] = []
+    users: list[int] = []
+    months: list[tuple[int, int]] = []
+    used = 0
+    while True:
+        draw_labels = rng.choices(LABELS, weights, k=estimate)
+        draw_users = rng.choices(user_ids, k=estimate)
+        draw_days = rng.choices(range(12 * 28), k=estimate)
+        for label, user, day in zip(draw_labels, draw_users, draw_days):
+            month, dom = divmod(day, 28)
+            line = (f"Date: {MONTHS[month]} {dom + 1:02d}, {year} || User: {user} || "
+                    f"Instance: {rng.choice(POOL[label])}")
+            if labelled:
+                line += f" || Label: {label}"
+            if used + len(line) + 1 > budget:
+                return Records(lines, labels, users, months, user_ids)
+            lines.append(line)
+            labels.append(label)
+            users.append(user)
+            months.append((year, month + 1))
+            used += len(line) + 1
+
+
+def render(records: Records, labelled: bool) -> str:
+    return header(labelled) + "\n".join(records.lines) + "\n"
+
+
+def month_name(year_month: tuple[int, int]) -> str:
+    year, month = year_month
+    return f"{MONTH_NAMES[month - 1]} {year}"
+
+
+MIN_RECORD_CHARS = 120  # the longest line, with margin
