@@ -15,7 +15,7 @@ from typing import Any, Literal
 from optimizers.compile.filters import Filters, Metric, SampleGate, Scored
 from optimizers.compile.render import RenderedRun, Renderer, SystemPrompt, split_conversation
 from optimizers.compile.result import Compilation, CompileResult
-from optimizers.compile.schema import ChatMessage, DPORow
+from optimizers.compile.schema import DPORow
 from optimizers.compile.sources import RunsLike
 from optimizers.compile.turns import is_linear, run_cost
 
@@ -65,9 +65,9 @@ def compile_dpo(
             task_id=task,
             run_id=best.run.meta.run_id,
             turn=turn,
-            prompt=[ChatMessage(**m) for m in prompt],
-            chosen=[ChatMessage(**m) for m in chosen],
-            rejected=[ChatMessage(**m) for m in rejected],
+            prompt=prompt,
+            chosen=chosen,
+            rejected=rejected,
             score_chosen=best.score,
             score_rejected=worst.score,
             meta={

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
@@ -110,7 +109,8 @@ def _cap_per_task(kept: list[Scored], cap: int, report: CompileReport) -> list[S
             )
         )
         chosen.update(id(item) for item in items[:cap])
-        report.runs_dropped["per_task_cap"] += max(0, len(items) - cap)
+        if len(items) > cap:
+            report.runs_dropped["per_task_cap"] += len(items) - cap
     return [item for item in kept if id(item) in chosen]
 
 
@@ -128,9 +128,12 @@ class SampleGate:
             self.report.samples_dropped["max_sample_chars"] += 1
             return False
         if self.filters.dedupe:
-            key = hashlib.sha256(
-                json.dumps(conversations, sort_keys=True, ensure_ascii=False).encode()
-            ).digest()
+            digest = hashlib.sha256()
+            for conversation in conversations:
+                digest.update(b"\x02")
+                for message in conversation:  # role and content are all that make two samples the same
+                    digest.update(f"{message['role']}\x00{message['content']}\x01".encode())
+            key = digest.digest()
             if key in self._seen:
                 self.report.samples_dropped["duplicate"] += 1
                 return False

@@ -104,9 +104,10 @@ def _code_markers(reply: str, blocks: list[re.Match]) -> list[_Marker]:
             if re.search(r"\b(SUBMIT|FINAL_VAR|FINAL)\(|answer\[", code):
                 markers.append(_Marker("?", "unparsable", {}, index, (0, 0), nested=True))
             continue
+        source = _Source(code)
         top = {id(node) for node in tree.body}
         for node in ast.walk(tree):
-            marker = _statement_marker(node, code)
+            marker = _statement_marker(node, source)
             if marker is not None:
                 marker.block, marker.nested = index, id(node) not in top
                 marker.span = (node.lineno, node.end_lineno or node.lineno)
@@ -114,16 +115,32 @@ def _code_markers(reply: str, blocks: list[re.Match]) -> list[_Marker]:
     return markers
 
 
-def _statement_marker(node: ast.AST, code: str) -> _Marker | None:
+class _Source:
+    """Source text of AST nodes; ``ast.get_source_segment`` re-splits the code on every call."""
+
+    def __init__(self, code: str):
+        self.lines = code.encode("utf-8").splitlines(keepends=True)  # ast offsets are UTF-8 bytes
+
+    def segment(self, node: ast.AST) -> str:
+        first, last = node.lineno - 1, node.end_lineno - 1
+        if first == last:
+            return self.lines[first][node.col_offset : node.end_col_offset].decode("utf-8")
+        parts = [
+            self.lines[first][node.col_offset :],
+            *self.lines[first + 1 : last],
+            self.lines[last][: node.end_col_offset],
+        ]
+        return b"".join(parts).decode("utf-8")
+
+
+def _statement_marker(node: ast.AST, source: _Source) -> _Marker | None:
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
         call = node.value
         name = call.func.id if isinstance(call.func, ast.Name) else None
         if name == "SUBMIT":
-            values = {
-                kw.arg or "**": Value(ast.get_source_segment(code, kw.value) or "") for kw in call.keywords
-            }
+            values = {kw.arg or "**": Value(source.segment(kw.value)) for kw in call.keywords}
             for position, arg in enumerate(call.args):
-                values[f"#{position}"] = Value(ast.get_source_segment(code, arg) or "")
+                values[f"#{position}"] = Value(source.segment(arg))
             return _Marker("submit", "SUBMIT", values, None, (0, 0))
         if name in ("FINAL", "FINAL_VAR") and len(call.args) == 1 and not call.keywords:
             arg = call.args[0]
@@ -132,16 +149,14 @@ def _statement_marker(node: ast.AST, code: str) -> _Marker | None:
                 fixes.append("final_var_quoted")
                 text = arg.value.strip(_QUOTES)
             else:
-                text = ast.get_source_segment(code, arg) or ""
+                text = source.segment(arg)
             if name == "FINAL_VAR" and not text.isidentifier():
                 return _Marker("final", "bad_final_var", {}, None, (0, 0), fixes=fixes)
             return _Marker("final", name, {"": Value(text)}, None, (0, 0), fixes=fixes)
     if isinstance(node, ast.Assign) and len(node.targets) == 1:
         key = _answer_key(node.targets[0])
         if key == "content":
-            return _Marker(
-                "answer", "content", {"": Value(ast.get_source_segment(code, node.value) or "")}, None, (0, 0)
-            )
+            return _Marker("answer", "content", {"": Value(source.segment(node.value))}, None, (0, 0))
         if key == "ready" and isinstance(node.value, ast.Constant) and node.value.value is True:
             return _Marker("answer", "ready", {}, None, (0, 0))
     return None
@@ -198,7 +213,7 @@ def _prose_submit(text: str, span: tuple[int, int]) -> _Marker:
         node = ast.parse(text).body[0]
     except (SyntaxError, IndexError):
         return _Marker("submit", "unparsable", {}, None, span)
-    marker = _statement_marker(node, text) or _Marker("submit", "unparsable", {}, None, span)
+    marker = _statement_marker(node, _Source(text)) or _Marker("submit", "unparsable", {}, None, span)
     marker.span = span
     return marker
 

@@ -18,7 +18,7 @@ from typing import Any
 from optimizers.compile.filters import Filters, Metric, Scored
 from optimizers.compile.render import Renderer, SystemPrompt, split_conversation
 from optimizers.compile.result import Compilation, CompileResult
-from optimizers.compile.schema import ChatMessage, RewardSpec, RLGroupRow, RLRow
+from optimizers.compile.schema import RewardSpec, RLGroupRow, RLRow
 from optimizers.compile.sources import RunsLike
 from optimizers.compile.turns import is_linear
 from rlmkit.errors import UserError
@@ -112,7 +112,7 @@ def _prompt_row(item: Scored, prompt: list[dict], scorer: str | None, work: Comp
         id=f"{item.task_id}:prompt",
         task_id=item.task_id,
         run_id=item.run.meta.run_id,
-        prompt=[ChatMessage(**m) for m in prompt],
+        prompt=prompt,
         answer=json.dumps(task[gold_key], ensure_ascii=False, default=str),
         example=example,
         reward=RewardSpec(
@@ -144,8 +144,8 @@ def _group_rows(
             task_id=task,
             run_id=item.run.meta.run_id,
             group_id=f"{task}:{prompt_hash}",
-            prompt=[ChatMessage(**m) for m in prompt],
-            completion=[ChatMessage(**m) for m in rollout],
+            prompt=prompt,
+            completion=rollout,
             reward=reward,
             advantage=advantage,
             meta={"group_size": len(members), "status": item.run.status},

@@ -27,7 +27,7 @@ class ChatMessage(BaseModel):
         for call in calls or []:
             arguments = call.get("function", {}).get("arguments")
             if not isinstance(arguments, str):
-                raise ValueError("tool call arguments must be a JSON string")
+                raise ValueError("tool call arguments must be a JSON string")  # noqa: TRY004 - pydantic wants ValueError
             json.loads(arguments)  # raises ValueError on invalid JSON
         return calls
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from optimizers.compile.filters import Filters, Metric, SampleGate, Scored
 from optimizers.compile.render import Renderer, SystemPrompt
 from optimizers.compile.result import Compilation, CompileResult
-from optimizers.compile.schema import ChatMessage, SFTRow
+from optimizers.compile.schema import SFTRow
 from optimizers.compile.sources import RunsLike
 from optimizers.compile.turns import TRUNCATION_MARK, is_linear
 from rlmkit.trajectory import SubCall, Trajectory
@@ -44,14 +44,14 @@ def compile_sft(
     if mode not in ("turn", "conversation"):
         raise ValueError(f"mode must be 'turn' or 'conversation', got {mode!r}")
     work = Compilation("sft", runs, filters or Filters(), metric, tokenizer)
-    renderer = Renderer(protocol, repair=repair, system_prompt=system_prompt)
-    gate = SampleGate(work.filters, work.report)
-    rows: list[SFTRow] = []
+    builder = _Builder(work, Renderer(protocol, repair=repair, system_prompt=system_prompt))
     for item in work.selected:
-        emit = _turn_rows if mode == "turn" else _conversation_row
-        emit(item, item.run, renderer, gate, work, rows, role="root")
+        if mode == "turn":
+            builder.turn_rows(item, item.run, role="root")
+        else:
+            builder.conversation_row(item)
         if subcalls:
-            _subcall_rows(item, renderer, gate, work, rows)
+            builder.subcall_rows(item)
     options = {
         "mode": mode,
         "subcalls": subcalls,
@@ -59,150 +59,103 @@ def compile_sft(
         "repair": repair,
         "system_prompt": None if system_prompt is None else "custom",
     }
-    return work.finish(rows, options)
+    return work.finish(builder.rows, options)
 
 
-def _add(
-    work: Compilation,
-    gate: SampleGate,
-    rows: list[SFTRow],
-    item: Scored,
-    run: Trajectory,
-    row_id: str,
-    turn: int | None,
-    prompt: list[dict],
-    completion: list[dict],
-    meta: dict,
-) -> None:
-    if not gate.admit(prompt, completion):
-        return
-    row = SFTRow(
-        id=row_id,
-        task_id=item.task_id,
-        run_id=run.meta.run_id,
-        turn=turn,
-        score=item.score,
-        prompt=[ChatMessage(**m) for m in prompt],
-        completion=[ChatMessage(**m) for m in completion],
-        messages=[ChatMessage(**m) for m in prompt + completion],
-        meta=meta,
-    )
-    rows.append(row)
-    work.tally(row, prompt, completion)
+class _Builder:
+    """Collects the rows of one compile, through the sample gate, tallying the report."""
 
+    def __init__(self, work: Compilation, renderer: Renderer):
+        self.work, self.renderer = work, renderer
+        self.gate = SampleGate(work.filters, work.report)
+        self.rows: list[SFTRow] = []
 
-def _meta(run: Trajectory, renderer: Renderer, role: str, fixes: list[str]) -> dict[str, Any]:
-    task = run.meta.task or {}
-    return {
-        "role": role,  # root | child (a child RLM's root turn) | subcall
-        "depth": run.meta.depth,
-        "signature": run.meta.signature,
-        "protocol": renderer.target(run),
-        "source_protocol": run.meta.protocol,
-        "model": run.meta.model,
-        "suite": None if task.get("suite") is None else str(task["suite"]),
-        "fixes": list(fixes),
-        "subcall": None,  # "kind:name" on sub-call rows; present on every row so columns match
-    }
-
-
-def _turn_rows(
-    item: Scored,
-    run: Trajectory,
-    renderer: Renderer,
-    gate: SampleGate,
-    work: Compilation,
-    rows: list[SFTRow],
-    role: str,
-) -> None:
-    rendered = renderer.run(run)
-    for turn in rendered.turns:
-        work.report.fixes.update(turn.fixes)
-        _add(
-            work,
-            gate,
-            rows,
-            item,
-            run,
-            f"{run.meta.run_id}:t{turn.index}",
-            turn.index,
-            turn.prompt,
-            [{"role": "assistant", "content": turn.reply}],
-            _meta(run, renderer, role, turn.fixes),
+    def add(
+        self,
+        item: Scored,
+        run: Trajectory,
+        suffix: str,
+        turn: int | None,
+        prompt: list[dict],
+        reply: str,
+        meta: dict,
+    ) -> None:
+        completion = [{"role": "assistant", "content": reply}]
+        if not self.gate.admit(prompt, completion):
+            return
+        row = SFTRow(
+            id=f"{run.meta.run_id}:{suffix}",
+            task_id=item.task_id,
+            run_id=run.meta.run_id,
+            turn=turn,
+            score=item.score,
+            prompt=prompt,
+            completion=completion,
+            messages=prompt + completion,
+            meta=meta,
         )
-    if rendered.dropped:
-        work.report.samples_dropped[f"unrepairable:{rendered.dropped}"] += 1
-        if rendered.dropped_turns > 1:
-            work.report.samples_dropped["after_unrepairable_turn"] += rendered.dropped_turns - 1
+        self.rows.append(row)
+        self.work.tally(row, prompt, completion)
 
-
-def _conversation_row(
-    item: Scored,
-    run: Trajectory,
-    renderer: Renderer,
-    gate: SampleGate,
-    work: Compilation,
-    rows: list[SFTRow],
-    role: str,
-) -> None:
-    if not is_linear(run):
-        work.report.samples_dropped["history_rewritten"] += 1
-        return
-    rendered = renderer.run(run)
-    if rendered.dropped or not rendered.turns:
-        work.report.samples_dropped[f"unrepairable:{rendered.dropped or 'no_turns'}"] += 1
-        return
-    last = rendered.turns[-1]
-    fixes = [fix for turn in rendered.turns for fix in turn.fixes]
-    work.report.fixes.update(fixes)
-    _add(
-        work,
-        gate,
-        rows,
-        item,
-        run,
-        f"{run.meta.run_id}:conv",
-        None,
-        last.prompt,
-        [{"role": "assistant", "content": last.reply}],
-        _meta(run, renderer, role, fixes),
-    )
-
-
-def _subcall_rows(
-    item: Scored, renderer: Renderer, gate: SampleGate, work: Compilation, rows: list[SFTRow]
-) -> None:
-    for call in item.run.iter_subcalls(recursive=True):
-        if call.child is not None:  # a child RLM: its root turns train the same way as the root's
-            _turn_rows(item, call.child, renderer, gate, work, rows, role="child")
-            continue
-        reason = _subcall_problem(call)
-        if reason:
-            work.report.samples_dropped[reason] += 1
-            continue
-        meta = {
-            "role": "subcall",
-            "depth": call.depth,
-            "signature": item.run.meta.signature,
-            "protocol": None,
-            "source_protocol": None,
-            "model": call.model,
-            "suite": None,
-            "fixes": [],
-            "subcall": f"{call.kind}:{call.name}",
+    def meta(self, run: Trajectory, role: str, fixes: list[str]) -> dict[str, Any]:
+        suite = (run.meta.task or {}).get("suite")
+        return {
+            "role": role,  # root | child (a child RLM's root turn) | subcall
+            "depth": run.meta.depth,
+            "signature": run.meta.signature,
+            "protocol": self.renderer.target(run),
+            "source_protocol": run.meta.protocol,
+            "model": run.meta.model,
+            "suite": None if suite is None else str(suite),
+            "fixes": list(fixes),
+            "subcall": None,  # "kind:name" on sub-call rows; present on every row so columns match
         }
-        _add(
-            work,
-            gate,
-            rows,
-            item,
-            item.run,
-            f"{item.run.meta.run_id}:sub:{call.id}",
-            None,
-            [{"role": "user", "content": call.prompt}],
-            [{"role": "assistant", "content": call.reply}],
-            meta,
-        )
+
+    def turn_rows(self, item: Scored, run: Trajectory, role: str) -> None:
+        rendered = self.renderer.run(run)
+        for turn in rendered.turns:
+            self.work.report.fixes.update(turn.fixes)
+            meta = self.meta(run, role, turn.fixes)
+            self.add(item, run, f"t{turn.index}", turn.index, turn.prompt, turn.reply, meta)
+        dropped = self.work.report.samples_dropped
+        if rendered.dropped:
+            dropped[f"unrepairable:{rendered.dropped}"] += 1
+            if rendered.dropped_turns > 1:
+                dropped["after_unrepairable_turn"] += rendered.dropped_turns - 1
+
+    def conversation_row(self, item: Scored) -> None:
+        run, dropped = item.run, self.work.report.samples_dropped
+        if not is_linear(run):
+            dropped["history_rewritten"] += 1
+            return
+        rendered = self.renderer.run(run)
+        if rendered.dropped or not rendered.turns:
+            dropped[f"unrepairable:{rendered.dropped or 'no_turns'}"] += 1
+            return
+        last = rendered.turns[-1]
+        fixes = [fix for turn in rendered.turns for fix in turn.fixes]
+        self.work.report.fixes.update(fixes)
+        self.add(item, run, "conv", None, last.prompt, last.reply, self.meta(run, "root", fixes))
+
+    def subcall_rows(self, item: Scored) -> None:
+        for call in item.run.iter_subcalls(recursive=True):
+            if call.child is not None:  # a child RLM: its root turns train the same way as the root's
+                self.turn_rows(item, call.child, role="child")
+                continue
+            reason = _subcall_problem(call)
+            if reason:
+                self.work.report.samples_dropped[reason] += 1
+                continue
+            meta = {
+                **self.meta(item.run, "subcall", []),
+                "depth": call.depth,
+                "model": call.model,
+                "protocol": None,
+                "source_protocol": None,
+                "subcall": f"{call.kind}:{call.name}",
+            }
+            prompt = [{"role": "user", "content": call.prompt}]
+            self.add(item, item.run, f"sub:{call.id}", None, prompt, call.reply, meta)
 
 
 def _subcall_problem(call: SubCall) -> str | None:

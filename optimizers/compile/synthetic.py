@@ -81,13 +81,14 @@ def make_run(
 ) -> Trajectory:
     """One finished run of ``n_turns`` root turns (the last one ends the run)."""
     context = ("record: alpha\n" * (context_chars // 14 + 1))[:context_chars]
+    question = f"How many records in {task}?"  # each task asks its own question
     meta = RunMeta(
         signature=signature,
         protocol=protocol,
         sandbox="process",
         model="openai/teacher",
         sub_model="openai/student",
-        inputs=[describe_variable("context", context), describe_variable("question", "how many?")],
+        inputs=[describe_variable("context", context), describe_variable("question", question)],
         task={
             "suite": "records",
             "example_id": task,
@@ -99,7 +100,7 @@ def make_run(
     task_text = (
         "Your inputs are loaded in the REPL as variables:\n"
         f"- `context` (str, {len(context):,} characters). Preview: {context[:40]!r}\n"
-        "- `question` (str, 9 characters): 'how many?'\n\nProduce: `answer`: int.\n"
+        f"- `question` (str, {len(question)} characters): {question!r}\n\nProduce: `answer`: int.\n"
         f"You have 10 turns. Start by exploring the inputs with code."
     )
     turns: list[Turn] = []
