@@ -163,6 +163,17 @@ HOSTILE_CASES: list[HostileCase] = [
                 "import sys\nsys.setrecursionlimit(10**8)\ndef f(n):\n    return f(n + 1)\nf(0)",
                 "C stack overflow kills the worker; restarted", _recursion),
     HostileCase("os_exit", "import os\nos._exit(1)", "worker restarted", _restarted),
+    HostileCase("close_the_pipes", "import os\nfor fd in range(3, 64):\n    try:\n        os.close(fd)\n"
+                "    except OSError:\n        pass\nwhile True:\n    pass",
+                "host sees the pipe close; worker killed and restarted", _restarted),
+    HostileCase("forge_huge_frame", "import json, os, sys\nos.write(json.loads(sys.argv[1])['wfd'], b'\\xff' * 8)\n"
+                "while True:\n    pass", "host refuses the frame; worker restarted", _restarted),
+    HostileCase("forge_pickle_that_runs_code_on_the_host",
+                "import json, os, pickle, struct, sys\nclass Evil:\n    def __reduce__(self):\n"
+                "        return (os.system, ('touch {outside}',))\n"
+                "data = pickle.dumps(('done', Evil(), '', None, False))\n"
+                "os.write(json.loads(sys.argv[1])['wfd'], struct.pack('<Q', len(data)) + data)\n"
+                "while True:\n    pass", "host refuses to load it; worker restarted", _restarted),
     HostileCase("kill_parent", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)",
                 "signal refused", _raised("PermissionError", "ProcessLookupError")),
     HostileCase("delete_file_outside", "import os\nos.remove({victim!r})", "refused; victim intact",

@@ -269,11 +269,16 @@ class ProcessSandbox(Sandbox):
                     result.timed_out = True
                     return self._after_death(result, t_start, reason=f"it ran past the {timeout}s cell "
                                              "timeout and did not stop when interrupted")
-                os.kill(self._proc.pid, signal.SIGINT)
+                try:
+                    os.kill(self._proc.pid, signal.SIGINT)
+                except ProcessLookupError:  # it died just now: the next read sees EOF
+                    pass
                 interrupted_until = time.monotonic() + self.limits.interrupt_grace
                 continue
-            except (EOFError, OSError, wire.FrameTooLarge, pickle.UnpicklingError):
+            except (EOFError, OSError):
                 return self._after_death(result, t_start)
+            except (wire.FrameTooLarge, pickle.UnpicklingError) as exc:  # model code wrote to the pipe itself
+                return self._after_death(result, t_start, reason=f"the worker broke the pipe protocol ({exc})")
             code_s += time.monotonic() - t_wait
             if not (isinstance(msg, tuple) and len(msg) == {"call": 4, "done": 5}.get(msg and msg[0], -1)):
                 # only model code writing to the pipe's fd produces this
@@ -337,8 +342,11 @@ class ProcessSandbox(Sandbox):
         """The worker died or was wedged: restart it from the inputs and say so in the result."""
         proc = self._proc
         if reason is None:
-            code = proc.wait(timeout=5) if proc is not None else None
-            reason = f"the worker {_describe_exit(code)}"
+            try:
+                code = proc.wait(timeout=0.5) if proc is not None else None
+                reason = f"the worker {_describe_exit(code)}"
+            except subprocess.TimeoutExpired:  # alive, but it closed or corrupted its end of the pipe
+                reason = "the worker stopped answering on its pipe"
             tail = self._worker_stderr()
             if tail != "(no output)":
                 reason += f" (stderr: {tail[-500:]})"
