@@ -200,3 +200,15 @@ def test_tokens_are_estimated_or_counted_with_a_tokenizer():
     assert words.tokens == sum(len(m.content.split()) for row in compile_sft(runs).rows for m in row.messages)
     assert estimated.per_task == {"records/ex0": 3, "records/ex1": 3}
     assert json.loads(json.dumps(estimated.to_dict()))["tokens"]["total"] == estimated.tokens
+
+
+def test_a_run_killed_before_its_end_line_is_dropped_by_status(tmp_path):
+    log = TrajectoryLog(tmp_path)
+    done, crashed = make_run(task="a"), make_run(task="b", variant=1)
+    log.write(done)
+    log.start(crashed.meta)  # the process died after one turn: no "end" line
+    log.turn(crashed.meta.run_id, crashed.turns[0])
+    result = compile_sft(tmp_path)
+    assert result.report.runs_dropped == {"status": 1} and {row.run_id for row in result.rows} == {
+        done.meta.run_id
+    }

@@ -126,10 +126,11 @@ class _ProtocolText:
 def _protocol_texts() -> dict[str, _ProtocolText]:
     """Each protocol's finish template and answer-now text, from ``rlmkit.protocols``."""
     from rlmkit.protocols import PROTOCOLS as REGISTRY
+    from rlmkit.protocols import get_protocol
 
     texts = {}
-    for name, cls in REGISTRY.items():
-        protocol = cls()
+    for name in REGISTRY:
+        protocol = get_protocol(name)
         texts[name] = _ProtocolText(
             protocol.finish_prompt, _template_pattern(protocol.finish_prompt), protocol.answer_now
         )

@@ -27,7 +27,7 @@ REASONS = {
     "zero_advantage_group": "every rollout of the example scored the same",
     "single_run": "only one scored run for the example",
     "no_score_gap": "best and worst runs score the same (or within min_margin)",
-    "prompts_differ": "best and worst runs did not see the same prompt",
+    "prompts_differ": "best and worst runs did not see the same prompt (runs of several protocols? pass protocol=)",
     "no_divergent_turn": "best and worst runs gave the same replies",
 }
 
