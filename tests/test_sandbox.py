@@ -309,3 +309,10 @@ def test_one_object_under_two_names_crosses_once(process_sandbox):
     big = "x" * 1_000_000
     process_sandbox.start({"context": big, "document": big}, {})
     assert process_sandbox.run("print(context is document, len(document))").stdout == "True 1000000\n"
+
+
+def test_a_prelude_that_kills_the_worker_fails_start(process_sandbox):
+    with pytest.raises(SandboxError, match="prelude failed"):
+        process_sandbox.start({}, {}, prelude="import os\nos._exit(9)")
+    with pytest.raises(SandboxError, match="prelude failed"):
+        process_sandbox.start({}, {}, prelude="1/0")

@@ -100,6 +100,7 @@ class ProcessSandbox(Sandbox):
         self.confine = confine
         self._lock = threading.RLock()  # re-entrant: a host function may call get() mid-cell
         self._running = False
+        self._in_prelude = False
         self._proc: subprocess.Popen | None = None
         self._chan: wire.Channel | None = None
         self._finalizer = None
@@ -203,7 +204,11 @@ class ProcessSandbox(Sandbox):
             raise ContextError("variables could not be rebuilt inside the sandbox (it has only the "
                                "standard library): " + "; ".join(errors))
         if self._prelude:
-            result = self._run_locked(self._prelude)
+            self._in_prelude = True  # a worker dying here is not restarted (it would die again)
+            try:
+                result = self._run_locked(self._prelude)
+            finally:
+                self._in_prelude = False
             if result.error or result.restarted:
                 raise SandboxError(f"the sandbox prelude failed:\n{result.error}")
 
@@ -350,6 +355,8 @@ class ProcessSandbox(Sandbox):
             tail = self._worker_stderr()
             if tail != "(no output)":
                 reason += f" (stderr: {tail[-500:]})"
+        if self._in_prelude:
+            raise SandboxError(f"the sandbox prelude failed: {reason}")
         self._restart()
         result.restarted = True
         prefix = "TimeoutError: " if result.timed_out else "SandboxCrash: "
