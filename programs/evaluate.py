@@ -1,0 +1,321 @@
+"""Evaluate a program over generated examples: concurrently, resumably, failure-tolerant.
+
+    result = evaluate(lambda: program_for("needle", lm=lm), examples, workers=4, out_dir="runs/n1")
+    print(result.render())
+
+``out_dir`` holds ``config.json`` (the run's configuration and its hash),
+``results.jsonl`` (one row per finished example, appended as each finishes) and
+``trajectories/`` (every run's trajectory, via ``rlmkit.TrajectoryLog``). Running again
+with the same configuration skips the examples already in ``results.jsonl``; a directory
+holding another configuration is refused, so results are never mixed. An example whose
+program raises is recorded with its failure kind, and the others go on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any, Literal
+
+import dspy
+from pydantic import BaseModel, Field
+
+from programs.tasks import Example
+from programs.tasks import score as suite_score
+from rlmkit.errors import (
+    BudgetExceeded,
+    ConfigError,
+    LMError,
+    MaxIterationsError,
+    OutputValidationError,
+    RunError,
+    SandboxError,
+    UserError,
+)
+from rlmkit.trajectory import Trajectory, TrajectoryLog
+
+Metric = Callable[[Example, Any], float]
+FAILURE_KINDS = ((BudgetExceeded, "budget_exceeded"), (MaxIterationsError, "max_iterations"),
+                 (OutputValidationError, "invalid_output"), (SandboxError, "sandbox"), (LMError, "lm_error"),
+                 (RunError, "run_error"), (UserError, "user_error"))
+
+
+class ExampleResult(BaseModel):
+    id: str
+    suite: str
+    program: Literal["program", "baseline"] = "program"
+    status: Literal["ok", "failed"] = "ok"
+    failure: str | None = None  # kind, e.g. "lm_error", "max_iterations"
+    error: str | None = None
+    score: float = 0.0
+    answer: Any = None
+    gold: Any = None
+    cost: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: int = 0
+    subcalls: int = 0
+    iterations: int = 0
+    wall_s: float = 0.0
+    run_id: str | None = None
+
+
+class EvalResult(BaseModel):
+    config: dict[str, Any] = Field(default_factory=dict)
+    rows: list[ExampleResult] = Field(default_factory=list)
+    baseline: EvalResult | None = None
+    out_dir: str | None = None
+
+    @property
+    def n(self) -> int:
+        return len(self.rows)
+
+    @property
+    def mean(self) -> float:
+        return sum(r.score for r in self.rows) / self.n if self.rows else 0.0
+
+    @property
+    def ci95(self) -> tuple[float, float]:
+        """Normal-approximation 95% interval of the mean score, clipped to [0, 1]."""
+        if self.n < 2:
+            return (self.mean, self.mean)
+        var = sum((r.score - self.mean) ** 2 for r in self.rows) / (self.n - 1)
+        half = 1.96 * math.sqrt(var / self.n)
+        return (max(0.0, self.mean - half), min(1.0, self.mean + half))
+
+    @property
+    def failures(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for row in self.rows:
+            if row.failure:
+                out[row.failure] = out.get(row.failure, 0) + 1
+        return out
+
+    def totals(self) -> dict[str, float]:
+        per = max(1, self.n)
+        return {
+            "cost": sum(r.cost for r in self.rows),
+            "tokens": sum(r.prompt_tokens + r.completion_tokens for r in self.rows),
+            "subcalls_per_example": sum(r.subcalls for r in self.rows) / per,
+            "iterations_per_example": sum(r.iterations for r in self.rows) / per,
+            "wall_s_per_example": sum(r.wall_s for r in self.rows) / per,
+        }
+
+    def summary(self) -> dict[str, Any]:
+        low, high = self.ci95
+        return {"n": self.n, "mean": self.mean, "ci95": [low, high], **self.totals(), "failures": self.failures}
+
+    def table(self, title: str | None = None):
+        """A rich Table: one line for the program and one for the baseline, if run."""
+        from rich.table import Table
+
+        table = Table(title=title or "results")
+        for column in ("program", "n", "score (95% CI)", "cost $", "tokens", "sub-calls/ex", "iters/ex",
+                       "wall s/ex", "failures"):
+            table.add_column(column, justify="left" if column in ("program", "failures") else "right")
+        for name, result in (("program", self), ("baseline", self.baseline)):
+            if result is None:
+                continue
+            low, high = result.ci95
+            t = result.totals()
+            failures = ", ".join(f"{k}: {v}" for k, v in sorted(result.failures.items())) or "-"
+            table.add_row(name, str(result.n), f"{result.mean:.3f} [{low:.3f}, {high:.3f}]", f"{t['cost']:.4f}",
+                          f"{int(t['tokens']):,}", f"{t['subcalls_per_example']:.1f}",
+                          f"{t['iterations_per_example']:.1f}", f"{t['wall_s_per_example']:.1f}", failures)
+        return table
+
+    def render(self, width: int = 140) -> str:
+        from rich.console import Console
+
+        console = Console(width=width, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+        console.print(self.table())
+        return console.export_text()
+
+
+# ------------------------------------------------------------------ the run directory
+class RunDir:
+    """``config.json`` + ``results.jsonl`` + ``trajectories/``; refuses a foreign config."""
+
+    def __init__(self, path: str | Path, config: dict[str, Any]):
+        self.path = Path(path)
+        self.config = config
+        self.hash = config_hash(config)
+        self._lock = threading.Lock()
+        stored = self.path / "config.json"
+        if stored.exists():
+            old = json.loads(stored.read_text())
+            if old.get("hash") != self.hash:
+                raise ConfigError(
+                    f"{self.path} holds runs of another configuration (hash {old.get('hash')}, this one is "
+                    f"{self.hash}); stored: {json.dumps(old.get('config'), sort_keys=True)}. "
+                    "Use a new --out directory, or the same arguments to resume.")
+        self.path.mkdir(parents=True, exist_ok=True)
+        stored.write_text(json.dumps({"hash": self.hash, "config": config}, indent=2, sort_keys=True, default=str))
+        self.log = TrajectoryLog(self.path / "trajectories")
+
+    @property
+    def results_path(self) -> Path:
+        return self.path / "results.jsonl"
+
+    def finished(self) -> list[ExampleResult]:
+        if not self.results_path.exists():
+            return []
+        rows = []
+        for line in self.results_path.read_text().splitlines():
+            try:
+                rows.append(ExampleResult.model_validate_json(line))
+            except ValueError:  # a half-written last line from a killed run: that example reruns
+                continue
+        return rows
+
+    def record(self, row: ExampleResult, trajectory: Trajectory | None) -> None:
+        if trajectory is not None:
+            self.log.write(trajectory)
+        with self._lock, open(self.results_path, "a", encoding="utf-8") as fh:
+            fh.write(row.model_dump_json() + "\n")
+            fh.flush()
+
+
+def config_hash(config: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def default_config(program: Any, examples: Sequence[Example]) -> dict[str, Any]:
+    """What identifies a run when the caller gives no config: the task settings and the program type."""
+    tasks = sorted({json.dumps({"suite": e.suite, "length": e.length, "seed": e.seed, "knobs": e.knobs},
+                               sort_keys=True, default=str) for e in examples})
+    return {"tasks": [json.loads(t) for t in tasks], "program": getattr(program, "__qualname__", type(program).__name__)}
+
+
+# ------------------------------------------------------------------ running one example
+def failure_kind(exc: BaseException) -> str:
+    for cls, kind in FAILURE_KINDS:
+        if isinstance(exc, cls):
+            return kind
+    return "exception"
+
+
+def _json_safe(value: Any, limit: int = 4_000) -> Any:
+    try:
+        value = json.loads(json.dumps(value, default=lambda o: o.model_dump() if hasattr(o, "model_dump") else str(o)))
+    except (TypeError, ValueError):
+        value = str(value)
+    if isinstance(value, str) and len(value) > limit:
+        value = value[:limit] + " ..."
+    return value
+
+
+def _prediction_answer(prediction: Any) -> Any:
+    if isinstance(prediction, dspy.Prediction):
+        return {k: v for k, v in prediction.items() if k != "trajectory"}
+    return prediction
+
+
+def run_one(program: Callable[..., Any], example: Example, metric: Metric, kind: str) -> tuple[ExampleResult, Trajectory | None]:
+    started = time.monotonic()
+    row = ExampleResult(id=example.id, suite=example.suite, program=kind, gold=_json_safe(example.gold))
+    trajectory = None
+    try:
+        prediction = program(**example.inputs)
+        trajectory = getattr(prediction, "trajectory", None) if not isinstance(prediction, dict) else None
+        answer = _prediction_answer(prediction)
+        row.answer = _json_safe(answer.get("answer", answer) if isinstance(answer, dict) else answer)
+        row.score = float(metric(example, prediction))
+    except Exception as exc:  # noqa: BLE001 - recorded with its kind; the evaluation goes on
+        trajectory = getattr(exc, "trajectory", None)
+        row.status, row.failure, row.error = "failed", failure_kind(exc), f"{type(exc).__name__}: {exc}"[:2_000]
+        row.score = 0.0
+    row.wall_s = time.monotonic() - started
+    if isinstance(trajectory, Trajectory):
+        usage = trajectory.usage
+        row.cost, row.calls = usage.cost, usage.calls
+        row.prompt_tokens, row.completion_tokens = usage.prompt_tokens, usage.completion_tokens
+        row.subcalls = sum(1 for _ in trajectory.iter_subcalls())
+        row.iterations, row.run_id = trajectory.n_turns, trajectory.meta.run_id
+        trajectory.score = row.score
+        trajectory.meta.task = {**trajectory.meta.task, "suite": example.suite, "example_id": example.id,
+                                "seed": example.seed, "length": example.length, "knobs": example.knobs,
+                                "program": kind}
+    else:
+        trajectory = None
+    return row, trajectory
+
+
+def _is_factory(obj: Any) -> bool:
+    """A zero-argument callable that is not itself a program builds one program per worker."""
+    if isinstance(obj, dspy.Module) or not callable(obj):
+        return False
+    try:
+        params = inspect.signature(obj).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return not any(p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL) or p.default is p.empty for p in params)
+
+
+# ------------------------------------------------------------------ the API
+def evaluate(
+    program: Any,
+    examples: Sequence[Example],
+    *,
+    workers: int = 4,
+    out_dir: str | Path | None = None,
+    metric: Metric | None = None,
+    baseline: Any = False,
+    config: dict[str, Any] | None = None,
+    retry_failed: bool = False,
+    on_result: Callable[[ExampleResult], None] | None = None,
+) -> EvalResult:
+    """Run ``program`` (or a zero-argument factory of programs) on every example.
+
+    ``baseline``: False, or a program (e.g. ``programs.baseline.BaselineLM``) run on the same
+    examples for comparison; its rows land in ``result.baseline``. ``on_result`` is called
+    in the caller's thread after each example (progress bars).
+    """
+    if not isinstance(workers, int) or workers < 1:
+        raise UserError(f"workers must be an int >= 1, got {workers!r}")
+    if not examples:
+        raise UserError("no examples to evaluate")
+    ids = [e.id for e in examples]
+    if len(set(ids)) != len(ids):
+        raise UserError("example ids must be unique (they key the resumable results)")
+    metric = metric or suite_score
+    config = config if config is not None else default_config(program, examples)
+    run_dir = RunDir(out_dir, config) if out_dir is not None else None
+    previous = run_dir.finished() if run_dir else []
+    jobs = [("program", program)] + ([("baseline", baseline)] if baseline is not False and baseline is not None else [])
+    results = {kind: {} for kind, _ in jobs}
+    for row in previous:
+        if row.program in results and row.id in ids and not (retry_failed and row.status == "failed"):
+            results[row.program][row.id] = row
+    local = threading.local()
+
+    def work(kind: str, source: Any, example: Example) -> tuple[ExampleResult, Trajectory | None]:
+        if _is_factory(source):  # one program per worker thread: programs need not be thread-safe
+            cache = local.__dict__.setdefault("programs", {})
+            if kind not in cache:
+                cache[kind] = source()
+            source = cache[kind]
+        return run_one(source, example, metric, kind)
+
+    todo = [(kind, source, e) for kind, source in jobs for e in examples if e.id not in results[kind]]
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rlmkit-eval") as pool:
+        futures = [pool.submit(work, kind, source, e) for kind, source, e in todo]
+        for future in as_completed(futures):
+            row, trajectory = future.result()
+            results[row.program][row.id] = row
+            if run_dir:
+                run_dir.record(row, trajectory)
+            if on_result:
+                on_result(row)
+    ordered = {kind: [results[kind][i] for i in ids] for kind in results}
+    result = EvalResult(config=config, rows=ordered["program"], out_dir=str(run_dir.path) if run_dir else None)
+    if "baseline" in ordered:
+        result.baseline = EvalResult(config=config, rows=ordered["baseline"])
+    return result
