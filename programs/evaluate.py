@@ -271,12 +271,14 @@ def evaluate(
     config: dict[str, Any] | None = None,
     retry_failed: bool = False,
     on_result: Callable[[ExampleResult], None] | None = None,
+    on_start: Callable[[int, int], None] | None = None,
 ) -> EvalResult:
     """Run ``program`` (or a zero-argument factory of programs) on every example.
 
     ``baseline``: False, or a program (e.g. ``programs.baseline.BaselineLM``) run on the same
     examples for comparison; its rows land in ``result.baseline``. ``on_result`` is called
-    in the caller's thread after each example (progress bars).
+    in the caller's thread after each example, ``on_start(to_run, already_done)`` once
+    before the first (progress bars).
     """
     if not isinstance(workers, int) or workers < 1:
         raise UserError(f"workers must be an int >= 1, got {workers!r}")
@@ -305,6 +307,8 @@ def evaluate(
         return run_one(source, example, metric, kind)
 
     todo = [(kind, source, e) for kind, source in jobs for e in examples if e.id not in results[kind]]
+    if on_start:
+        on_start(len(todo), sum(len(done) for done in results.values()))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rlmkit-eval") as pool:
         futures = [pool.submit(work, kind, source, e) for kind, source, e in todo]
         for future in as_completed(futures):

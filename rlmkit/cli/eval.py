@@ -1,0 +1,109 @@
+"""``rlmkit eval SUITE``: run a program over generated examples, with live progress and a results table.
+
+    rlmkit eval aggregation --n 20 --length 200000 --lm openai/gpt-4o-mini --out runs/agg
+    rlmkit eval needle --knob kind=uuids --lm local --baseline
+
+Re-running with the same arguments resumes from ``--out``: finished examples are not run again.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from rlmkit.errors import RLMKitError
+
+err = Console(stderr=True, soft_wrap=True)
+
+
+def make_lm(model: str | None, api_base: str | None):
+    """``local`` (or nothing) is the embedded model; anything else a litellm model string."""
+    import rlmkit
+
+    if model in (None, "", "local"):
+        return rlmkit.local_lm()
+    return rlmkit.LM(model, api_base=api_base)
+
+
+def eval_command(
+    suite: str = typer.Argument(..., help="needle, multi_needle, aggregation, pairs, multihop or codeqa."),
+    n: int = typer.Option(10, "--n", help="Number of examples."),
+    length: int = typer.Option(100_000, "--length", help="Context length of each example, in characters."),
+    seed: int = typer.Option(0, "--seed", help="Generator seed: the same seed gives the same examples."),
+    knob: list[str] = typer.Option([], "--knob", help="Suite knob as name=value (repeatable), e.g. labelled=true."),
+    lm: str = typer.Option(..., "--lm", help="Root model: a litellm model string, or 'local' (embedded)."),
+    api_base: str = typer.Option(None, "--api-base", help="OpenAI-compatible server URL for --lm and --sub-lm."),
+    sub_lm: str = typer.Option(None, "--sub-lm", help="Model for sub-calls (default: the root model)."),
+    program: str = typer.Option("rlm", "--program", help="rlm, facts_then_answer (multihop), tally_then_answer (aggregation)."),
+    max_depth: int = typer.Option(1, "--max-depth", help="Recursion depth for rlm_query sub-calls."),
+    max_iterations: int = typer.Option(20, "--max-iterations", help="Root turns per example."),
+    workers: int = typer.Option(4, "--workers", help="Examples run concurrently."),
+    out: Path = typer.Option(None, "--out", help="Run directory (default runs/eval-SUITE-LENGTH-sSEED)."),
+    baseline: bool = typer.Option(False, "--baseline", help="Also run the plain LM on the context cut to its window."),
+    window_tokens: int = typer.Option(32_000, "--window-tokens", help="The baseline's context window, in tokens."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed examples again when resuming."),
+) -> None:
+    """Evaluate a program on a generated task suite; prints score (95% CI), cost, tokens, failures."""
+    try:
+        _run(**locals())
+    except RLMKitError as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from exc
+
+
+def _run(*, suite, n, length, seed, knob, lm, api_base, sub_lm, program, max_depth, max_iterations, workers,
+         out, baseline, window_tokens, retry_failed) -> None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from programs.evaluate import evaluate
+    from programs.registry import baseline_for, build_program
+    from programs.tasks import generate, parse_knobs
+
+    # Everything the command line can get wrong fails here, before any model call.
+    knobs = parse_knobs(suite, knob)
+    examples = generate(suite, n=n, length=length, seed=seed, **knobs)
+    root = make_lm(lm, api_base)
+    sub = make_lm(sub_lm, api_base) if sub_lm else None
+    factory = lambda: build_program(program, suite, lm=root, sub_lm=sub, max_depth=max_depth,
+                                    max_iterations=max_iterations)
+    factory()  # a bad program/suite pairing or knob fails now, not in every worker
+    config = {"suite": suite, "length": length, "seed": seed, "knobs": knobs, "program": program, "lm": lm,
+              "api_base": api_base, "sub_lm": sub_lm, "max_depth": max_depth, "max_iterations": max_iterations,
+              "window_tokens": window_tokens}
+    out = out or Path("runs") / f"eval-{suite}-{length}-s{seed}"
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("correct {task.fields[correct]}"), TextColumn("${task.fields[cost]:.4f}"),
+               TextColumn("ETA"), TimeRemainingColumn())
+    with Progress(*columns, console=err) as progress:
+        task = progress.add_task(f"{suite} x{n}", total=None, correct=0, cost=0.0)
+
+        def on_start(todo: int, done: int) -> None:
+            progress.update(task, total=todo + done, completed=done)
+            if done:
+                progress.console.print(f"resuming {out}: {done} finished run(s) kept")
+
+        def on_result(row) -> None:
+            fields = progress.tasks[task].fields
+            right = row.program == "program" and row.score >= 0.999  # the baseline has its own table row
+            progress.update(task, advance=1, correct=fields["correct"] + right,
+                            cost=fields["cost"] + row.cost)
+            if row.status == "failed":
+                progress.console.print(f"[yellow]{row.id} ({row.program}) failed: {row.failure}[/yellow] "
+                                       f"{escape((row.error or '')[:160])}")
+
+        result = evaluate(factory, examples, workers=workers, out_dir=out, config=config,
+                          baseline=baseline_for(suite, lm=root, window_tokens=window_tokens) if baseline else False,
+                          retry_failed=retry_failed, on_result=on_result, on_start=on_start)
+    Console(width=max(Console().width, 130)).print(result.table(title=f"rlmkit eval {suite} (n={n}, length={length:,}, seed={seed})"))
+    summary = {"config": config, "summary": result.summary(),
+               "baseline": result.baseline.summary() if result.baseline else None}
+    (Path(out) / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    print(f"results and trajectories: {out}  (view them: rlmkit view {out}/trajectories)")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("eval")(eval_command)

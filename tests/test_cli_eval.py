@@ -1,0 +1,61 @@
+"""`rlmkit eval`: a real run against the scripted server, resume, baseline, and bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from rlmkit.cli import app
+from rlmkit.testing.server import ScriptedServer, is_root_request
+from tests.test_evaluate import NEEDLE_ROOT
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def server():
+    with ScriptedServer(lambda body: NEEDLE_ROOT if is_root_request(body) else "4242") as srv:
+        yield srv
+
+
+def run(server, out, *extra):
+    args = ["eval", "needle", "--n", "3", "--length", "8000", "--seed", "3", "--lm", "openai/scripted",
+            "--api-base", server.url, "--out", str(out), "--max-iterations", "3", "--workers", "2", *extra]
+    return runner.invoke(app, args)
+
+
+def test_eval_runs_prints_the_table_and_resumes(server, tmp_path):
+    out = tmp_path / "run"
+    result = run(server, out, "--baseline", "--window-tokens", "1000")
+    assert result.exit_code == 0, result.output
+    assert "1.000 [1.000, 1.000]" in result.output and "baseline" in result.output
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert sorted((r["program"], r["id"]) for r in rows) == sorted(
+        (p, f"needle-s3-{i:04d}") for p in ("program", "baseline") for i in range(3))
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["summary"]["mean"] == 1.0 and summary["baseline"]["n"] == 3
+    assert len(list((out / "trajectories").glob("*.jsonl"))) == 6
+
+    before = len(server.requests)
+    again = run(server, out, "--baseline", "--window-tokens", "1000")
+    assert again.exit_code == 0, again.output
+    assert "resuming" in again.output and len(server.requests) == before
+
+    other = run(server, out, "--max-depth", "2")
+    assert other.exit_code == 2 and "another configuration" in other.output
+
+
+@pytest.mark.parametrize("args,message", [
+    (["eval", "nope", "--lm", "openai/x"], "unknown suite 'nope'"),
+    (["eval", "needle", "--lm", "openai/x", "--knob", "colour=red"], "no knob 'colour'"),
+    (["eval", "needle", "--lm", "openai/x", "--length", "10"], "too small"),
+    (["eval", "needle", "--lm", "openai/x", "--api-base", "http://127.0.0.1:9/v1", "--program", "tally_then_answer"],
+     "answers ['aggregation']"),
+])
+def test_bad_input_fails_before_any_model_call(args, message, tmp_path):
+    result = runner.invoke(app, [*args, "--out", str(tmp_path / "x")])
+    assert result.exit_code == 2
+    assert message in " ".join(result.output.split())
+    assert not (tmp_path / "x").exists()
