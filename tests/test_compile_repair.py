@@ -110,13 +110,20 @@ def test_submit_in_place_keeps_code_order():
         ('```repl\nanswer["ready"] = True\n```', "answer", "submit", "answer_content_set_in_earlier_turn"),
         ("```repl\nprint(1)\n```", "submit", "final", "no_ending_found"),
         ("```repl\nSUBMIT(answer=1, extra=2)\n```", "submit", "final", "submit_fields_differ_from_signature"),
-        ("```repl\nSUBMIT(answer=(\n```", "submit", "final", "?_unparsable"),
+        ("```repl\nSUBMIT(answer=(\n```", "submit", "final", "submit_code_does_not_parse"),
+        ("Done.\nSUBMIT(answer=(", "submit", "submit", "submit_unclosed"),
+        ("Done.\nSUBMIT(answer=))", "submit", "submit", "submit_unparsable"),
     ],
 )
 def test_what_cannot_be_repaired_says_why(reply, source, target, reason):
     with pytest.raises(Unrepairable) as info:
         repair(reply, source, target)
     assert info.value.reason == reason
+
+
+def test_a_broken_block_in_the_last_turn_is_not_how_the_run_ended():
+    reply = "```repl\nprint(answer[0\n```\n```repl\nSUBMIT(answer=n)\n```"  # first block never parsed
+    assert repair(reply, "submit", "submit").reply == reply
 
 
 def test_multi_field_answers_only_fit_submit():

@@ -75,6 +75,10 @@ def repair_reply(
         raise ValueError(f"unknown target protocol {target!r}; known: {PROTOCOLS}")
     blocks = list(_CODE_BLOCK.finditer(reply))
     markers = _code_markers(reply, blocks) + _prose_markers(reply, blocks)
+    if any(m.name == "broken_block" for m in markers):
+        if target != source:  # a broken block's markers could not be rewritten
+            raise Unrepairable(f"{source}_code_does_not_parse")
+        markers = [m for m in markers if m.name != "broken_block"]  # it never ran: not how the run ended
     if not final:
         if markers and target != source:
             raise Unrepairable("ending_in_non_final_turn")
@@ -102,7 +106,7 @@ def _code_markers(reply: str, blocks: list[re.Match]) -> list[_Marker]:
             tree = ast.parse(code)
         except SyntaxError:
             if re.search(r"\b(SUBMIT|FINAL_VAR|FINAL)\(|answer\[", code):
-                markers.append(_Marker("?", "unparsable", {}, index, (0, 0), nested=True))
+                markers.append(_Marker("?", "broken_block", {}, index, (0, 0)))
             continue
         source = _Source(code)
         top = {id(node) for node in tree.body}
@@ -184,7 +188,8 @@ def _prose_markers(reply: str, blocks: list[re.Match]) -> list[_Marker]:
         if close is None:  # unbalanced text inside FINAL(...): take the last ")" as the reference parser does
             close = reply.rfind(")", open_at)
             if close < 0:
-                markers.append(_Marker("final", "unclosed", {}, None, (match.start(), len(reply))))
+                protocol = "submit" if name == "SUBMIT" else "final"
+                markers.append(_Marker(protocol, "unclosed", {}, None, (match.start(), len(reply))))
                 continue
         inner = reply[open_at:close]
         line_end = reply.find("\n", close)
