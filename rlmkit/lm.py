@@ -163,14 +163,18 @@ class LM:
         self.max_concurrency = max_concurrency
         self.params = {"temperature": temperature, "max_tokens": max_tokens, **kwargs}
         self.params = {k: v for k, v in self.params.items() if v is not None}
-        self._api_key = api_key or self._check_provider(model, api_base)
+        self._api_key = self._check_provider(model, api_base, api_key)
         self.cache_dir = None if cache is False else (default_cache_dir() if cache is True else cache)
         self._cache = open_cache(self.cache_dir) if self.cache_dir is not None else None
         self._limit = ConcurrencyLimit(max_concurrency)
 
     @staticmethod
-    def _check_provider(model: str, api_base: str | None) -> str | None:
-        """Fail before any call on a model string litellm cannot route, or a missing key."""
+    def _check_provider(model: str, api_base: str | None, api_key: str | None) -> str | None:
+        """Fail before any call on a model string litellm cannot route, or a missing key.
+
+        Returns the key to send: the caller's, none (litellm reads the environment), or a
+        placeholder for a self-hosted server that needs no key.
+        """
         litellm = _litellm()
         try:
             litellm.get_llm_provider(model, api_base=api_base)
@@ -181,6 +185,9 @@ class LM:
                 "OpenAI-compatible server (vLLM, SGLang, llama.cpp)",
                 model=model,
             ) from None
+        _price_unknown_model_at_zero(litellm, model)
+        if api_key is not None:
+            return api_key
         env = litellm.validate_environment(model)
         if env.get("keys_in_environment", True):
             return None
@@ -340,6 +347,28 @@ _NETWORK_ERRORS = {
     "ConnectionError",
     "TimeoutError",
 }
+
+
+def _price_unknown_model_at_zero(litellm: Any, model: str) -> None:
+    """Register a model litellm cannot price with cost 0.
+
+    For an unknown model litellm searches its whole cost map for look-alikes on every call,
+    about a quarter of its per-call time, to then report no cost. A zero-price entry makes
+    that lookup direct and gives the same answer: cost 0.0.
+    """
+    try:
+        litellm.get_model_info(model)
+    except Exception:  # noqa: BLE001 - "not mapped" comes as various exception types
+        log.debug("litellm has no price for %s: registering it at cost 0", model)
+    else:
+        return
+    quiet = logging.getLogger("LiteLLM")
+    level, quiet.level = quiet.level, logging.ERROR  # it warns that cache prices default to 0
+    try:
+        litellm.register_model({model: {"input_cost_per_token": 0.0, "output_cost_per_token": 0.0, "mode": "chat",
+                                         "litellm_provider": litellm.get_llm_provider(model)[1]}})  # fmt: skip
+    finally:
+        quiet.level = level
 
 
 def _is_network_error(exc: BaseException) -> bool:

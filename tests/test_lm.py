@@ -123,7 +123,7 @@ class StatusServer:
         self.hits = 0
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 outer.hits += 1
                 self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 body = b'{"error": {"message": "nope", "type": "invalid_request_error"}}'
@@ -251,6 +251,8 @@ def test_cancelled_waiter_does_not_leak_a_slot():
 def test_unknown_model_string_says_what_litellm_expects():
     with pytest.raises(LMConfigError, match="provider/model"):
         LM("no-such-model-xyz")
+    with pytest.raises(LMConfigError, match="provider/model"):  # a key does not make it routable
+        LM("no-such-model-xyz", api_key="k", api_base="http://127.0.0.1:9/v1")
 
 
 def test_missing_provider_key_names_the_variable(monkeypatch):
@@ -289,7 +291,9 @@ def test_describe_has_model_and_params_but_no_secrets(server):
 def test_from_dspy_keeps_model_kwargs_and_endpoint(server):
     import dspy
 
-    dlm = dspy.LM("openai/scripted", api_base=server.url, api_key="test", temperature=0.4, max_tokens=33, cache=False)
+    dlm = dspy.LM(
+        "openai/scripted", api_base=server.url, api_key="test", temperature=0.4, max_tokens=33, cache=False
+    )
     lm = resolve_lm(dlm)
     assert isinstance(lm, LM) and lm.model == "openai/scripted" and lm.api_base == server.url
     assert lm.complete(HI).text == "echo: hi"
@@ -334,6 +338,8 @@ def test_importing_and_building_an_lm_never_touches_the_network():
         """
     )
     env = {k: v for k, v in os.environ.items() if k != "LITELLM_LOCAL_MODEL_COST_MAP"}
-    done = subprocess.run([sys.executable, "-c", guard], capture_output=True, text=True, timeout=120, env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", guard], check=False, capture_output=True, text=True, timeout=120, env=env
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "ok openai/gpt-4o-mini" in done.stdout

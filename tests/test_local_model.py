@@ -30,11 +30,16 @@ def fake_parts(tmp_path):
 def test_assembles_parts_in_order_and_stamps_the_verified_file(fake_parts, tmp_path):
     spec, parts, whole = fake_parts
     seen: list[int] = []
-    path = ensure_model(spec=spec, parts=parts, directory=tmp_path / "models", progress=lambda d, t: seen.append(d))
+    path = ensure_model(
+        spec=spec, parts=parts, directory=tmp_path / "models", progress=lambda d, t: seen.append(d)
+    )
     assert path.read_bytes() == whole
     assert seen[-1] == spec.size  # progress reached the end
     assert (tmp_path / "models" / "fake.gguf.verified.json").is_file()
-    assert sorted(p.name for p in path.parent.iterdir()) == ["fake.gguf", "fake.gguf.verified.json"]  # no temp left
+    assert sorted(p.name for p in path.parent.iterdir()) == [
+        "fake.gguf",
+        "fake.gguf.verified.json",
+    ]  # no temp left
 
 
 def test_a_stamped_file_is_not_rehashed(fake_parts, tmp_path, monkeypatch):
