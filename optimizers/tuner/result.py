@@ -22,14 +22,15 @@ def rows_from_study(study: Any) -> list[TrialRow]:
     rows = []
     for trial in study.get_trials(deepcopy=False):
         attrs = trial.user_attrs
+        tally = attrs.get("tally", {})
         error = attrs.get("error") or trial.system_attrs.get("fail_reason")
         rows.append(
             TrialRow(
                 number=trial.number,
                 state=trial.state.name,
-                accuracy=attrs.get("accuracy"),
-                cost=attrs.get("cost"),
-                n_examples=int(attrs.get("n_examples", 0)),
+                accuracy=tally.get("accuracy"),
+                cost=tally.get("cost"),
+                n_examples=int(tally.get("n_examples", 0)),
                 params=dict(attrs.get("config", {})),
                 error=error,
             )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from rlmkit.errors import ConfigError, UserError
 

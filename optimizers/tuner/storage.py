@@ -11,6 +11,8 @@
 from __future__ import annotations
 
 import re
+import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,15 @@ def default_storage_url(out_dir: str | Path) -> str:
     return f"sqlite:///{path}"
 
 
+def _sqlite_connection(path: Path) -> sqlite3.Connection:
+    """SQLite in WAL mode: readers never wait for a writer, a commit is not an fsync (a trial
+    makes a dozen commits), and a worker waits up to 60 s for another's write lock."""
+    connection = sqlite3.connect(str(path), timeout=60, check_same_thread=False)
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute("PRAGMA synchronous=NORMAL")
+    return connection
+
+
 def open_storage(storage: Any, out_dir: str | Path) -> Any:
     """An optuna storage object for ``storage``; raises ConfigError if it cannot be reached."""
     from optuna.storages import JournalStorage, RDBStorage
@@ -43,14 +54,16 @@ def open_storage(storage: Any, out_dir: str | Path) -> Any:
             path = Path(url[len(JOURNAL_PREFIX) - 1 :] if url.startswith(JOURNAL_PREFIX) else url)
             path.parent.mkdir(parents=True, exist_ok=True)
             return JournalStorage(JournalFileBackend(str(path)))
+        engine_kwargs: dict[str, Any] = {}
         if url.startswith("sqlite:///"):
-            Path(url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
-        engine_kwargs = {}
+            path = Path(url[len("sqlite:///") :])
+            path.parent.mkdir(parents=True, exist_ok=True)
+            engine_kwargs = {"creator": lambda: _sqlite_connection(path)}
         if url.startswith("postgresql"):
             engine_kwargs = {"connect_args": {"connect_timeout": CONNECT_TIMEOUT_S}}
         # RDBStorage connects and creates its tables here: an unreachable server fails now,
         # before the tuner spends anything on a model.
-        return RDBStorage(url, engine_kwargs=engine_kwargs or None, heartbeat_interval=None)
+        return _open_rdb(RDBStorage, url, engine_kwargs)
     except ImportError as exc:
         raise ConfigError(
             f"cannot open study storage {redact(url)!r}: its database driver is not installed ({exc}); "
@@ -59,3 +72,17 @@ def open_storage(storage: Any, out_dir: str | Path) -> Any:
     except Exception as exc:  # SQLAlchemy, OS and optuna errors alike: all mean 'unreachable'
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"cannot open study storage {redact(url)!r}: {first_line}") from exc
+
+
+def _open_rdb(rdb_storage: Any, url: str, engine_kwargs: dict[str, Any], attempts: int = 5) -> Any:
+    """RDBStorage, retried while another worker is creating the same fresh database's tables
+    (two first workers race on the schema: one gets a UNIQUE or 'locked' error, then finds it made)."""
+    for attempt in range(attempts):
+        try:
+            return rdb_storage(url, engine_kwargs=engine_kwargs or None)
+        except Exception as exc:
+            transient = "UNIQUE constraint" in str(exc) or "database is locked" in str(exc)
+            if not transient or attempt == attempts - 1:
+                raise
+            time.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable")

@@ -156,8 +156,7 @@ class RLMTuner:
         storage = open_storage(self.storage, self.out_dir)  # fails before any LM call
         sampler = self.sampler
         if sampler is None:
-            constraints = self._cost_constraint if self.cost_cap is not None else None
-            sampler = optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=5, constraints_func=constraints)
+            sampler = optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=5)
         pruner = self.pruner or (None if self.multi_objective else optuna.pruners.MedianPruner(n_startup_trials=3))
         directions = ["maximize", "minimize"] if self.multi_objective else ["maximize"]
         return optuna.create_study(
@@ -168,9 +167,6 @@ class RLMTuner:
             directions=directions,
             load_if_exists=True,
         )
-
-    def _cost_constraint(self, trial: Any) -> list[float]:
-        return [float(trial.user_attrs.get("cost", 0.0)) - float(self.cost_cap)]
 
     # ------------------------------------------------------------------ candidates
     def _prepare_space(self, study: Any) -> SearchSpace:
@@ -273,9 +269,10 @@ class RLMTuner:
             notify("example", number=trial.number, done=tally.n, total=len(examples))
 
         def after_stage(tally: Tally) -> None:
-            trial.set_user_attr("accuracy", tally.accuracy)
-            trial.set_user_attr("cost", tally.cost)
-            trial.set_user_attr("n_examples", tally.n)
+            # One write per stage (each is a storage round trip): what a pruned trial reached.
+            trial.set_user_attr("tally", {"accuracy": tally.accuracy, "cost": tally.cost, "n_examples": tally.n})
+            if self.cost_cap is not None:  # feasible when <= 0 (optuna's constrained TPE)
+                trial.set_constraint("cost_over_cap", tally.cost - self.cost_cap)
             if tally.n >= len(examples):
                 return
             if not self.multi_objective:
