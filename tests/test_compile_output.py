@@ -100,6 +100,32 @@ def test_writing_twice_gives_identical_bytes(tmp_path):
     assert (tmp_path / "a" / "train.jsonl").read_bytes() == (tmp_path / "b" / "train.jsonl").read_bytes()
 
 
+def test_rl_prompts_and_groups_share_one_split(tmp_path):
+    runs = [make_run(task=f"t{t}", score=s, variant=k) for t in range(12) for k, s in enumerate([1.0, 0.0])]
+    for run in runs[:8]:  # four tasks without gold: groups but no prompt rows
+        run.meta.task.pop("gold")
+    manifest = compile_rl(runs).write(tmp_path, seed=5, val_fraction=0.25)
+    assert set(manifest["files"]) == {
+        "train.jsonl",
+        "validation.jsonl",
+        "groups_train.jsonl",
+        "groups_validation.jsonl",
+    }
+    sides = {"train": set(), "validation": set()}
+    for name in manifest["files"]:
+        side = "validation" if "validation" in name else "train"
+        sides[side] |= {json.loads(line)["task_id"] for line in (tmp_path / name).read_text().splitlines()}
+    assert not sides["train"] & sides["validation"] and len(sides["validation"]) == 3
+
+
+def test_no_empty_split_files_and_no_stale_ones(tmp_path):
+    compile_sft(mixed_runs(n_tasks=5)).write(tmp_path, val_fraction=0.2)
+    assert (tmp_path / "validation.jsonl").is_file()
+    manifest = compile_sft(mixed_runs(n_tasks=1)).write(tmp_path, val_fraction=0.2)  # one task: all train
+    assert set(manifest["files"]) == {"train.jsonl"} and not (tmp_path / "validation.jsonl").exists()
+    assert validate_dataset(tmp_path) == {"train.jsonl": manifest["counts"]["train.jsonl"]}
+
+
 def test_changed_files_fail_the_manifest_check(datasets_dir, tmp_path):
     import shutil
 

@@ -17,11 +17,12 @@ from typing import Any
 from pydantic import BaseModel
 
 from optimizers.compile.schema import ROW_MODELS
-from optimizers.compile.split import split_rows
+from optimizers.compile.split import validation_tasks
 from optimizers.compile.validate import validate_file
 
 MANIFEST_VERSION = 1
 _MESSAGE_LISTS = ("prompt", "completion", "messages", "chosen", "rejected")
+DATA_FILES = ("train.jsonl", "validation.jsonl", "groups_train.jsonl", "groups_validation.jsonl")
 
 
 def row_to_json(row: BaseModel) -> str:
@@ -56,13 +57,21 @@ def write_dataset(
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    for stale in DATA_FILES:  # a file left by an earlier write would be read as part of this dataset
+        (out / stale).unlink(missing_ok=True)
+    # one choice of held-out tasks for prompts and groups alike, so no task is on both sides
+    all_tasks = [row.task_id for row in [*result.rows, *result.extra_rows]]
+    held_out = validation_tasks(all_tasks, seed=seed, val_fraction=val_fraction)
     files: dict[str, Any] = {}
     sides: dict[str, set[str]] = {"train": set(), "validation": set()}
     for prefix, rows in (("", result.rows), ("groups_", result.extra_rows)):
-        if prefix and not rows:
-            continue
-        train, validation = split_rows(rows, seed=seed, val_fraction=val_fraction)
-        for split, part in (("train", train), ("validation", validation)):
+        parts = {
+            "train": [row for row in rows if row.task_id not in held_out],
+            "validation": [row for row in rows if row.task_id in held_out],
+        }
+        for split, part in parts.items():
+            if not part:  # no empty files: readers treat a present file as a split with rows
+                continue
             name = f"{prefix}{split}.jsonl"
             tasks = {row.task_id for row in part}
             sides[split] |= tasks
