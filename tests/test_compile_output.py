@@ -10,6 +10,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from optimizers.compile import (
     DatasetValidationError,
@@ -20,6 +22,7 @@ from optimizers.compile import (
     validate_dataset,
     validate_rows,
 )
+from optimizers.compile.split import validation_tasks
 from optimizers.compile.synthetic import make_run
 from rlmkit.trajectory import TrajectoryLog
 
@@ -90,6 +93,24 @@ def test_split_is_deterministic_per_seed_and_never_splits_a_task():
     assert {r.id for r in again} == {r.id for r in val}  # input order does not matter
     other = split_rows(rows, seed=4, val_fraction=0.2)[1]
     assert {r.task_id for r in other} != {r.task_id for r in val}
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    tasks=st.lists(st.text(min_size=1, max_size=8), min_size=0, max_size=40),
+    seed=st.integers(0, 2**32),
+    fraction=st.floats(0.0, 0.95),
+)
+def test_validation_tasks_property(tasks, seed, fraction):
+    held_out = validation_tasks(tasks, seed=seed, val_fraction=fraction)
+    unique = set(tasks)
+    assert held_out <= unique and held_out == validation_tasks(
+        list(reversed(tasks)), seed=seed, val_fraction=fraction
+    )
+    if len(unique) >= 2 and fraction > 0:
+        assert 1 <= len(held_out) <= len(unique) - 1  # both sides always have a task
+    else:
+        assert not held_out
 
 
 def test_writing_twice_gives_identical_bytes(tmp_path):
