@@ -72,4 +72,8 @@ def test_real_runs_compile_to_rl_groups_and_a_dpo_pair(logged_runs):
     assert len({row.group_id for row in rl.extra_rows}) == 1
     dpo = compile_dpo(logged_runs, metric=right_answer)
     (pair,) = dpo.rows
-    assert pair.turn == 1 and "count('apple')" in pair.chosen[0].content and "count('pear')" in pair.rejected[0].content
+    assert (
+        pair.turn == 1
+        and "count('apple')" in pair.chosen[0].content
+        and "count('pear')" in pair.rejected[0].content
+    )
