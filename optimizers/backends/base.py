@@ -204,6 +204,22 @@ def read_rows(path: Path) -> list[Any]:
     return rows
 
 
+def write_splits(folder: Path, records: dict[str, list[dict[str, Any]]]) -> list[Path]:
+    """Write ``<folder>/<split>.jsonl`` for each split's records; returns the paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for split, lines in records.items():
+        path = folder / f"{split}.jsonl"
+        path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))
+        paths.append(path)
+    return paths
+
+
+def canonical(row: Any) -> dict[str, Any]:
+    """A row as the compilers wrote it (for backends that read canonical rows back at run time)."""
+    return row.model_dump(mode="json", exclude_none=True)
+
+
 # ---------------------------------------------------------------- adapters
 @dataclass(frozen=True)
 class Dependency:
@@ -255,6 +271,14 @@ class Backend(ABC):
 
     def check(self, job: TrainJob, splits: dict[str, list[Any]]) -> None:
         """Backend-specific checks (option names, sizes); the default accepts everything."""
+
+    def exported(self, validated: Validated, artifact: Path, files: list[Path], **fields: Any) -> TrainResult:
+        """The result of ``prepare``: what was written, and how many training rows it holds."""
+        fields.setdefault("artifact_kind", "dataset")
+        metrics = {"train_rows": float(len(validated.splits["train"]))}
+        return TrainResult(
+            backend=self.name, status="exported", artifact=artifact, files=files, metrics=metrics, **fields
+        )
 
     @abstractmethod
     def prepare(self, job: TrainJob) -> TrainResult:

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from optimizers.backends.base import Backend, SchemaMismatchError, TrainJob, TrainResult
+from optimizers.backends.base import Backend, SchemaMismatchError, TrainJob, TrainResult, write_splits
 
 
 class _Strict(BaseModel):
@@ -175,27 +175,22 @@ class OpenAIJSONLBackend(Backend):
     def prepare(self, job: TrainJob) -> TrainResult:
         validated = self.validate(job)
         folder = job.output_dir / "openai"
-        folder.mkdir(parents=True, exist_ok=True)
-        files: list[Path] = []
-        for split, rows in validated.splits.items():
-            lines = [openai_line(row) for row in rows]
+        records = {split: [openai_line(row) for row in rows] for split, rows in validated.splits.items()}
+        for split, lines in records.items():
             for number, line in enumerate(lines, start=1):
-                check_line(job.kind, line, f"{split} line {number} (row {rows[number - 1].id})")
-            path = folder / f"{split}.jsonl"
-            path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))
-            files.append(path)
+                check_line(
+                    job.kind, line, f"{split} line {number} (row {validated.splits[split][number - 1].id})"
+                )
+        files = write_splits(folder, records)
         note = ""
         if job.kind == "rl":
             files.append(self._write_grader(folder))
             scorer = validated.splits["train"][0].reward.scorer
             note = f"; grader.json checks exact answers, port {scorer} to a python grader for partial credit"
-        return TrainResult(
-            backend=self.name,
-            status="exported",
-            artifact=folder,
-            artifact_kind="dataset",
-            files=files,
-            metrics={"train_rows": float(len(validated.splits["train"]))},
+        return self.exported(
+            validated,
+            folder,
+            files,
             message=f"upload {folder}/train.jsonl with purpose 'fine-tune' and create a fine-tuning job "
             f"({ {'sft': 'supervised', 'dpo': 'dpo', 'rl': 'reinforcement'}[job.kind] } method)" + note,
         )

@@ -16,14 +16,13 @@ one; this config names it (``options.env_id``) and tells it where the data is th
 
 from __future__ import annotations
 
-import json
 import tomllib
 from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from optimizers.backends.base import Backend, SchemaMismatchError, TrainJob, TrainResult
+from optimizers.backends.base import Backend, SchemaMismatchError, TrainJob, TrainResult, write_splits
 
 PRIME_RL_VERSION = "0.8.0"
 DEFAULT_ENV_ID = "rlmkit-rlm"
@@ -253,12 +252,9 @@ class PrimeRLBackend(Backend):
         validated = self.validate(job)
         folder = job.output_dir / "prime-rl"
         data_dir = folder / "data"
-        data_dir.mkdir(parents=True, exist_ok=True)
-        files: list[Path] = []
-        for split, rows in validated.splits.items():
-            path = data_dir / f"{split}.jsonl"
-            path.write_text("".join(json.dumps(prime_record(row)) + "\n" for row in rows))
-            files.append(path)
+        files = write_splits(
+            data_dir, {split: [prime_record(r) for r in rows] for split, rows in validated.splits.items()}
+        )
         build = rl_config if job.kind == "rl" else sft_config
         text = f"# prime-rl {PRIME_RL_VERSION} config written by rlmkit\n" + tomli_w.dumps(
             build(job, data_dir)
@@ -268,14 +264,12 @@ class PrimeRLBackend(Backend):
         config_path.write_text(text)
         files.append(config_path)
         command = f"uv run {job.kind} @ {config_path.resolve()}"
-        return TrainResult(
-            backend=self.name,
-            status="exported",
-            artifact=config_path,
+        return self.exported(
+            validated,
+            config_path,
+            files,
             artifact_kind="config",
-            files=files,
             command=command,
-            metrics={"train_rows": float(len(validated.splits["train"]))},
             message=f"in a prime-rl {PRIME_RL_VERSION} checkout: {command}"
             + (
                 f" (install the verifiers environment {job.options.get('env_id', DEFAULT_ENV_ID)!r} first: "

@@ -19,7 +19,15 @@ import json
 import os
 from typing import Any, ClassVar
 
-from optimizers.backends.base import Backend, Dependency, TrainJob, TrainResult, load_object
+from optimizers.backends.base import (
+    Backend,
+    Dependency,
+    TrainJob,
+    TrainResult,
+    canonical,
+    load_object,
+    write_splits,
+)
 from rlmkit.errors import ConfigError
 
 
@@ -97,14 +105,8 @@ class TinkerBackend(Backend):
     def prepare(self, job: TrainJob) -> TrainResult:
         validated = self.validate(job)
         folder = job.output_dir / "tinker"
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / "train.jsonl"
-        path.write_text(
-            "".join(row.model_dump_json(exclude_none=True) + "\n" for row in validated.splits["train"])
-        )
-        return TrainResult(
-            backend=self.name, status="exported", artifact=folder, artifact_kind="dataset", files=[path]
-        )
+        files = write_splits(folder, {"train": [canonical(row) for row in validated.splits["train"]]})
+        return self.exported(validated, folder, files)
 
     def client(self) -> Any:
         if self.service_client is not None:

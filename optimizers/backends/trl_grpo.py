@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from optimizers.backends.base import Backend, TrainJob, TrainResult, load_object
+from optimizers.backends.base import Backend, TrainJob, TrainResult, canonical, load_object, write_splits
 from optimizers.backends.trl_common import (
     TRL_DEPS,
     finish,
@@ -53,21 +53,9 @@ class TRLGRPOBackend(Backend):
     def prepare(self, job: TrainJob) -> TrainResult:
         validated = self.validate(job)
         folder = job.output_dir / "data"
-        folder.mkdir(parents=True, exist_ok=True)
-        files = [write_job_file(job)]
-        for split, rows in validated.splits.items():
-            path = folder / f"{split}.jsonl"
-            path.write_text("".join(row.model_dump_json(exclude_none=True) + "\n" for row in rows))
-            files.append(path)
-        return TrainResult(
-            backend=self.name,
-            status="exported",
-            artifact=folder,
-            artifact_kind="dataset",
-            files=files,
-            command=launch_command(self.name, job),
-            metrics={"train_rows": float(len(validated.splits["train"]))},
-        )
+        records = {split: [canonical(row) for row in rows] for split, rows in validated.splits.items()}
+        files = [write_job_file(job), *write_splits(folder, records)]
+        return self.exported(validated, folder, files, command=launch_command(self.name, job))
 
     def run(self, job: TrainJob, dry_run: bool = False) -> TrainResult:
         prepared = self.prepare(job)

@@ -12,10 +12,9 @@ Several GPUs: ``accelerate launch -m rlmkit train --backend trl-sft job.toml``.
 
 from __future__ import annotations
 
-import json
 from typing import Any, ClassVar
 
-from optimizers.backends.base import Backend, DatasetError, TrainJob, TrainResult
+from optimizers.backends.base import Backend, DatasetError, TrainJob, TrainResult, write_splits
 from optimizers.backends.trl_common import (
     TRL_DEPS,
     finish,
@@ -62,21 +61,9 @@ class TRLSFTBackend(Backend):
         validated = self.validate(job)
         layout = job.options.get("format", "prompt_completion")
         folder = job.output_dir / "data"
-        folder.mkdir(parents=True, exist_ok=True)
-        files = [write_job_file(job)]
-        for split, rows in validated.splits.items():
-            path = folder / f"{split}.jsonl"
-            path.write_text("".join(json.dumps(r) + "\n" for r in sft_records(rows, layout)))
-            files.append(path)
-        return TrainResult(
-            backend=self.name,
-            status="exported",
-            artifact=folder,
-            artifact_kind="dataset",
-            files=files,
-            command=launch_command(self.name, job),
-            metrics={"train_rows": float(len(validated.splits["train"]))},
-        )
+        records = {split: sft_records(rows, layout) for split, rows in validated.splits.items()}
+        files = [write_job_file(job), *write_splits(folder, records)]
+        return self.exported(validated, folder, files, command=launch_command(self.name, job))
 
     def run(self, job: TrainJob, dry_run: bool = False) -> TrainResult:
         prepared = self.prepare(job)
