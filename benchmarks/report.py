@@ -1,0 +1,137 @@
+"""results.json -> the markdown table for the README (benchmarks/results/README_TABLE.md).
+
+Every figure is shown with its ratio to the best peer on the same work (``x0.5`` = half the
+best peer's time or bytes; lower is better everywhere)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+PEERS = ("dspy.RLM", "rlms")
+
+
+def _ms(s: float | None) -> str:
+    return "-" if s is None else f"{s * 1000:.1f} ms"
+
+
+def _mb(b: float | None) -> str:
+    return "-" if b is None else f"{b / 1e6:.0f} MB"
+
+
+def _kb(b: float | None) -> str:
+    return "-" if b is None else (f"{b / 1e3:.1f} kB" if b < 1e6 else f"{b / 1e6:.1f} MB")
+
+
+def _cell(values: dict[str, Any], name: str, fmt) -> str:
+    """``name``'s value, with its ratio to the best (lowest) peer value when there is one."""
+    value = values.get(name)
+    if isinstance(value, str):  # an error or a note
+        return value
+    peers = [v for p, v in values.items() if p in PEERS and isinstance(v, (int, float))]
+    text = fmt(value)
+    if value is not None and peers and min(peers) > 0:
+        text += f" (x{value / min(peers):.2f})"
+    return text
+
+
+def _table(title: str, rows: list[tuple[str, dict[str, Any]]], names: list[str], fmt) -> list[str]:
+    lines = [f"**{title}**", "", "| | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+    for label, values in rows:
+        lines.append(f"| {label} | " + " | ".join(_cell(values, n, fmt) for n in names) + " |")
+    return lines + [""]
+
+
+def _short_error(entry: dict[str, Any]) -> str:
+    return "failed: " + entry["error"].splitlines()[0][:80].replace("|", "/")
+
+
+def _per_size(results: dict[str, Any], names: list[str], key: str) -> list[tuple[str, dict[str, Any]]]:
+    sizes = sorted({int(s) for n in names for s in results["turns"].get(n, {})})
+    rows = []
+    for size in sizes:
+        values: dict[str, Any] = {}
+        for n in names:
+            entry = results["turns"].get(n, {}).get(str(size))
+            if entry is None:
+                values[n] = "not run"
+            elif "error" in entry:
+                values[n] = _short_error(entry)
+            else:
+                values[n] = entry.get(key)
+        rows.append((f"{size:.0e} chars".replace("e+0", "e"), values))
+    return rows
+
+
+def render(results: dict[str, Any]) -> str:
+    meta = results["meta"]
+    names = [n for n in results["frameworks"]]
+    out = [
+        f"Measured {meta['date']} on {meta['machine']} ({meta['note']}). Versions: {meta['versions']}. "
+        f"Scripted OpenAI-compatible server on 127.0.0.1; ratios are to the best peer (lower is better). "
+        f"dspy.RLM runs on its `LocalInterpreter`: its default Deno/Pyodide sandbox cannot start offline.",
+        "",
+    ]
+    out += _table("(1) Framework time per turn, median (server time excluded)", _per_size(results, names, "turn_overhead_median_s"), names, _ms)
+    out += _table("(1) Start-up: call to first model request, median", _per_size(results, names, "startup_median_s"), names, _ms)
+    rows = [("import", {n: results["imports"].get(n) for n in names})]
+    out += _table("Cold import of the framework (once per process)", rows, names,
+                  lambda v: "-" if v is None else f"{v:.2f} s")
+    out += _table("(3) Peak memory, driver + its child processes (RSS + children's USS)",
+                  _per_size(results, names, "rss_peak"), names, _mb)
+    delta_rows = []
+    for label, values in _per_size(results, names, "rss_peak"):
+        size = float(label.split()[0])
+        deltas = {}
+        for n in names:
+            entry = results["turns"].get(n, {}).get(str(int(size)))
+            deltas[n] = values[n] if isinstance(values[n], str) else (entry["rss_peak"] - entry["rss_base"]) / size
+        delta_rows.append((label, deltas))
+    out += _table("(3) Memory added by the run, in multiples of the context size", delta_rows, names,
+                  lambda v: "-" if v is None else f"{v:.2f}x")
+    out += _table("(4) Trajectory log per run", _per_size(results, names, "log_bytes"), names, _kb)
+
+    scaling = results.get("subcalls", {})
+    counts = sorted({int(k) for n in names for k in scaling.get(n, {}).get("by_n", {})})
+    rows = []
+    for count in counts:
+        values = {}
+        for n in names:
+            row = scaling.get(n, {}).get("by_n", {}).get(str(count))
+            values[n] = "not run" if row is None else (_short_error(row) if "error" in row else row["ratio"])
+        rows.append((f"N={count}", values))
+    conc = ", ".join(f"{n} {scaling[n]['concurrency']}" for n in names if n in scaling)
+    out += _table(f"(2) Sub-call fan-out: wall / ideal ceil(N/concurrency) x 200 ms (concurrency: {conc})", rows,
+                  names, lambda v: "-" if v is None else f"{v:.2f}")
+
+    depth = results.get("depth2", {})
+    values = {n: (_short_error(depth[n]) if "error" in depth.get(n, {"error": "not run"}) else depth[n]["ratio"])
+              for n in names}
+    out += _table("(5) Depth 2: 16 child RLMs at once, wall / ideal (2 x 200 ms)", [("16 children", values)], names,
+                  lambda v: "-" if v is None else f"{v:.2f}")
+    out += [f"- {n}: {results['depth2_how'][n]}" for n in names if n in results.get("depth2_how", {})] + [""]
+
+    clients = results.get("clients", {})
+    if "ms_per_call" in clients:
+        ms = clients["ms_per_call"]
+        best = min(ms[k] for k in ("openai client", "dspy.LM", "litellm.completion") if k in ms)
+        out += [f"**(7) LM client cost per call** ({clients['calls']} calls x {clients['rounds']} rounds, median round; "
+                f"server {clients['server_ms_per_call']:.2f} ms/call)", "", "| client | ms/call | vs best peer client |",
+                "|---|---:|---:|"]
+        out += [f"| {k} | {v:.2f} | x{v / best:.2f} |" for k, v in ms.items()] + [""]
+    elif clients:
+        out += [f"**(7) LM client cost**: {clients.get('error', 'not run')}", ""]
+
+    local = results.get("embedded")
+    if local and "rows" in local:
+        out += [f"**(6) Embedded model** ({local['prompts']} prompts, max_tokens={local['max_tokens']})", "",
+                "| path | decode tok/s | wall tok/s |", "|---|---:|---:|"]
+        for r in local["rows"]:
+            decode = "-" if r["decode_tok_s"] is None else f"{r['decode_tok_s']:.1f}"
+            out.append(f"| {r['path']} | {decode} | {r['wall_tok_s']:.1f} |")
+        out.append("")
+    elif local:
+        out += [f"**(6) Embedded model**: {local.get('error')}", ""]
+    else:
+        out += ["**(6) Embedded model**: not measured in this run (`python benchmarks/run.py --local`).", ""]
+    out += ["**Targets for rlmkit**", ""] + [f"- {line}" for line in results.get("verdicts", [])] + [""]
+    return "\n".join(out)

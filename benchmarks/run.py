@@ -1,0 +1,142 @@
+"""Side-by-side performance of rlmkit, dspy.RLM (3.4.1) and rlms (0.1.3): one command.
+
+    python benchmarks/run.py            # everything but the embedded model (< 10 min on 2 cores)
+    python benchmarks/run.py --quick    # small sizes, fewer repeats (~2 min)
+    python benchmarks/run.py --local    # also the embedded model's tokens/s (needs the 1.1 GB model)
+
+The peers live in their own venv (benchmarks/.peers, made on first use: a few minutes of pip).
+Each framework runs in its own driver process (peers/), against one scripted OpenAI-compatible
+server on 127.0.0.1 in this process (harness.py) that plays the root in each framework's own
+convention (scripts.py). Writes benchmarks/results/results.json and README_TABLE.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]
+
+import measure_clients  # noqa: E402
+import measure_fanout  # noqa: E402
+import measure_turns  # noqa: E402
+import report  # noqa: E402
+from harness import FRAMEWORKS, Driver, RecordingServer  # noqa: E402
+from peers import peer_env  # noqa: E402
+from verdicts import verdicts  # noqa: E402
+
+DEPTH2_HOW = {
+    "rlmkit": "`rlm_query_batched` of 16 prompts; each child is an RLM with its own sandbox worker.",
+    "dspy.RLM": "no `rlm_query`: the root code builds `dspy.RLM(...)` sub-agents through its sandboxed dspy facade "
+                "and runs 16 of them in a ThreadPoolExecutor.",
+    "rlms": "`rlm_query_batched` with `max_depth=2`, `max_concurrent_subcalls=16` (children in threads, "
+            "in-process `local` REPLs).",
+}
+
+
+def plan(args: argparse.Namespace) -> dict[str, Any]:
+    if args.quick:
+        return {"sizes": [10**5, 10**6], "repeats": 1, "counts": [1, 4, 16, 32], "clients": (50, 2)}
+    return {"sizes": [10**5, 10**6, 10**7, 10**8], "repeats": 3, "counts": [1, 2, 4, 8, 16, 32, 64, 128, 256],
+            "clients": (100, 3)}
+
+
+def bench_framework(name: str, cfg: dict[str, Any], server: RecordingServer, results: dict[str, Any],
+                    logs: Path, skip_fanout: bool) -> None:
+    script, python = FRAMEWORKS[name]
+    driver = Driver(name, script, python, logs / f"{name}.log")
+    try:
+        results["imports"][name] = driver.import_s
+        measure_turns.measure(driver, server, [1_000], 1, {})  # warm-up: lazy imports, first connections
+        results["turns"][name] = measure_turns.measure(driver, server, cfg["sizes"], cfg["repeats"],
+                                                       {10**7: 240, 10**8: 300})
+        if driver.proc.poll() is not None:  # killed after a timeout: a fresh one for the rest
+            driver = Driver(name, script, python, logs / f"{name}-2.log")
+        if not skip_fanout:
+            results["subcalls"][name] = measure_fanout.subcall_scaling(driver, server, cfg["counts"], 0.2)
+            results["depth2"][name] = measure_fanout.depth2(driver, server, 16, 0.2)
+    finally:
+        driver.close()
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small sizes and fewer repeats")
+    parser.add_argument("--local", action="store_true", help="also measure the embedded model (needs its 1.1 GB file)")
+    parser.add_argument("--frameworks", default=",".join(FRAMEWORKS), help="comma-separated subset")
+    parser.add_argument("--sizes", help="comma-separated context sizes in characters (overrides the plan)")
+    parser.add_argument("--repeats", type=int, help="runs per size (overrides the plan)")
+    parser.add_argument("--skip-fanout", action="store_true", help="skip sub-call scaling and depth 2")
+    parser.add_argument("--skip-clients", action="store_true", help="skip the LM client cost")
+    parser.add_argument("--out", type=Path, default=HERE / "results", help="where results.json and the table go")
+    parser.add_argument("--note", default="", help="a remark for the table header (e.g. machine load)")
+    args = parser.parse_args(argv)
+    cfg = plan(args)
+    if args.sizes:
+        cfg["sizes"] = [int(float(s)) for s in args.sizes.split(",")]
+    if args.repeats:
+        cfg["repeats"] = args.repeats
+    names = [n.strip() for n in args.frameworks.split(",") if n.strip()]
+    unknown = set(names) - set(FRAMEWORKS)
+    if unknown:
+        parser.error(f"unknown frameworks {sorted(unknown)}; choose from {list(FRAMEWORKS)}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    logs = args.out / "logs"
+    logs.mkdir(exist_ok=True)
+
+    started = time.monotonic()
+    import rlmkit
+
+    versions = {"rlmkit": rlmkit.__version__, "python": platform.python_version()}
+    if any(n in peer_env.PEERS_BY_FRAMEWORK for n in names):
+        error = peer_env.ensure(logs / "peers-venv.log")
+        if error:
+            print(f"peers skipped: {error}", file=sys.stderr)
+            names = [n for n in names if n not in peer_env.PEERS_BY_FRAMEWORK]
+        else:
+            versions.update(peer_env.versions())
+    results: dict[str, Any] = {"frameworks": names, "imports": {}, "turns": {}, "subcalls": {}, "depth2": {},
+                               "depth2_how": {n: DEPTH2_HOW[n] for n in names}, "plan": cfg}
+    with RecordingServer() as server:
+        for name in names:
+            print(f"[{time.monotonic() - started:6.1f}s] {name}", file=sys.stderr, flush=True)
+            try:
+                bench_framework(name, cfg, server, results, logs, args.skip_fanout)
+            except TimeoutError as exc:
+                results["turns"].setdefault(name, {})["start"] = {"error": str(exc)}
+        if not args.skip_clients:
+            print(f"[{time.monotonic() - started:6.1f}s] LM clients", file=sys.stderr, flush=True)
+            results["clients"] = measure_clients.client_cost(server, *cfg["clients"])
+    if args.local:
+        results["embedded"] = measure_clients.embedded_model(prompts=3, max_tokens=64)
+    results["meta"] = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {_memory_gib():.0f} GiB",
+        "note": args.note or f"load average {os.getloadavg()[0]:.1f} at the end",
+        "versions": ", ".join(f"{k} {v}" for k, v in versions.items()),
+        "total_s": time.monotonic() - started,
+    }
+    results["verdicts"] = verdicts(results)
+    (args.out / "results.json").write_text(json.dumps(results, indent=1))
+    (args.out / "README_TABLE.md").write_text(report.render(results) + "\n")
+    print(f"[{results['meta']['total_s']:6.1f}s] wrote {args.out / 'README_TABLE.md'}", file=sys.stderr)
+    return results
+
+
+def _memory_gib() -> float:
+    import psutil
+
+    return psutil.virtual_memory().total / 2**30
+
+
+if __name__ == "__main__":
+    main()
