@@ -10,5 +10,5 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 # torch first, pinned to the CPU build on local disk, so the train extra pulls no CUDA build.
 python3 -m pip install -q --disable-pip-version-check torch==2.13.0
-python3 -m pip install -q --disable-pip-version-check -e ".[local,train,dev]"
+python3 -m pip install -q --disable-pip-version-check -e ".[local,train,dev,cluster,monty]"
 exec python3 -m pytest -q "$@"

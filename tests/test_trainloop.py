@@ -266,3 +266,23 @@ def test_cli_train_loop_end_to_end(tmp_path, tiny_model):
     assert len(records) == 1 and records[0].state == "done", records
     assert set(records[0].post) == {"needle", "aggregation"} and records[0].reward_withheld is not None
     assert (out / "rewards.png").stat().st_size > 0
+
+
+def test_ray_executor_runs_jobs_and_reports_failures(tmp_path):
+    import ray  # the `cluster` extra
+
+    from optimizers.trainloop import RayExecutor
+
+    proposal = ProposedJob(families=["needle"], length=2_000, min_score=0.5, lr=1e-4, steps=1, lora_rank=4)
+    built = build_dataset(proposal, tmp_path / "data")
+    job = proposal.to_train_job(dataset=built.path, base_model="any", output_dir=tmp_path / "out")
+    executor = RayExecutor(None, timeout_s=120)  # a local Ray instance
+    try:
+        outcome = executor.run(job, "openai-jsonl")  # an export backend: runs in a Ray worker, no GPU needed
+        assert outcome.result is not None and outcome.result.status == "exported", outcome.reason
+        assert Path(outcome.result.artifact).exists()
+        failed = executor.run(job.model_copy(update={"kind": "dpo"}), "openai-jsonl")  # sft rows, dpo job
+        assert failed.result is None and "DatasetKindError" in failed.reason
+    finally:
+        executor.shutdown()
+        assert not ray.is_initialized()
