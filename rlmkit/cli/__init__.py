@@ -19,6 +19,14 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,  # locals may hold API keys or huge contexts
 )
 
+
+
+@app.callback()
+def _root() -> None:
+    """Recursive Language Models: run, evaluate, tune, compile and train."""
+    # A callback keeps `rlmkit` a command group even when a single verb is registered.
+
+
 # Verb modules, in the order they appear in --help.
 VERBS = ("demo", "eval", "lm", "local", "optimize", "compile", "train", "train_loop", "view")
 
