@@ -187,7 +187,12 @@ def good_sft_row() -> dict:
         (lambda r: r["prompt"][0].update(content=None), "content must be a string"),
         (lambda r: r.update(kind="sftt"), "unknown kind 'sftt'"),
         (
-            lambda r: r.update(messages=r["messages"] + r["completion"]),
+            lambda r: r.update(messages=r["messages"][:-1] + r["messages"][-1:] * 2),
+            "messages: two assistant messages in a row",
+        ),
+        (lambda r: r["messages"].insert(2, dict(r["messages"][0])), "messages: system message at position 2"),
+        (
+            lambda r: r.update(messages=r["prompt"] + [{"role": "assistant", "content": "other"}]),
             "messages must equal prompt + completion",
         ),
     ],

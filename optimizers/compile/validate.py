@@ -85,6 +85,9 @@ def row_problems(row: dict[str, Any], kind: str | None = None) -> list[str]:
             isinstance(m, dict) and m.get("role") == "assistant" for m in messages
         ):
             problems.append(f"'{key}' has no assistant message: nothing to train on")
+    if not problems:
+        for name, conversation in _conversations(row, row_kind):
+            problems += _order_problems(name, conversation)
     prompt = row.get("prompt")
     last_role = (
         prompt[-1].get("role")
@@ -125,6 +128,33 @@ def _message_problems(key: str, messages: Any) -> list[str]:
         for call_number, call in enumerate(message.get("tool_calls") or []):
             arguments = (call.get("function") or {}).get("arguments") if isinstance(call, dict) else None
             problems += _json_problem(f"{where} tool call {call_number} arguments", arguments, expect=dict)
+    return problems
+
+
+def _conversations(row: dict[str, Any], kind: str) -> list[tuple[str, list[dict]]]:
+    """The whole conversations a trainer renders from a row, by kind."""
+    prompt = row.get("prompt") or []
+    if kind == "sft":
+        return [("messages", row.get("messages") or [])]
+    if kind == "rl_group":
+        return [("prompt + completion", prompt + (row.get("completion") or []))]
+    if kind == "dpo":
+        return [("prompt + chosen", prompt + row["chosen"]), ("prompt + rejected", prompt + row["rejected"])]
+    return [("prompt", prompt)]
+
+
+def _order_problems(name: str, messages: list[dict]) -> list[str]:
+    """A system message only first, and no two user or two assistant messages in a row: TRL
+    renders such a conversation silently, but many chat templates (and llama.cpp) refuse it."""
+    problems = []
+    for position, message in enumerate(messages):
+        role = message.get("role")
+        if role == "system" and position > 0:
+            problems.append(f"{name}: system message at position {position} (only the first may be system)")
+        if position and role in ("user", "assistant") and messages[position - 1].get("role") == role:
+            problems.append(
+                f"{name}: two {role} messages in a row at positions {position - 1} and {position}"
+            )
     return problems
 
 
