@@ -280,9 +280,7 @@ class PrimeRLBackend(Backend):
         )
 
     def run(self, job: TrainJob, dry_run: bool = False) -> TrainResult:
-        result = self.prepare(job)
-        print(result.command)  # the brief's contract: the launch line is printed, prime-rl runs elsewhere
-        return result
+        return self.prepare(job)  # prime-rl runs where the GPUs are: `rlmkit train` prints result.command
 
 
 def validate_with_prime_rl(kind: str, path: Path) -> None:

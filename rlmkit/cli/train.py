@@ -1,0 +1,162 @@
+"""``rlmkit train``: hand a compiled dataset to a training backend.
+
+    rlmkit train --backend trl-sft job.toml
+    rlmkit train --backend prime-rl --kind rl --dataset data/ --base-model Qwen/Qwen3-8B --out out/
+    rlmkit train --backend trl-grpo job.toml --steps 2 --dry-run
+    rlmkit train --list
+
+A job file holds ``TrainJob``'s fields at the top level (``[lora]`` and ``[options]`` as
+tables); flags override it, or describe the whole job without a file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from rlmkit.errors import RLMKitError
+
+err = Console(stderr=True, soft_wrap=True)
+out = Console(soft_wrap=True)
+
+
+def _option_pairs(pairs: list[str]) -> dict[str, Any]:
+    """``name=value`` flags; values are parsed as JSON when they can be (numbers, booleans, lists)."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise typer.BadParameter(f"--option takes name=value, got {pair!r}")
+        try:
+            options[name] = json.loads(value)
+        except ValueError:
+            options[name] = value
+    return options
+
+
+def train_command(
+    job_file: Path = typer.Argument(None, help="Job TOML (TrainJob fields); flags override it."),
+    backend: str = typer.Option(
+        None, "--backend", "-b", help="trl-sft, trl-grpo, prime-rl, verifiers, tinker, openai-jsonl."
+    ),
+    kind: str = typer.Option(None, "--kind", help="sft, rl or dpo."),
+    dataset: Path = typer.Option(
+        None, "--dataset", help="Canonical JSONL file or folder (rlmkit compile --out)."
+    ),
+    base_model: str = typer.Option(None, "--base-model", help="Local model folder or Hugging Face id."),
+    output_dir: Path = typer.Option(None, "--out", help="Where data, configs and adapters are written."),
+    steps: int = typer.Option(None, "--steps", help="Optimizer steps."),
+    lr: float = typer.Option(None, "--lr", help="Learning rate."),
+    batch_size: int = typer.Option(None, "--batch-size", help="Samples per step (rl: prompts x group)."),
+    group_size: int = typer.Option(None, "--group-size", help="Rollouts per prompt (rl)."),
+    max_turns: int = typer.Option(None, "--max-turns", help="Root turns per rollout (rl)."),
+    lora_rank: int = typer.Option(None, "--lora-rank", help="LoRA rank (0: train all weights)."),
+    option: list[str] = typer.Option([], "--option", "-o", help="Backend option name=value (repeatable)."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Validate and write the converted data/config; do not train."
+    ),
+    list_backends: bool = typer.Option(
+        False, "--list", help="List the backends and the packages each one misses."
+    ),
+) -> None:
+    """Train (or export for training elsewhere) with one of rlmkit's training backends."""
+    try:
+        if list_backends:
+            _list()
+            return
+        _run(
+            job_file,
+            backend,
+            kind,
+            dataset,
+            base_model,
+            output_dir,
+            steps,
+            lr,
+            batch_size,
+            group_size,
+            max_turns,
+            lora_rank,
+            option,
+            dry_run,
+        )
+    except RLMKitError as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from exc
+
+
+def _list() -> None:
+    from optimizers.backends.base import BACKENDS, get_backend
+
+    for name in BACKENDS:
+        missing = get_backend(name).missing_deps()
+        status = (
+            "ready"
+            if not missing
+            else "needs " + ", ".join(f"{d.module} (rlmkit[{d.extra}])" for d in missing)
+        )
+        out.print(f"{name:14} {status}")
+
+
+def _run(
+    job_file,
+    backend,
+    kind,
+    dataset,
+    base_model,
+    output_dir,
+    steps,
+    lr,
+    batch_size,
+    group_size,
+    max_turns,
+    lora_rank,
+    option,
+    dry_run,
+) -> None:
+    from optimizers.backends.base import TrainJob, TrainJobError, get_backend
+
+    if not backend:
+        raise TrainJobError("--backend is required (see rlmkit train --list)")
+    flags: dict[str, Any] = {
+        "kind": kind,
+        "dataset": dataset,
+        "base_model": base_model,
+        "output_dir": output_dir,
+        "steps": steps,
+        "lr": lr,
+        "batch_size": batch_size,
+        "group_size": group_size,
+        "max_turns": max_turns,
+    }
+    flags = {key: value for key, value in flags.items() if value is not None}
+    if job_file is not None:
+        base = TrainJob.load(job_file)
+        fields = base.model_dump(exclude_unset=False) | flags
+    else:
+        fields = flags
+    if lora_rank is not None:
+        fields["lora"] = None if lora_rank == 0 else {**dict(fields.get("lora") or {}), "rank": lora_rank}
+    if option:
+        fields["options"] = {**dict(fields.get("options") or {}), **_option_pairs(option)}
+    job = TrainJob.build(**fields)
+    result = get_backend(backend).run(job, dry_run=dry_run)
+    out.print(
+        f"[bold]{result.backend}[/bold]: {result.status}"
+        + (f" -> {escape(str(result.artifact))}" if result.artifact else "")
+    )
+    for key, value in sorted(result.metrics.items()):
+        out.print(f"  {key} = {value:g}")
+    if result.command:
+        out.print(f"launch: {escape(result.command)}")
+    if result.message:
+        out.print(escape(result.message))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train")(train_command)

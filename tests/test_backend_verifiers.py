@@ -1,0 +1,130 @@
+"""verifiers export: an environment package that plays rlmkit's RLM loop, evaluated against a
+scripted OpenAI-compatible server on 127.0.0.1 by verifiers itself.
+
+verifiers' classic API (< 0.4) and the system's datasets/trl versions conflict, so the
+evaluation runs in a separate interpreter: RLMKIT_VERIFIERS_CLASSIC_PYTHON, or /tmp/vf01
+(python -m venv --system-site-packages /tmp/vf01 && /tmp/vf01/bin/pip install verifiers==0.1.14).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from optimizers.backends.base import TrainJob, get_backend
+from optimizers.backends.testing import write_dataset
+from optimizers.compile.schema import ChatMessage, RewardSpec, RLRow
+from rlmkit.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[1]
+CLASSIC_PYTHON = os.environ.get("RLMKIT_VERIFIERS_CLASSIC_PYTHON", "/tmp/vf01/bin/python")
+
+
+def score(example, prediction) -> float:
+    return float(prediction.answer == example.gold)
+
+
+def numbers_input(row) -> dict:
+    return {"context": " ".join(str(i) for i in range(row.example["n"])), "question": "What is the sum?"}
+
+
+def rl_row(n: int, scorer: str = "tests.test_backend_verifiers:score") -> RLRow:
+    return RLRow(
+        id=f"r{n}",
+        task_id=f"t{n}",
+        prompt=[ChatMessage(role="user", content=f"sum of 0..{n - 1}")],
+        answer=json.dumps(sum(range(n))),
+        example={"n": n},
+        reward=RewardSpec(scorer=scorer),
+        meta={"signature": "context, question -> answer: int", "protocol": "submit"},
+    )
+
+
+def export(tmp_path, **options):
+    data = write_dataset(tmp_path / "data", {"train": [rl_row(4), rl_row(5)], "validation": [rl_row(3)]})
+    job = TrainJob(
+        kind="rl",
+        dataset=data,
+        base_model="Qwen/Qwen3-8B",
+        output_dir=tmp_path / "out",
+        max_turns=4,
+        options={"env_id": "sum-rlm", "inputs_fn": "tests.test_backend_verifiers:numbers_input", **options},
+    )
+    return get_backend("verifiers").run(job)
+
+
+def test_export_writes_an_installable_package(tmp_path):
+    import tomllib
+
+    result = export(tmp_path)
+    root = result.artifact
+    assert result.artifact_kind == "env_package" and root.name == "sum-rlm"
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    assert project["name"] == "sum-rlm" and "verifiers>=0.1.11,<0.4" in project["dependencies"]
+    options = json.loads((root / "sum_rlm" / "options.json").read_text())
+    assert options == {"inputs_fn": "tests.test_backend_verifiers:numbers_input", "max_turns": 4}
+    rows = [json.loads(line) for line in (root / "sum_rlm" / "data" / "train.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in rows] == ["r4", "r5"]
+    assert "vf-eval sum-rlm" in result.command
+
+
+def test_bad_env_id_and_scorer(tmp_path):
+    with pytest.raises(ConfigError, match="env_id"):
+        export(tmp_path / "a", env_id="Bad_Name")
+    data = write_dataset(tmp_path / "b", {"train": [rl_row(2, scorer="tests.nowhere:f")]})
+    job = TrainJob(kind="rl", dataset=data, base_model="m", output_dir=tmp_path / "o")
+    with pytest.raises(ConfigError, match="tests.nowhere:f"):
+        get_backend("verifiers").validate(job)
+
+
+EVALUATE = """
+import json, os, sys
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+os.environ["SCRIPTED_KEY"] = "test"
+import verifiers as vf
+from rlmkit.testing.server import ScriptedServer, is_root_request
+import sum_rlm
+
+def policy(body):
+    assert is_root_request(body)
+    if len(body["messages"]) <= 2:  # first turn: look at the data
+        return "```repl\\nnums = [int(x) for x in context.split()]\\nprint(len(nums))\\n```"
+    return "```repl\\nSUBMIT(answer=sum(nums))\\n```"
+
+with ScriptedServer(policy) as server:
+    env = sum_rlm.load_environment()
+    client = vf.ClientConfig(api_base_url=server.url, api_key_var="SCRIPTED_KEY")
+    out = env.evaluate_sync(client, "scripted", num_examples=2, rollouts_per_example=1)
+    rows = [{"reward": o["reward"], "turns": len(o["trajectory"]) if o.get("trajectory") else None,
+             "completion": len(o["completion"])} for o in out["outputs"]]
+    print("RESULT" + json.dumps({"rows": rows, "requests": len(server.requests), "version": vf.__version__}))
+"""
+
+
+def test_classic_environment_evaluates_against_a_scripted_server(tmp_path):
+    if not Path(CLASSIC_PYTHON).is_file():
+        pytest.skip(
+            f"no interpreter with verifiers {'>=0.1.11,<0.4'} at {CLASSIC_PYTHON} (see module docstring)"
+        )
+    root = export(tmp_path).artifact
+    done = subprocess.run(
+        [CLASSIC_PYTHON, "-c", EVALUATE, str(root), str(REPO)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT")), None)
+    assert line, done.stderr[-3000:]
+    result = json.loads(line[len("RESULT") :])
+    assert result["version"].startswith(("0.1.", "0.2.", "0.3."))
+    assert [r["reward"] for r in result["rows"]] == [1.0, 1.0]  # the scorer saw the RLM's typed answers
+    assert result["requests"] == 4  # two root turns per rollout: look, then SUBMIT
+    assert all(r["completion"] == 3 for r in result["rows"])  # reply, REPL output, reply
+    sys.stdout.write(json.dumps(result) + "\n")
