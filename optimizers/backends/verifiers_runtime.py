@@ -130,7 +130,7 @@ def load_environment(dataset: str | None = None, **options: Any) -> Any:
     path = os.environ.get("RLMKIT_DATASET") or dataset
     if not path:
         raise ValueError("no dataset: pass dataset=... or set RLMKIT_DATASET")
-    options.setdefault("max_turns", int(os.environ.get("RLMKIT_MAX_TURNS", 10)))
+    options.setdefault("max_turns", int(os.environ.get("RLMKIT_MAX_TURNS", "10")))
     records = rows_as_dataset(path)
 
     class RLMEnv(vf.MultiTurnEnv):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -40,29 +40,42 @@ def _option_pairs(pairs: list[str]) -> dict[str, Any]:
 
 
 def train_command(
-    job_file: Path = typer.Argument(None, help="Job TOML (TrainJob fields); flags override it."),
-    backend: str = typer.Option(
-        None, "--backend", "-b", help="trl-sft, trl-grpo, prime-rl, verifiers, tinker, openai-jsonl."
-    ),
-    kind: str = typer.Option(None, "--kind", help="sft, rl or dpo."),
-    dataset: Path = typer.Option(
-        None, "--dataset", help="Canonical JSONL file or folder (rlmkit compile --out)."
-    ),
-    base_model: str = typer.Option(None, "--base-model", help="Local model folder or Hugging Face id."),
-    output_dir: Path = typer.Option(None, "--out", help="Where data, configs and adapters are written."),
-    steps: int = typer.Option(None, "--steps", help="Optimizer steps."),
-    lr: float = typer.Option(None, "--lr", help="Learning rate."),
-    batch_size: int = typer.Option(None, "--batch-size", help="Samples per step (rl: prompts x group)."),
-    group_size: int = typer.Option(None, "--group-size", help="Rollouts per prompt (rl)."),
-    max_turns: int = typer.Option(None, "--max-turns", help="Root turns per rollout (rl)."),
-    lora_rank: int = typer.Option(None, "--lora-rank", help="LoRA rank (0: train all weights)."),
-    option: list[str] = typer.Option([], "--option", "-o", help="Backend option name=value (repeatable)."),
-    dry_run: bool = typer.Option(
-        False, "--dry-run", help="Validate and write the converted data/config; do not train."
-    ),
-    list_backends: bool = typer.Option(
-        False, "--list", help="List the backends and the packages each one misses."
-    ),
+    job_file: Annotated[
+        Path | None, typer.Argument(help="Job TOML (TrainJob fields); flags override it.")
+    ] = None,
+    backend: Annotated[
+        str | None,
+        typer.Option("--backend", "-b", help="trl-sft, trl-grpo, prime-rl, verifiers, tinker, openai-jsonl."),
+    ] = None,
+    kind: Annotated[str | None, typer.Option("--kind", help="sft, rl or dpo.")] = None,
+    dataset: Annotated[
+        Path | None, typer.Option("--dataset", help="Canonical JSONL file or folder (rlmkit compile --out).")
+    ] = None,
+    base_model: Annotated[
+        str | None, typer.Option("--base-model", help="Local model folder or Hugging Face id.")
+    ] = None,
+    output_dir: Annotated[
+        Path | None, typer.Option("--out", help="Where data, configs and adapters are written.")
+    ] = None,
+    steps: Annotated[int | None, typer.Option("--steps", help="Optimizer steps.")] = None,
+    lr: Annotated[float | None, typer.Option("--lr", help="Learning rate.")] = None,
+    batch_size: Annotated[
+        int | None, typer.Option("--batch-size", help="Samples per step (rl: prompts x group).")
+    ] = None,
+    group_size: Annotated[int | None, typer.Option("--group-size", help="Rollouts per prompt (rl).")] = None,
+    max_turns: Annotated[int | None, typer.Option("--max-turns", help="Root turns per rollout (rl).")] = None,
+    lora_rank: Annotated[
+        int | None, typer.Option("--lora-rank", help="LoRA rank (0: train all weights).")
+    ] = None,
+    option: Annotated[
+        list[str] | None, typer.Option("--option", "-o", help="Backend option name=value (repeatable).")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Validate and write the converted data/config; do not train.")
+    ] = False,
+    list_backends: Annotated[
+        bool, typer.Option("--list", help="List the backends and the packages each one misses.")
+    ] = False,
 ) -> None:
     """Train (or export for training elsewhere) with one of rlmkit's training backends."""
     try:
@@ -142,7 +155,7 @@ def _run(
         fields = flags
     if lora_rank is not None:
         fields["lora"] = None if lora_rank == 0 else {**dict(fields.get("lora") or {}), "rank": lora_rank}
-    if option:
+    if option:  # None when the flag is not given
         fields["options"] = {**dict(fields.get("options") or {}), **_option_pairs(option)}
     job = TrainJob.build(**fields)
     result = get_backend(backend).run(job, dry_run=dry_run)
