@@ -145,12 +145,22 @@ def test_subcall_samples_train_the_sub_model():
     runs = runs_for("submit", n=2, n_turns=3)
     runs[0].turns[0].blocks[0].subcalls[0].error = "TimeoutError"
     runs[1].turns[1].blocks[0].subcalls[0].prompt = "head\n... [9,000 characters cut] ...\ntail"
+    typed = (
+        runs[1]
+        .turns[0]
+        .blocks[0]
+        .subcalls[0]
+        .model_copy(update={"kind": "typed", "name": "classify", "id": "t1"})
+    )
+    tool = typed.model_copy(update={"kind": "tool", "name": "search", "id": "t2"})
+    runs[1].turns[0].blocks[0].subcalls += [typed, tool]
     result = compile_sft(runs, subcalls=True)
     subs = [row for row in result.rows if row.meta["role"] == "subcall"]
     assert len(subs) == 2  # 4 sub-calls, one failed, one logged cut
     assert all(row.prompt[0].role == "user" and row.prompt[0].content.startswith("How many") for row in subs)
     assert result.report.samples_dropped["subcall_failed"] == 1
     assert result.report.samples_dropped["subcall_truncated"] == 1
+    assert result.report.samples_dropped["subcall_not_llm_query"] == 2
 
 
 def test_child_rlm_runs_become_samples_too():

@@ -22,6 +22,7 @@ REASONS = {
     "after_unrepairable_turn": "turn after one that could not be repaired",
     "subcall_failed": "sub-call raised an error or returned nothing",
     "subcall_truncated": "sub-call prompt or reply was cut when logged",
+    "subcall_not_llm_query": "typed sub-call or tool: its full request is not in the trajectory",
     "no_gold": "task has no gold answer",
     "group_too_small": "fewer rollouts for the example than min_group_size",
     "zero_advantage_group": "every rollout of the example scored the same",

@@ -172,6 +172,10 @@ class _Builder:
 
 
 def _subcall_problem(call: SubCall) -> str | None:
+    # only llm_query logs its whole request (one user message); a typed sub-call's system
+    # message is not in the trajectory, and a tool is not a model call at all
+    if call.kind != "llm_query":
+        return "subcall_not_llm_query"
     if call.error or not call.reply.strip() or not call.prompt.strip():
         return "subcall_failed"
     if TRUNCATION_MARK.search(call.prompt) or TRUNCATION_MARK.search(call.reply):
