@@ -36,7 +36,7 @@ def compile_sft(
 
     ``runs``: JSONL files / folders / Trajectory objects of ONE signature. ``metric(run)``
     scores runs that carry no score. ``mode``: one sample per root turn, or one per run.
-    ``subcalls``: add the sub-calls (llm_query / typed prompt -> reply) and child RLM turns,
+    ``subcalls``: add the llm_query sub-calls (prompt -> reply) and child RLM turns,
     to train the sub-model. ``protocol``: re-render every run into this protocol (default:
     each run's own, with its templated mistakes repaired unless ``repair=False``).
     ``system_prompt`` replaces the root system prompt (str or function of the run).
