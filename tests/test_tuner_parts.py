@@ -9,7 +9,7 @@ import pytest
 from optimizers.tuner.demos import ScoredRun, rank_runs, render_transcript
 from optimizers.tuner.evaluation import TrialFailure, check_score, default_stages
 from optimizers.tuner.proposer import parse_instructions
-from optimizers.tuner.report import TrialRow, format_table, pareto_front, plot_front
+from optimizers.tuner.report import TrialRow, dominated_by_front, format_table, pareto_front, plot_front
 from optimizers.tuner.space import CategoricalKnob, FloatKnob, IntKnob, SearchSpace
 from optimizers.tuner.storage import open_storage, redact
 from rlmkit.errors import ConfigError, UserError
@@ -94,6 +94,19 @@ def test_pareto_front_keeps_only_undominated_finished_trials():
     lines = table.splitlines()
     assert lines[0].split()[:3] == ["trial", "accuracy", "cost"] and len(lines) == 2 + len(front)
     assert "800" in lines[2]
+
+
+def test_multi_objective_pruning_stops_only_what_the_front_beats_on_both_counts():
+    front = pareto_front([_row(0, 1.0, 900.0), _row(1, 0.25, 100.0)])
+    assert dominated_by_front(front, 0.5, 950.0)  # less accurate than #0 and dearer
+    assert not dominated_by_front(front, 0.5, 500.0)  # cheaper than #0, better than #1: may join the front
+    assert not dominated_by_front(front, 0.0, 50.0)  # the cheapest so far
+    assert not dominated_by_front([], 0.0, 1e9)
+
+
+def test_summary_keeps_study_attributes_json():
+    config = SearchSpace(knobs=[CategoricalKnob("sub_lm", (object(),))]).config_from_params({})
+    assert isinstance(config.summary()["sub_lm"], str)
 
 
 def test_plot_writes_an_image(tmp_path):

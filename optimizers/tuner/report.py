@@ -36,6 +36,12 @@ def dominates(a: TrialRow, b: TrialRow) -> bool:
     )
 
 
+def dominated_by_front(front: Sequence[TrialRow], accuracy: float, cost: float) -> bool:
+    """The multi-objective pruning rule: a finished front trial is strictly more accurate and no
+    more expensive than this partial result. (Optuna's pruners handle one objective only.)"""
+    return any(row.accuracy > accuracy and row.cost <= cost for row in front)
+
+
 def pareto_front(rows: Sequence[TrialRow]) -> list[TrialRow]:
     """Completed trials no other completed trial dominates, most accurate first."""
     done = [row for row in rows if row.complete]

@@ -101,7 +101,8 @@ class Config:
         """Short, printable description (for tables and study attributes)."""
         text = self.instruction or ""
         short = text if len(text) <= width else text[: width - 3] + "..."
-        return {**self.knobs, "instruction": short, "n_demos": len(self.demos)}
+        knobs = {name: _printable(value, width) for name, value in self.knobs.items()}
+        return {**knobs, "instruction": short, "n_demos": len(self.demos)}
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -182,6 +183,14 @@ class SearchSpace:
             instruction = self.instructions[0]
         n_demos = params.get(DEMOS_PARAM, 0)
         return Config(knobs=knobs, instruction=instruction, demos=list(self.demos[:n_demos]))
+
+
+def _printable(value: Any, width: int) -> Any:
+    """A knob value as stored in a study (JSON): plain values as they are, others as short text."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _only_value(knob: Knob) -> Any:

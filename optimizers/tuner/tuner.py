@@ -41,7 +41,7 @@ from optimizers.tuner.evaluation import (
     example_inputs,
 )
 from optimizers.tuner.proposer import propose_instructions
-from optimizers.tuner.report import TrialRow, pareto_front
+from optimizers.tuner.report import TrialRow, dominated_by_front, pareto_front
 from optimizers.tuner.result import TuningResult, rows_from_study
 from optimizers.tuner.space import Config, SearchSpace, apply_config, factory_from_base, root_predictor
 from optimizers.tuner.storage import open_storage
@@ -279,7 +279,7 @@ class RLMTuner:
                 trial.report(tally.accuracy, step=tally.n)
                 if trial.should_prune():
                     raise optuna.TrialPruned(f"accuracy {tally.accuracy:.3g} after {tally.n} examples")
-            elif any(row.accuracy > tally.accuracy and row.cost <= tally.cost for row in front):
+            elif dominated_by_front(front, tally.accuracy, tally.cost):
                 raise optuna.TrialPruned(f"dominated by the front after {tally.n} examples")
 
         try:
