@@ -59,3 +59,29 @@ def test_bad_input_fails_before_any_model_call(args, message, tmp_path):
     assert result.exit_code == 2
     assert message in " ".join(result.output.split())
     assert not (tmp_path / "x").exists()
+
+
+# `rlmkit demo` shares this plumbing (a generated suite, a scored, logged run); here it runs with a
+# scripted root in place of the embedded model, which the demo uses when --lm is not given.
+COUNT_LABELLED = '''```repl
+import re
+label = re.search(r"labelled as '(\\w+)'", question).group(1)
+n = sum(1 for line in context.splitlines() if line.endswith("|| Label: " + label))
+print(n)
+SUBMIT(answer=str(n))
+```'''
+
+
+def test_demo_shows_turns_scores_and_writes_the_trajectory(tmp_path):
+    import rlmkit
+
+    with ScriptedServer(lambda body: COUNT_LABELLED if is_root_request(body) else "x") as srv:
+        result = runner.invoke(app, ["demo", "--lm", "openai/scripted", "--api-base", srv.url,
+                                     "--length", "20000", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "turn 1" in text and "SUBMIT(answer=str(n))" in text
+    assert "score: 1.000" in text and "rlmkit eval" in text
+    runs = rlmkit.TrajectoryLog(next(tmp_path.iterdir())).runs()
+    assert len(runs) == 1 and runs[0].score == 1.0 and runs[0].meta.task["demo"] is True
+    assert str(next(tmp_path.iterdir())) in text

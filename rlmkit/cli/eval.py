@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -34,7 +35,8 @@ def eval_command(
     n: int = typer.Option(10, "--n", help="Number of examples."),
     length: int = typer.Option(100_000, "--length", help="Context length of each example, in characters."),
     seed: int = typer.Option(0, "--seed", help="Generator seed: the same seed gives the same examples."),
-    knob: list[str] = typer.Option([], "--knob", help="Suite knob as name=value (repeatable), e.g. labelled=true."),
+    knob: Annotated[list[str] | None, typer.Option(
+        "--knob", help="Suite knob as name=value (repeatable), e.g. labelled=true.")] = None,
     lm: str = typer.Option(..., "--lm", help="Root model: a litellm model string, or 'local' (embedded)."),
     api_base: str = typer.Option(None, "--api-base", help="OpenAI-compatible server URL for --lm and --sub-lm."),
     sub_lm: str = typer.Option(None, "--sub-lm", help="Model for sub-calls (default: the root model)."),
@@ -42,7 +44,7 @@ def eval_command(
     max_depth: int = typer.Option(1, "--max-depth", help="Recursion depth for rlm_query sub-calls."),
     max_iterations: int = typer.Option(20, "--max-iterations", help="Root turns per example."),
     workers: int = typer.Option(4, "--workers", help="Examples run concurrently."),
-    out: Path = typer.Option(None, "--out", help="Run directory (default runs/eval-SUITE-LENGTH-sSEED)."),
+    out: str = typer.Option(None, "--out", help="Run directory (default runs/eval-SUITE-LENGTH-sSEED)."),
     baseline: bool = typer.Option(False, "--baseline", help="Also run the plain LM on the context cut to its window."),
     window_tokens: int = typer.Option(32_000, "--window-tokens", help="The baseline's context window, in tokens."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed examples again when resuming."),
@@ -64,7 +66,7 @@ def _run(*, suite, n, length, seed, knob, lm, api_base, sub_lm, program, max_dep
     from programs.tasks import generate, parse_knobs
 
     # Everything the command line can get wrong fails here, before any model call.
-    knobs = parse_knobs(suite, knob)
+    knobs = parse_knobs(suite, knob or [])
     examples = generate(suite, n=n, length=length, seed=seed, **knobs)
     root = make_lm(lm, api_base)
     sub = make_lm(sub_lm, api_base) if sub_lm else None
@@ -74,7 +76,7 @@ def _run(*, suite, n, length, seed, knob, lm, api_base, sub_lm, program, max_dep
     config = {"suite": suite, "length": length, "seed": seed, "knobs": knobs, "program": program, "lm": lm,
               "api_base": api_base, "sub_lm": sub_lm, "max_depth": max_depth, "max_iterations": max_iterations,
               "window_tokens": window_tokens}
-    out = out or Path("runs") / f"eval-{suite}-{length}-s{seed}"
+    out = Path(out) if out else Path("runs") / f"eval-{suite}-{length}-s{seed}"
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("correct {task.fields[correct]}"), TextColumn("${task.fields[cost]:.4f}"),
                TextColumn("ETA"), TimeRemainingColumn())

@@ -1,0 +1,57 @@
+"""Typed signatures: fields, types, and the validation an RLM applies to their outputs."""
+
+from __future__ import annotations
+
+import dspy
+import pytest
+
+import rlmkit
+import signatures
+from rlmkit.signature import OutputValidator
+from rlmkit.subcalls import TypedSubcall
+
+ROOT_JOBS = {
+    signatures.LongDocQA: ["answer"], signatures.NeedleQA: ["answer"], signatures.ConversationRecall: ["answer"],
+    signatures.AggregationQA: ["answer"], signatures.PairFinding: ["answer"],
+    signatures.MultiHopQA: ["answer", "citations"], signatures.CodeQA: ["answer"],
+    signatures.CollectFacts: ["facts"], signatures.TallyRecords: ["counts", "by_user", "by_month"],
+}
+
+
+@pytest.mark.parametrize("sig,outputs", ROOT_JOBS.items(), ids=lambda x: getattr(x, "__name__", ""))
+def test_root_jobs_drive_an_rlm(sig, outputs):
+    assert issubclass(sig, dspy.Signature)
+    assert next(iter(sig.input_fields)) == "context" and list(sig.output_fields) == outputs
+    assert sig.instructions.strip()
+    rlm = rlmkit.RLM(sig, lm="openai/unused")  # builds without any model call
+    assert rlm.named_predictors()[0][1].signature.instructions == sig.instructions
+
+
+def test_typed_outputs_are_validated():
+    pairs = OutputValidator(signatures.PairFinding).validate({"answer": "[[12, 34], [5, 6]]"})
+    assert pairs == {"answer": [(12, 34), (5, 6)]}
+    with pytest.raises(ValueError, match="answer"):
+        OutputValidator(signatures.CodeQA).validate({"answer": "E"})
+    hop = OutputValidator(signatures.MultiHopQA).validate({"answer": "Oslo", "citations": ["3", 7]})
+    assert hop["citations"] == [3, 7]
+    facts = OutputValidator(signatures.CollectFacts).validate({"facts": [{"statement": "A is B.", "doc": "4"}]})
+    assert facts["facts"][0] == signatures.Fact(statement="A is B.", doc=4)
+    with pytest.raises(ValueError, match="facts"):
+        OutputValidator(signatures.CollectFacts).validate({"facts": [{"statement": "no doc"}]})
+
+
+def test_classifier_closes_the_label_set_and_works_as_a_sub_call():
+    sig = signatures.classifier(("person", "location"))
+    assert sig.__name__ == "ClassifyInstance" and "person, location" in sig.instructions
+    call = TypedSubcall("classify", sig)
+    assert call.parse('{"label": "location"}') == "location"
+    assert call.parse("person") == "person"  # a bare value is fine for one field
+    with pytest.raises(ValueError, match="label"):
+        call.parse('{"label": "animal"}')
+    assert "classify(text: str)" in call.doc()
+
+
+def test_records_and_facts_are_pydantic_models():
+    record = signatures.Record(date="Mar 14, 2023", user="48213", label="entity")
+    assert record.user == 48213
+    assert set(signatures.__all__) >= {"Record", "Fact", "classifier", "ExtractFacts", "ClassifyText"}
