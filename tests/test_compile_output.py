@@ -117,7 +117,9 @@ def test_writing_twice_gives_identical_bytes(tmp_path):
     runs = mixed_runs(n_tasks=4)
     first = compile_sft(runs).write(tmp_path / "a")
     second = compile_sft(runs).write(tmp_path / "b")
-    assert first["files"] == second["files"]
+    assert first["files"] == second["files"] and first["sources"] == second["sources"]
+    (source,) = first["sources"]  # objects, not files: recorded by count and a hash of their JSON
+    assert source["runs"] == 16 and len(source["sha256"]) == 64
     assert (tmp_path / "a" / "train.jsonl").read_bytes() == (tmp_path / "b" / "train.jsonl").read_bytes()
 
 

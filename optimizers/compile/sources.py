@@ -17,6 +17,8 @@ from optimizers.compile.errors import MixedSignaturesError
 from rlmkit.errors import UserError
 from rlmkit.trajectory import Trajectory, read_runs
 
+IN_MEMORY = "<in-memory trajectories>"
+
 
 @dataclass
 class SourceFile:
@@ -48,9 +50,13 @@ def load_runs(items: RunsLike) -> RunSet:
         items = [items]
     runs: list[Trajectory] = []
     files: list[SourceFile] = []
+    in_memory = hashlib.sha256()  # runs given as objects: the manifest records a hash of their JSON
+    count_in_memory = 0
     for item in items:
         if isinstance(item, Trajectory):
             runs.append(item)
+            in_memory.update(item.model_dump_json().encode())
+            count_in_memory += 1
             continue
         path = Path(item)
         if path.is_dir():
@@ -63,6 +69,8 @@ def load_runs(items: RunsLike) -> RunSet:
             found, bad = read_runs(file)
             runs.extend(found)
             files.append(SourceFile(str(file), _sha256(file), len(found), bad))
+    if count_in_memory:
+        files.append(SourceFile(IN_MEMORY, in_memory.hexdigest(), count_in_memory, 0))
     unique: dict[str, Trajectory] = {}
     for run in runs:
         unique.setdefault(run.meta.run_id, run)
