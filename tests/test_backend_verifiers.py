@@ -129,3 +129,53 @@ def test_classic_environment_evaluates_against_a_scripted_server(tmp_path):
     assert result["requests"] == 4  # two root turns per rollout: look, then SUBMIT
     assert all(r["completion"] == 3 for r in result["rows"])  # reply, REPL output, reply
     sys.stdout.write(json.dumps(result) + "\n")
+
+
+V1_PYTHON = os.environ.get("RLMKIT_VERIFIERS_V1_PYTHON", "/tmp/vf04/bin/python")
+V1_CHECK = """
+import json, os, sys, tomllib
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+from verifiers.v1.configs.taskset import TasksetConfig
+from verifiers.v1.utils.loaders import environment_class, load_taskset
+from prime_rl.configs.rl import RLConfig
+tasks = list(load_taskset(TasksetConfig(id="sum-rlm")))
+config = RLConfig.model_validate(tomllib.loads(open(sys.argv[3]).read()))
+print("RESULT" + json.dumps({
+    "env": environment_class("sum-rlm").__mro__[1].__name__,
+    "prompts": [t.data.prompt[0].content for t in tasks],
+    "group_size": config.orchestrator.group_size,
+    "source_env": type(config.orchestrator.train.source[0].env).__name__,
+}))
+"""
+
+
+def test_v1_taskset_loads_and_prime_rl_accepts_the_rl_config(tmp_path):
+    """verifiers 0.4's own loaders find the package's Taskset and Env, and prime-rl 0.8.0's real
+    schema (prime-rl-configs, which imports the taskset named in the config) accepts rl.toml."""
+    if not Path(V1_PYTHON).is_file():
+        pytest.skip(f"no interpreter with verifiers 0.4 + prime-rl-configs at {V1_PYTHON}")
+    root = export(tmp_path).artifact
+    job = TrainJob(
+        kind="rl",
+        dataset=tmp_path / "data",
+        base_model="Qwen/Qwen3-0.6B",
+        output_dir=tmp_path / "out",
+        group_size=4,
+        lora={"rank": 8},
+        options={"env_id": "sum-rlm"},
+    )
+    rl_toml = get_backend("prime-rl").run(job).artifact
+    done = subprocess.run(
+        [V1_PYTHON, "-c", V1_CHECK, str(root), str(REPO), str(rl_toml)],
+        check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT")), None)
+    assert line, done.stderr[-3000:]
+    result = json.loads(line[len("RESULT") :])
+    assert result["env"] == "RLMEnv" and result["prompts"] == ["sum of 0..3", "sum of 0..4"]
+    assert result["group_size"] == 4 and result["source_env"] == "RLMEnvConfig"

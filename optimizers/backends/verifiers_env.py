@@ -1,7 +1,8 @@
 """verifiers export: an installable environment package that plays rlmkit's RLM loop.
 
     out/verifiers/<env_id>/pyproject.toml        name = env_id; depends on rlmkit
-    out/verifiers/<env_id>/<module>/__init__.py   load_environment(**kwargs) (classic API)
+    out/verifiers/<env_id>/<module>/__init__.py   load_environment(**kwargs) (classic API) and,
+                                                  under verifiers >= 0.4, Taskset + Env (v1 API)
     out/verifiers/<env_id>/<module>/data/*.jsonl  the canonical RL rows (train, validation)
     out/verifiers/<env_id>/<module>/options.json  the job's options (inputs_fn, sub_lm, ...)
 
@@ -42,7 +43,8 @@ include = ["{module}*"]
 MODULE = '''"""verifiers environment {env_id!r}: rlmkit's RLM loop, scored by the task's own scorer.
 
 Written by ``rlmkit train --backend verifiers``; the logic is in
-``optimizers.backends.verifiers_runtime``. Classic verifiers API ({classic_range}).
+``optimizers.backends.verifiers_runtime`` (classic API, verifiers {classic_range}) and
+``optimizers.backends.verifiers_v1`` (v1 Taskset API, verifiers >= 0.4).
 """
 
 import json
@@ -50,13 +52,30 @@ from pathlib import Path
 
 _HERE = Path(__file__).parent
 OPTIONS = json.loads((_HERE / "options.json").read_text())
+__all__ = ["load_environment"]
 
 
 def load_environment(**kwargs):
-    """A verifiers MultiTurnEnv over this package's data; keyword arguments override options."""
+    """Classic API: a verifiers MultiTurnEnv over this package's data; kwargs override options."""
     from optimizers.backends.verifiers_runtime import load_environment as build
 
     return build(str(_HERE / "data"), **{{**OPTIONS, **kwargs}})
+
+
+from optimizers.backends.verifiers_runtime import has_v1_taskset_api
+
+_v1 = None
+if has_v1_taskset_api():  # v1 Taskset API: the taskset and its env, found by id through __all__
+    from optimizers.backends import verifiers_v1 as _v1
+if _v1 is not None:
+
+    class Taskset(_v1.RLMTaskset):
+        DATA = _HERE / "data"
+
+    class Env(_v1.RLMEnv):
+        OPTIONS = OPTIONS
+
+    __all__ += ["Taskset", "Env"]
 '''
 
 

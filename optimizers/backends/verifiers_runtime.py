@@ -122,6 +122,17 @@ class RLMSession:
         return request
 
 
+def has_v1_taskset_api() -> bool:
+    """verifiers >= 0.4 ships the v1 Taskset API (0.1-0.3 have an older, different ``verifiers.v1``)."""
+    try:
+        from importlib.metadata import version
+
+        major, minor = (int(part) for part in version("verifiers").split(".")[:2])
+    except (ImportError, ValueError):
+        return False
+    return (major, minor) >= (0, 4)
+
+
 def load_environment(dataset: str | None = None, **options: Any) -> Any:
     """Classic verifiers entry point: a MultiTurnEnv that plays rlmkit's RLM loop."""
     import verifiers as vf
