@@ -21,7 +21,7 @@ import dspy
 from rlmkit.errors import BudgetExceeded, Finish, LMError, RunError, UserError
 from rlmkit.protocols.base import FUNCTION_DOCS
 from rlmkit.signature import OutputValidator, describe_outputs, field_desc, make_signature, type_name
-from rlmkit.trajectory import SubCall, bounded
+from rlmkit.trajectory import Message, SubCall, bounded
 
 if TYPE_CHECKING:
     from rlmkit.run import RunState
@@ -199,14 +199,17 @@ class SubcallHost:
     # -- typed sub-calls and tools -------------------------------------------------------
     async def _typed(self, spec: TypedSubcall, kwargs: dict[str, Any], batch: int | None = None) -> Any:
         messages = spec.messages(kwargs)
+        limit = self.rlm.display.trajectory_chars
         node = SubCall(kind="typed", name=spec.name, depth=self.run.depth + 1, batch=batch,
-                       prompt=bounded(messages[-1]["content"], self.rlm.display.trajectory_chars))
+                       prompt=bounded(messages[-1]["content"], limit),
+                       messages=[Message(role=m["role"], content=bounded(m["content"], limit)) for m in messages])
         text = await self._call_lm(node, messages, self.rlm.sub_lm)
         try:
             return spec.parse(text)
         except ValueError as exc:  # one repair round: tell the sub-model what was wrong
             retry = messages + [{"role": "assistant", "content": text}, {"role": "user", "content": f"{exc}. Reply with the JSON object only."}]
-            node2 = node.model_copy(update={"id": node.id + "r", "prompt": str(exc), "reply": "", "error": None})
+            node2 = node.model_copy(update={"id": node.id + "r", "prompt": str(exc), "reply": "", "error": None,
+                                            "messages": [Message(**m) for m in retry]})
             return spec.parse(await self._call_lm(node2, retry, self.rlm.sub_lm))
 
     def _typed_function(self, spec: TypedSubcall) -> tuple[Callable[..., Any], Callable[..., Any]]:

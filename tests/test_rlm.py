@@ -112,6 +112,8 @@ def test_llm_query_and_typed_subcalls_are_recorded(serve):
     assert pred.answer == "SUB:hello ther|positive|0.9|['positive', 'negative']"
     calls = list(pred.trajectory.iter_subcalls())
     assert [c.kind for c in calls].count("typed") == 3 and calls[0].kind == "llm_query"
+    typed = calls[1]
+    assert [m.role for m in typed.messages] == ["system", "user"] and "positive or negative" in typed.messages[0].content
     system = server.requests[0]["messages"][0]["content"]
     assert "classify(text: str) -> object with .label: str" in system
 
