@@ -77,6 +77,8 @@ ProgressFn = Callable[..., None]
 
 
 class RLMTuner:
+    """Search a program's instructions, demos and knobs with optuna; ``fit()`` runs or resumes it."""
+
     def __init__(
         self,
         program: Any,
@@ -136,14 +138,18 @@ class RLMTuner:
             raise ConfigError("cost_cap is for the single-objective mode: use objectives=('accuracy',)")
         if self.n_trials < 1:
             raise ConfigError(f"n_trials must be at least 1, got {self.n_trials}")
-        if self.multi_objective and self.pruner is not None:
+        if self.multi_objective and self.pruner is not None and not self._no_pruning:
             raise ConfigError(
                 "optuna pruners do not support several objectives; the tuner prunes multi-objective "
-                "trials by its own dominance rule (pass pruner=None)"
+                "trials by its own dominance rule (pruner=None), or not at all (optuna.pruners.NopPruner())"
             )
         may_grow = self.proposer_lm is not None or self.bootstrap.max_demos > 0
         if not may_grow:
             self.space.require_searchable()
+
+    @property
+    def _no_pruning(self) -> bool:
+        return type(self.pruner).__name__ == "NopPruner"
 
     @property
     def multi_objective(self) -> bool:
@@ -271,16 +277,20 @@ class RLMTuner:
         def after_stage(tally: Tally) -> None:
             # One write per stage (each is a storage round trip): what a pruned trial reached.
             trial.set_user_attr("tally", {"accuracy": tally.accuracy, "cost": tally.cost, "n_examples": tally.n})
-            if self.cost_cap is not None:  # feasible when <= 0 (optuna's constrained TPE)
-                trial.set_constraint("cost_over_cap", tally.cost - self.cost_cap)
+            reason = None
             if tally.n >= len(examples):
-                return
-            if not self.multi_objective:
+                pass
+            elif not self.multi_objective:
                 trial.report(tally.accuracy, step=tally.n)
                 if trial.should_prune():
-                    raise optuna.TrialPruned(f"accuracy {tally.accuracy:.3g} after {tally.n} examples")
-            elif dominated_by_front(front, tally.accuracy, tally.cost):
-                raise optuna.TrialPruned(f"dominated by the front after {tally.n} examples")
+                    reason = f"accuracy {tally.accuracy:.3g} after {tally.n} examples"
+            elif not self._no_pruning and dominated_by_front(front, tally.accuracy, tally.cost):
+                reason = f"dominated by the front after {tally.n} examples"
+            if self.cost_cap is not None and (reason or tally.n >= len(examples)):
+                # Optuna keeps a trial's first constraint value only: set it once, at its end.
+                trial.set_constraint("cost_over_cap", tally.cost - self.cost_cap)  # feasible when <= 0
+            if reason:
+                raise optuna.TrialPruned(reason)
 
         try:
             program = self.factory(config)
