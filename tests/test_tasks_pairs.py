@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from programs.tasks import pairs
+from programs.tasks import TaskError, pairs
 from tests.test_tasks_aggregation import parsed
 
 
@@ -51,5 +51,5 @@ def test_score_is_f1_over_pairs():
 
 
 def test_user_count_is_capped():
-    with pytest.raises(pairs.TaskError, match="from 2 to 40"):
+    with pytest.raises(TaskError, match="from 2 to 40"):
         pairs.generate(1, 5_000, users=41)

@@ -18,27 +18,20 @@ from typing import Any
 from programs.tasks.base import (
     Example,
     Suite,
-    TaskError,
     as_text,
-    check_count,
-    check_knobs,
-    check_length,
-    exact_length,
-    example_id,
-    example_rng,
+    build_examples,
     normalize,
     parse_number,
     prediction_value,
 )
 from programs.tasks.records import (
     LABELS,
-    MIN_RECORD_CHARS,
     MONTH_NAMES,
     Records,
-    header,
-    make_records,
+    minimum_length,
     month_name,
-    render,
+    records_context,
+    users_check,
 )
 
 NAME = "aggregation"
@@ -50,26 +43,16 @@ MAX_USERS = 1000
 
 
 def generate(n: int, length: int, seed: int = 0, **knobs: Any) -> list[Example]:
-    knobs = check_knobs(NAME, knobs, KNOBS, CHOICES)
-    check_count(NAME, n)
-    users = knobs["users"]
-    if not isinstance(users, int) or not 1 <= users <= MAX_USERS:
-        raise TaskError(f"suite {NAME!r}: users must be an int from 1 to {MAX_USERS}, got {users!r}")
-    head = len(header(knobs["labelled"]))
-    check_length(NAME, length, head + 6 * MIN_RECORD_CHARS, "the header plus a handful of records")
-    examples = []
-    for i in range(n):
-        rng = example_rng(NAME, seed, i, length, knobs)
-        records = make_records(rng, length - head, users, knobs["labelled"])
-        kind = knobs["question"] if knobs["question"] != "mixed" else rng.choice(QUESTIONS)
-        question, gold, answer_type = ask(rng, records, kind)
-        examples.append(Example(
-            id=example_id(NAME, seed, i), suite=NAME,
-            inputs={"context": exact_length(render(records, knobs["labelled"]), length), "question": question},
-            gold=gold, knobs=knobs, seed=seed, length=length,
-            meta={"question_type": kind, "answer_type": answer_type, "records": len(records.lines)},
-        ))
-    return examples
+    return build_examples(NAME, n, length, seed, knobs, defaults=KNOBS, choices=CHOICES, build=_one,
+                          minimum=minimum_length, validate=users_check(NAME, 1, MAX_USERS))
+
+
+def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int):
+    records, context = records_context(rng, knobs, length)
+    kind = knobs["question"] if knobs["question"] != "mixed" else rng.choice(QUESTIONS)
+    question, gold, answer_type = ask(rng, records, kind)
+    meta = {"question_type": kind, "answer_type": answer_type, "records": len(records.lines)}
+    return {"context": context, "question": question}, gold, meta
 
 
 def ask(rng: random.Random, records: Records, kind: str) -> tuple[str, Any, str]:

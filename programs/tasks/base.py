@@ -112,6 +112,34 @@ def check_count(suite: str, n: int) -> None:
         raise TaskError(f"suite {suite!r}: n must be a positive int, got {n!r}")
 
 
+Build = Callable[[random.Random, dict, int, int, int], "tuple[dict[str, Any], Any, dict[str, Any]]"]
+
+
+def build_examples(suite: str, n: int, length: int, seed: int, given: Mapping[str, Any], *,
+                   defaults: Mapping[str, Any], choices: Mapping[str, tuple], build: Build,
+                   minimum: Callable[[dict, int], tuple[int, str]] | None = None,
+                   validate: Callable[[dict], None] | None = None) -> list[Example]:
+    """The part every generator shares: check the request, then one seeded ``build`` per example.
+
+    ``build(rng, knobs, index, n, length) -> (inputs, gold, meta)``; ``minimum(knobs, length)
+    -> (characters, why)`` is the family's smallest workable length for those knobs.
+    """
+    knobs = check_knobs(suite, given, defaults, choices)
+    check_count(suite, n)
+    if validate is not None:
+        validate(knobs)
+    check_length(suite, length)
+    if minimum is not None:
+        check_length(suite, length, *minimum(knobs, length))
+    examples = []
+    for index in range(n):
+        rng = example_rng(suite, seed, index, length, knobs)
+        inputs, gold, meta = build(rng, knobs, index, n, length)
+        examples.append(Example(id=example_id(suite, seed, index), suite=suite, inputs=inputs, gold=gold,
+                                knobs=knobs, seed=seed, length=length, meta=meta))
+    return examples
+
+
 def example_rng(suite: str, seed: int, index: int, length: int, knobs: Mapping[str, Any]) -> random.Random:
     knob_text = ",".join(f"{k}={knobs[k]!r}" for k in sorted(knobs))
     return random.Random(f"{suite}|{seed}|{index}|{length}|{knob_text}")

@@ -25,12 +25,8 @@ from programs.tasks.base import (
     Example,
     LengthError,
     Suite,
-    check_count,
-    check_knobs,
-    check_length,
+    build_examples,
     exact_length,
-    example_id,
-    example_rng,
     filler,
     normalize,
     prediction_value,
@@ -108,12 +104,18 @@ def effective_settings(files: dict[str, str]) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ generation
+def _core_count(knobs: dict, length: int) -> int:
+    return knobs["functions"] or max(7, min(16, 7 + (length - 2_000) // 2_000))
+
+
+def _minimum(knobs: dict, length: int) -> tuple[int, str]:
+    count = _core_count(knobs, length)
+    return MIN_CORE_CHARS + PER_FUNCTION_CHARS * (count - 7), f"{count} core functions and the config files"
+
+
 def generate(n: int, length: int, seed: int = 0, **knobs: Any) -> list[Example]:
-    knobs = check_knobs(NAME, knobs, KNOBS, CHOICES)
-    check_count(NAME, n)
-    count = knobs["functions"] or max(7, min(16, 7 + (length - 2_000) // 2_000))
-    check_length(NAME, length, MIN_CORE_CHARS + PER_FUNCTION_CHARS * (count - 7), f"{count} core functions and the config files")
-    return [_one(example_rng(NAME, seed, i, length, knobs), i, length, seed, knobs, count) for i in range(n)]
+    return build_examples(NAME, n, length, seed, knobs, defaults=KNOBS, choices=CHOICES, build=_one,
+                          minimum=_minimum)
 
 
 def _core(rng: random.Random, count: int) -> tuple[dict[str, str], list[str], list[str]]:
@@ -172,9 +174,9 @@ def _filler_module(rng: random.Random, index: int, budget: int) -> str:
         used += len(text)
 
 
-def _one(rng: random.Random, i: int, length: int, seed: int, knobs: dict, count: int) -> Example:
+def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int):
     package = "pkg_" + "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(5))
-    core, _funcs, orphans = _core(rng, count)
+    core, _funcs, orphans = _core(rng, _core_count(knobs, length))
     core.update(_config(rng))
     files = [(f"{package}/{name}", src) for name, src in core.items()]
     used = sum(len(FILE_HEADER.format(path=p)) + len(s) + 1 for p, s in files)
@@ -200,13 +202,9 @@ def _one(rng: random.Random, i: int, length: int, seed: int, knobs: dict, count:
     rng.shuffle(options)
     letter = LETTERS[options.index(correct)]
     listed = "\n".join(f"{LETTERS[j]}) {opt}" for j, opt in enumerate(options))
-    return Example(
-        id=example_id(NAME, seed, i), suite=NAME,
-        inputs={"context": exact_length(context, length),
-                "question": f"{question}\n{listed}\nAnswer with the letter of the correct option."},
-        gold=letter, knobs=knobs, seed=seed, length=length,
-        meta={"question_type": kind, "options": options, "correct": correct, "package": package},
-    )
+    inputs = {"context": exact_length(context, length),
+              "question": f"{question}\n{listed}\nAnswer with the letter of the correct option."}
+    return inputs, letter, {"question_type": kind, "options": options, "correct": correct, "package": package}
 
 
 def _ask(rng: random.Random, core_files: dict[str, str], kind: str, orphans: list[str]):

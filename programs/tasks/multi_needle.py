@@ -22,12 +22,8 @@ from programs.tasks.base import (
     Suite,
     TaskError,
     as_text,
-    check_count,
-    check_knobs,
-    check_length,
+    build_examples,
     exact_length,
-    example_id,
-    example_rng,
     parse_number,
     prediction_value,
 )
@@ -55,17 +51,19 @@ def _ordinal(i: int) -> str:
     return f"{i}{'th' if 10 <= i % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(i % 10, 'th')}"
 
 
-def generate(n: int, length: int, seed: int = 0, **knobs: Any) -> list[Example]:
-    knobs = check_knobs(NAME, knobs, KNOBS, CHOICES)
-    check_count(NAME, n)
+def _validate(knobs: dict) -> None:
     index = knobs["index"]
     if index is not None and (not isinstance(index, int) or not 1 <= index <= knobs["k"]):
         raise TaskError(f"suite {NAME!r}: index must be from 1 to k={knobs['k']}, got {index!r}")
-    check_length(NAME, length, len(HEADER) + knobs["k"] * LONGEST_TURN, f"{knobs['k']} repeated requests")
-    return [_one(example_rng(NAME, seed, i, length, knobs), i, length, seed, knobs) for i in range(n)]
 
 
-def _one(rng: random.Random, i: int, length: int, seed: int, knobs: dict) -> Example:
+def generate(n: int, length: int, seed: int = 0, **knobs: Any) -> list[Example]:
+    return build_examples(NAME, n, length, seed, knobs, defaults=KNOBS, choices=CHOICES, build=_one,
+                          validate=_validate, minimum=lambda kn, _length: (
+                              len(HEADER) + kn["k"] * LONGEST_TURN, f"{kn['k']} repeated requests"))
+
+
+def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int):
     k = knobs["k"]
     form, topic = rng.choice(FORMS), rng.choice(TOPICS)
     targets = [_reply(rng) for _ in range(k)]
@@ -96,9 +94,7 @@ def _one(rng: random.Random, i: int, length: int, seed: int, knobs: dict) -> Exa
                     f"assistant wrote. Reply with that text exactly, starting with {tag}.")
         gold = tag + targets[nth - 1]
         meta = {"form": form, "topic": topic, "hash": tag, "index": nth}
-    return Example(id=example_id(NAME, seed, i), suite=NAME,
-                   inputs={"context": context, "question": question},
-                   gold=gold, knobs=knobs, seed=seed, length=length, meta=meta)
+    return {"context": context, "question": question}, gold, meta
 
 
 def score(example: Example, prediction: Any) -> float:

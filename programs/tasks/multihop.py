@@ -20,12 +20,8 @@ from programs.tasks.base import (
     LengthError,
     Suite,
     TaskError,
-    check_count,
-    check_knobs,
-    check_length,
+    build_examples,
     exact_length,
-    example_id,
-    example_rng,
     filler,
     normalize,
     prediction_value,
@@ -113,18 +109,22 @@ def _chain(rng: random.Random, hops: int) -> list[str]:
     raise AssertionError("unreachable")
 
 
-def generate(n: int, length: int, seed: int = 0, **knobs: Any) -> list[Example]:
-    knobs = check_knobs(NAME, knobs, KNOBS, CHOICES)
-    check_count(NAME, n)
+def _validate(knobs: dict) -> None:
     if not isinstance(knobs["doc_chars"], int) or not 200 <= knobs["doc_chars"] <= 100_000:
         raise TaskError(f"suite {NAME!r}: doc_chars must be an int from 200 to 100,000")
+
+
+def _minimum(knobs: dict, _length: int) -> tuple[int, str]:
     essential = knobs["hops"] * (1 + knobs["negatives"])
-    check_length(NAME, length, len(HEADER) + essential * ESSENTIAL_DOC_MAX,
-                 f"{essential} evidence and hard-negative documents")
-    return [_one(example_rng(NAME, seed, i, length, knobs), i, length, seed, knobs) for i in range(n)]
+    return len(HEADER) + essential * ESSENTIAL_DOC_MAX, f"{essential} evidence and hard-negative documents"
 
 
-def _one(rng: random.Random, i: int, length: int, seed: int, knobs: dict) -> Example:
+def generate(n: int, length: int, seed: int = 0, **knobs: Any) -> list[Example]:
+    return build_examples(NAME, n, length, seed, knobs, defaults=KNOBS, choices=CHOICES, build=_one,
+                          minimum=_minimum, validate=_validate)
+
+
+def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int):
     names = Names(rng)
     relations = _chain(rng, knobs["hops"])
     start = names.new(RELATIONS[relations[0]][0])
@@ -169,13 +169,9 @@ def _one(rng: random.Random, i: int, length: int, seed: int, knobs: dict) -> Exa
     text = "".join(render(j + 1, title, body) for j, (title, body, _) in enumerate(docs))
     number = {title: j + 1 for j, (title, _, _e) in enumerate(docs)}
     question = f"What is {phrase}? Answer with the name only."
-    return Example(
-        id=example_id(NAME, seed, i), suite=NAME,
-        inputs={"context": exact_length(HEADER + text, length), "question": question},
-        gold=gold, knobs=knobs, seed=seed, length=length,
-        meta={"start": start, "relations": relations, "evidence": [number[t] for t in chain_titles],
-              "documents": len(docs)},
-    )
+    meta = {"start": start, "relations": relations, "evidence": [number[t] for t in chain_titles],
+            "documents": len(docs)}
+    return {"context": exact_length(HEADER + text, length), "question": question}, gold, meta
 
 
 def _entity(text: Any) -> str:

@@ -14,19 +14,7 @@ import random
 import uuid
 from typing import Any
 
-from programs.tasks.base import (
-    Example,
-    Suite,
-    TaskError,
-    as_text,
-    check_count,
-    check_knobs,
-    check_length,
-    example_id,
-    example_rng,
-    filler,
-    prediction_value,
-)
+from programs.tasks.base import Example, Suite, TaskError, as_text, build_examples, filler, prediction_value
 
 NAME = "needle"
 KNOBS = {"kind": "numbers", "values": 1, "distractors": 2, "depth": None, "haystack": "essay"}
@@ -72,27 +60,28 @@ def _insert_at_sentence(text: str, position: int, needle: str) -> str:
     return f"{text[:cut]}{needle} {text[cut:]}"
 
 
-def generate(n: int, length: int, seed: int = 0, **knobs: Any) -> list[Example]:
-    knobs = check_knobs(NAME, knobs, KNOBS, CHOICES)
-    check_count(NAME, n)
+def _validate(knobs: dict) -> None:
     values, distractors, depth = knobs["values"], knobs["distractors"], knobs["depth"]
     if not isinstance(values, int) or values < 1 or not isinstance(distractors, int) or distractors < 0:
         raise TaskError(f"suite {NAME!r}: values must be >= 1 and distractors >= 0")
     if depth is not None and not 0.0 <= float(depth) <= 1.0:
         raise TaskError(f"suite {NAME!r}: depth must be between 0 and 1, got {depth!r}")
+
+
+def _minimum(knobs: dict, length: int) -> tuple[int, str]:
+    count = knobs["values"] + knobs["distractors"]
     longest = len(needle_sentence(knobs["kind"], "x" * 20, "x" * 36)) + 1
-    check_length(NAME, length, longest * (values + distractors) + 200,
-                 f"{values + distractors} needles and some haystack")
-    examples = []
-    for i in range(n):
-        rng = example_rng(NAME, seed, i, length, knobs)
-        at = float(depth) if depth is not None else (i / (n - 1) if n > 1 else 0.5)
-        examples.append(_one(rng, i, n, length, seed, knobs, at))
-    return examples
+    return longest * count + 200, f"{count} needles and some haystack"
 
 
-def _one(rng: random.Random, i: int, n: int, length: int, seed: int, knobs: dict, depth: float) -> Example:
+def generate(n: int, length: int, seed: int = 0, **knobs: Any) -> list[Example]:
+    return build_examples(NAME, n, length, seed, knobs, defaults=KNOBS, choices=CHOICES, build=_one,
+                          minimum=_minimum, validate=_validate)
+
+
+def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int):
     kind = knobs["kind"]
+    depth = float(knobs["depth"]) if knobs["depth"] is not None else (index / (n - 1) if n > 1 else 0.5)
     keys = rng.sample([f"{a}-{b}" for a in _KEY_A for b in _KEY_B], 1 + knobs["distractors"])
     key = keys[0]
     seen: set[str] = set()
@@ -111,12 +100,8 @@ def _one(rng: random.Random, i: int, n: int, length: int, seed: int, knobs: dict
     # insert from the deepest needle up, so earlier positions stay valid
     for at, sentence in sorted(needles, key=lambda p: -p[0]):
         hay = _insert_at_sentence(hay, int(at * len(hay)), sentence)
-    return Example(
-        id=example_id(NAME, seed, i), suite=NAME,
-        inputs={"context": hay, "question": question_for(kind, key, len(gold))},
-        gold=gold, knobs=knobs, seed=seed, length=length,
-        meta={"key": key, "depth": round(depth, 4)},
-    )
+    inputs = {"context": hay, "question": question_for(kind, key, len(gold))}
+    return inputs, gold, {"key": key, "depth": round(depth, 4)}
 
 
 def score(example: Example, prediction: Any) -> float:

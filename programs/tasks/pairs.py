@@ -17,20 +17,8 @@ import random
 import re
 from typing import Any
 
-from programs.tasks.base import (
-    Example,
-    Suite,
-    TaskError,
-    as_text,
-    check_count,
-    check_knobs,
-    check_length,
-    exact_length,
-    example_id,
-    example_rng,
-    prediction_value,
-)
-from programs.tasks.records import LABELS, MIN_RECORD_CHARS, Records, header, make_records, render
+from programs.tasks.base import Example, Suite, as_text, build_examples, prediction_value
+from programs.tasks.records import LABELS, Records, minimum_length, records_context, users_check
 
 NAME = "pairs"
 PREDICATES = ("both", "both_min", "cross")
@@ -41,27 +29,17 @@ FORMAT = "List every such pair once, smaller ID first, one per line as (id1, id2
 
 
 def generate(n: int, length: int, seed: int = 0, **knobs: Any) -> list[Example]:
-    knobs = check_knobs(NAME, knobs, KNOBS, CHOICES)
-    check_count(NAME, n)
-    users = knobs["users"]
-    if not isinstance(users, int) or not 2 <= users <= MAX_USERS:
-        raise TaskError(f"suite {NAME!r}: users must be an int from 2 to {MAX_USERS} "
-                        f"(the pair list grows with its square), got {users!r}")
-    head = len(header(knobs["labelled"]))
-    check_length(NAME, length, head + 6 * MIN_RECORD_CHARS, "the header plus a handful of records")
-    examples = []
-    for i in range(n):
-        rng = example_rng(NAME, seed, i, length, knobs)
-        records = make_records(rng, length - head, users, knobs["labelled"])
-        kind = knobs["predicate"] if knobs["predicate"] != "mixed" else rng.choice(PREDICATES)
-        question, gold = ask(rng, records, kind)
-        examples.append(Example(
-            id=example_id(NAME, seed, i), suite=NAME,
-            inputs={"context": exact_length(render(records, knobs["labelled"]), length), "question": question},
-            gold=[list(p) for p in gold], knobs=knobs, seed=seed, length=length,
-            meta={"predicate": kind, "records": len(records.lines)},
-        ))
-    return examples
+    return build_examples(NAME, n, length, seed, knobs, defaults=KNOBS, choices=CHOICES, build=_one,
+                          minimum=minimum_length,
+                          validate=users_check(NAME, 2, MAX_USERS, " (the pair list grows with its square)"))
+
+
+def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int):
+    records, context = records_context(rng, knobs, length)
+    kind = knobs["predicate"] if knobs["predicate"] != "mixed" else rng.choice(PREDICATES)
+    question, gold = ask(rng, records, kind)
+    meta = {"predicate": kind, "records": len(records.lines)}
+    return {"context": context, "question": question}, [list(p) for p in gold], meta
 
 
 def _per_user(records: Records) -> dict[int, dict[str, int]]:

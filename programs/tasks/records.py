@@ -119,3 +119,27 @@ def month_name(year_month: tuple[int, int]) -> str:
 
 
 MIN_RECORD_CHARS = 120  # the longest line, with margin
+
+
+def minimum_length(knobs: dict, _length: int) -> tuple[int, str]:
+    return len(header(knobs["labelled"])) + 6 * MIN_RECORD_CHARS, "the header plus a handful of records"
+
+
+def users_check(suite: str, low: int, high: int, why: str = ""):
+    """A knob validator: ``users`` must be an int in [low, high]."""
+    from programs.tasks.base import TaskError
+
+    def validate(knobs: dict) -> None:
+        users = knobs["users"]
+        if not isinstance(users, int) or isinstance(users, bool) or not low <= users <= high:
+            raise TaskError(f"suite {suite!r}: users must be an int from {low} to {high}{why}, got {users!r}")
+
+    return validate
+
+
+def records_context(rng: random.Random, knobs: dict, length: int) -> tuple[Records, str]:
+    """Records filling ``length`` characters (header included) and the rendered context."""
+    from programs.tasks.base import exact_length
+
+    records = make_records(rng, length - len(header(knobs["labelled"])), knobs["users"], knobs["labelled"])
+    return records, exact_length(render(records, knobs["labelled"]), length)
