@@ -111,6 +111,7 @@ class RLMTuner:
         self.pruner, self.sampler, self.seed = pruner, sampler, seed
         self.proposer_lm = proposer_lm
         self.bootstrap = bootstrap or Bootstrap(max_demos=0)
+        self._notify: ProgressFn = _silent
         if hasattr(program, "named_predictors"):
             self.factory = factory_from_base(program)
         elif callable(program):
@@ -220,7 +221,9 @@ class RLMTuner:
 
     def _bootstrap_runs(self, program: Any, n: int) -> list[ScoredRun]:
         runs = []
-        for example in self._ordered_examples()[:n]:
+        examples = self._ordered_examples()[:n]
+        for done, example in enumerate(examples):
+            self._notify("bootstrap", done=done, total=len(examples))
             try:
                 prediction = program(**example_inputs(example))
                 trajectory = prediction.trajectory
@@ -245,6 +248,7 @@ class RLMTuner:
         from optuna.study import MaxTrialsCallback
         from optuna.trial import TrialState
 
+        self._notify = on_progress or _silent
         study = self._open_study()
         space = self._prepare_space(study)
         finished = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
@@ -252,14 +256,14 @@ class RLMTuner:
         remaining = max(0, self.n_trials - done)
         if remaining:
             study.optimize(
-                lambda trial: self._objective(trial, space, on_progress),
+                lambda trial: self._objective(trial, space),
                 n_trials=remaining,
                 catch=(TrialFailure,),
                 callbacks=[MaxTrialsCallback(self.n_trials, states=finished)],
             )
         return self._result(study, space)
 
-    def _objective(self, trial: Any, space: SearchSpace, on_progress: ProgressFn | None) -> Any:
+    def _objective(self, trial: Any, space: SearchSpace) -> Any:
         import optuna
 
         config = space.sample(trial)
@@ -268,7 +272,7 @@ class RLMTuner:
         examples = self._ordered_examples()
         stages = default_stages(len(examples))
         front = pareto_front(rows_from_study(trial.study)) if self.multi_objective else []
-        notify = on_progress or (lambda *args, **kw: None)
+        notify = self._notify
         notify("trial_start", number=trial.number, total=len(examples), config=config)
 
         def after_example(tally: Tally) -> None:
@@ -336,6 +340,10 @@ class RLMTuner:
         if not feasible:  # nothing fits the cap: report the cheapest, flagged
             return min(done, key=lambda r: (r.cost, -r.accuracy)), False
         return min(feasible, key=lambda r: (-r.accuracy, r.cost, r.number)), True
+
+
+def _silent(event: str, **info: Any) -> None:
+    """The default progress callback: events are ``bootstrap``, ``trial_start``, ``example``, ``trial_end``."""
 
 
 def _signature_text(signature: Any) -> str:

@@ -41,7 +41,9 @@ class _TrialProgress:
         self.examples = progress.add_task("trial", total=1, visible=False)
 
     def __call__(self, event: str, **info) -> None:
-        if event == "trial_start":
+        if event == "bootstrap":  # runs of the base program before the search, for proposals/demos
+            self.progress.console.print(f"bootstrap run {info['done'] + 1}/{info['total']}")
+        elif event == "trial_start":
             self.progress.reset(self.examples, total=info["total"], visible=True,
                                 description=f"trial {info['number']}")
         elif event == "example":
@@ -120,7 +122,12 @@ def _run(*, suite, lm, api_base, trials, objective, cost_unit, cost_cap, storage
     out.mkdir(parents=True, exist_ok=True)
     table = result.to_table()
     (out / "front.txt").write_text(table + "\n")
-    plot = result.plot(out / "front.png") if result.trial is not None else None
+    plot = None
+    if result.trial is not None:
+        try:
+            plot = result.plot(out / "front.png")
+        except UserError as exc:  # matplotlib missing: the study and table are still good
+            console.print(f"[yellow]no plot:[/yellow] {escape(str(exc))}")
     if result.program is not None:
         result.save(out / "best")
     print(f"Pareto front ({len(result.front)} of {len(result.rows)} trials):")
