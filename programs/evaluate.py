@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import io
 import json
 import math
 import threading
@@ -134,9 +135,9 @@ class EvalResult(BaseModel):
     def render(self, width: int = 140) -> str:
         from rich.console import Console
 
-        console = Console(width=width, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+        console = Console(width=width, file=io.StringIO())
         console.print(self.table())
-        return console.export_text()
+        return console.file.getvalue()
 
 
 # ------------------------------------------------------------------ the run directory
