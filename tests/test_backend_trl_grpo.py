@@ -86,6 +86,10 @@ def test_two_grpo_steps_with_rlm_rollouts_save_a_loadable_adapter(tmp_path, tiny
     # appended between turns (env_mask 0 tokens)
     assert result.metrics["rollout/turns"] >= 1
     history = json.loads((tmp_path / "out" / "log_history.json").read_text())
+    # REPL feedback tokens were in the sequences but out of the loss: TRL counts only env_mask=1
+    # tokens as completion length, and the policy writes at most 8 tokens per root call
+    assert result.metrics["rollout/env_tokens"] > 0
+    assert all(h["completions/max_length"] <= 8 * (2 + 1) for h in history if "completions/max_length" in h)
     assert [h["step"] for h in history if "reward" in h] == [1, 2]
     assert any(h.get("reward_std", 0) > 0 for h in history)  # rewards differed within a group
     loaded = PeftModel.from_pretrained(

@@ -18,7 +18,7 @@ import pytest
 
 from optimizers.backends.base import TrainJob, get_backend
 from optimizers.backends.testing import write_dataset
-from optimizers.compile.schema import ChatMessage, RewardSpec, RLRow
+from optimizers.compile.schema import ChatMessage, RewardSpec, RLRow, SFTRow
 from rlmkit.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -139,6 +139,8 @@ os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 from verifiers.v1.configs.taskset import TasksetConfig
 from verifiers.v1.utils.loaders import environment_class, load_taskset
 from prime_rl.configs.rl import RLConfig
+from prime_rl.configs.sft import SFTConfig
+sft = SFTConfig.model_validate(tomllib.loads(open(sys.argv[4]).read()))
 tasks = list(load_taskset(TasksetConfig(id="sum-rlm")))
 config = RLConfig.model_validate(tomllib.loads(open(sys.argv[3]).read()))
 print("RESULT" + json.dumps({
@@ -146,6 +148,7 @@ print("RESULT" + json.dumps({
     "prompts": [t.data.prompt[0].content for t in tasks],
     "group_size": config.orchestrator.group_size,
     "source_env": type(config.orchestrator.train.source[0].env).__name__,
+    "sft_lora_rank": sft.model.lora.rank,
 }))
 """
 
@@ -166,8 +169,27 @@ def test_v1_taskset_loads_and_prime_rl_accepts_the_rl_config(tmp_path):
         options={"env_id": "sum-rlm"},
     )
     rl_toml = get_backend("prime-rl").run(job).artifact
+    sft_data = write_dataset(
+        tmp_path / "sft",
+        {
+            "train": [
+                SFTRow(
+                    id="s",
+                    task_id="t",
+                    prompt=[ChatMessage(role="user", content="q")],
+                    completion=[ChatMessage(role="assistant", content="a")],
+                    messages=[
+                        ChatMessage(role="user", content="q"),
+                        ChatMessage(role="assistant", content="a"),
+                    ],
+                )
+            ]
+        },
+    )
+    sft_job = job.model_copy(update={"kind": "sft", "dataset": sft_data, "output_dir": tmp_path / "sft-out"})
+    sft_toml = get_backend("prime-rl").run(sft_job).artifact
     done = subprocess.run(
-        [V1_PYTHON, "-c", V1_CHECK, str(root), str(REPO), str(rl_toml)],
+        [V1_PYTHON, "-c", V1_CHECK, str(root), str(REPO), str(rl_toml), str(sft_toml)],
         check=False,
         cwd=REPO,
         capture_output=True,
@@ -179,3 +201,4 @@ def test_v1_taskset_loads_and_prime_rl_accepts_the_rl_config(tmp_path):
     result = json.loads(line[len("RESULT") :])
     assert result["env"] == "RLMEnv" and result["prompts"] == ["sum of 0..3", "sum of 0..4"]
     assert result["group_size"] == 4 and result["source_env"] == "RLMEnvConfig"
+    assert result["sft_lora_rank"] == 8

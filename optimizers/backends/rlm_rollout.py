@@ -145,6 +145,7 @@ class RLMRollout:
         self.scorers: dict[str, Any] = {}
         self.metrics: dict[str, list[float]] = {
             "rollout/turns": [],
+            "rollout/env_tokens": [],
             "rollout/prefix_breaks": [],
             "rollout/failed": [],
         }
@@ -177,6 +178,9 @@ class RLMRollout:
                 result["rlm_reward"].append(reward)
                 self.metrics["rollout/turns"].append(float(len(policy.calls)))
                 self.metrics["rollout/prefix_breaks"].append(float(stitched.prefix_breaks))
+                self.metrics["rollout/env_tokens"].append(
+                    float(len(stitched.env_mask) - sum(stitched.env_mask))
+                )
         result["logprobs"] = (
             None  # no importance-sampling correction: rollouts come from the model being trained
         )
