@@ -110,7 +110,8 @@ def test_rollout_scores_a_real_rlm_run_with_the_rows_scorer(tmp_path, tiny_model
 
     with ScriptedServer(policy) as server:
         reward = rollout._play(rl_row(4), server.url)
-    assert reward == 1.0
+    assert SCORED, "the scorer was not called"
+    assert reward == 1.0, SCORED[-1][1].trajectory  # on failure, show what the RLM did
     example, prediction = SCORED[-1]
     assert example["gold"] == 6 and prediction.answer == 6
 

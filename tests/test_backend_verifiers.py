@@ -73,6 +73,21 @@ def test_export_writes_an_installable_package(tmp_path):
     assert "vf-eval sum-rlm" in result.command
 
 
+def run_script(python: str, script: str, *args: object) -> dict:
+    """Run ``script`` under another interpreter; it prints one line ``RESULT<json>``."""
+    done = subprocess.run(
+        [python, "-c", script, *map(str, args)],
+        check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT")), None)
+    assert line, done.stderr[-3000:]
+    return json.loads(line[len("RESULT") :])
+
+
 def test_bad_env_id_and_scorer(tmp_path):
     with pytest.raises(ConfigError, match="env_id"):
         export(tmp_path / "a", env_id="Bad_Name")
@@ -113,17 +128,7 @@ def test_classic_environment_evaluates_against_a_scripted_server(tmp_path):
             f"no interpreter with verifiers {'>=0.1.11,<0.4'} at {CLASSIC_PYTHON} (see module docstring)"
         )
     root = export(tmp_path).artifact
-    done = subprocess.run(
-        [CLASSIC_PYTHON, "-c", EVALUATE, str(root), str(REPO)],
-        check=False,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT")), None)
-    assert line, done.stderr[-3000:]
-    result = json.loads(line[len("RESULT") :])
+    result = run_script(CLASSIC_PYTHON, EVALUATE, root, REPO)
     assert result["version"].startswith(("0.1.", "0.2.", "0.3."))
     assert [r["reward"] for r in result["rows"]] == [1.0, 1.0]  # the scorer saw the RLM's typed answers
     assert result["requests"] == 4  # two root turns per rollout: look, then SUBMIT
@@ -188,17 +193,7 @@ def test_v1_taskset_loads_and_prime_rl_accepts_the_rl_config(tmp_path):
     )
     sft_job = job.model_copy(update={"kind": "sft", "dataset": sft_data, "output_dir": tmp_path / "sft-out"})
     sft_toml = get_backend("prime-rl").run(sft_job).artifact
-    done = subprocess.run(
-        [V1_PYTHON, "-c", V1_CHECK, str(root), str(REPO), str(rl_toml), str(sft_toml)],
-        check=False,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT")), None)
-    assert line, done.stderr[-3000:]
-    result = json.loads(line[len("RESULT") :])
+    result = run_script(V1_PYTHON, V1_CHECK, root, REPO, rl_toml, sft_toml)
     assert result["env"] == "RLMEnv" and result["prompts"] == ["sum of 0..3", "sum of 0..4"]
     assert result["group_size"] == 4 and result["source_env"] == "RLMEnvConfig"
     assert result["sft_lora_rank"] == 8

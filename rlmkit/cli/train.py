@@ -82,22 +82,18 @@ def train_command(
         if list_backends:
             _list()
             return
-        _run(
-            job_file,
-            backend,
-            kind,
-            dataset,
-            base_model,
-            output_dir,
-            steps,
-            lr,
-            batch_size,
-            group_size,
-            max_turns,
-            lora_rank,
-            option,
-            dry_run,
-        )
+        flags = {
+            "kind": kind,
+            "dataset": dataset,
+            "base_model": base_model,
+            "output_dir": output_dir,
+            "steps": steps,
+            "lr": lr,
+            "batch_size": batch_size,
+            "group_size": group_size,
+            "max_turns": max_turns,
+        }
+        _run(job_file, backend, flags, lora_rank, option, dry_run)
     except RLMKitError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from exc
@@ -116,37 +112,11 @@ def _list() -> None:
         out.print(f"{name:14} {status}")
 
 
-def _run(
-    job_file,
-    backend,
-    kind,
-    dataset,
-    base_model,
-    output_dir,
-    steps,
-    lr,
-    batch_size,
-    group_size,
-    max_turns,
-    lora_rank,
-    option,
-    dry_run,
-) -> None:
+def _run(job_file, backend, flags: dict[str, Any], lora_rank, option, dry_run) -> None:
     from optimizers.backends.base import TrainJob, TrainJobError, get_backend
 
     if not backend:
         raise TrainJobError("--backend is required (see rlmkit train --list)")
-    flags: dict[str, Any] = {
-        "kind": kind,
-        "dataset": dataset,
-        "base_model": base_model,
-        "output_dir": output_dir,
-        "steps": steps,
-        "lr": lr,
-        "batch_size": batch_size,
-        "group_size": group_size,
-        "max_turns": max_turns,
-    }
     flags = {key: value for key, value in flags.items() if value is not None}
     if job_file is not None:
         base = TrainJob.load(job_file)
