@@ -84,41 +84,37 @@ def measure_clients(url: str, calls: int, rounds: int) -> list[tuple[str, float,
     def litellm_acall() -> object:
         return litellm.acompletion(model="openai/scripted", api_base=url, api_key="x", messages=MESSAGES)
 
-    # measure plain litellm before rlmkit touches any litellm setting
-    clients: dict[str, Callable[[int], tuple[float, float]]] = {
-        "raw httpx (one shared client)": lambda n: per_call_ms(
-            lambda: http.post(url + "/chat/completions", json=body).json(), n
-        ),
+    raw = {"raw httpx (one shared client)": lambda n: per_call_ms(
+        lambda: http.post(url + "/chat/completions", json=body).json(), n
+    )}  # fmt: skip
+    # Phase 1, plain litellm: before rlmkit changes any process-wide litellm setting.
+    results = run_rounds(raw | {
         "litellm.completion": lambda n: per_call_ms(litellm_call, n),
         "litellm.acompletion": lambda n: async_per_call_ms(litellm_acall, n),
-    }
-    results: dict[str, list[tuple[float, float]]] = {name: [] for name in clients}
-    for measure in clients.values():
-        measure(5)  # warm up connection pools and litellm's lazy imports
-    results["litellm.completion"].append(clients["litellm.completion"](calls))
-    results["litellm.acompletion"].append(clients["litellm.acompletion"](calls))
+    }, calls, rounds)  # fmt: skip
     from rlmkit.lm import LM
 
     lm = LM("openai/scripted", api_base=url, api_key="x", cache=False)
     cached = LM("openai/scripted", api_base=url, api_key="x", cache=Path(tempfile.mkdtemp()))
     cached.complete(MESSAGES)
-    clients |= {
+    # Phase 2, rlmkit; raw httpx runs in both phases, so a change in the machine's load shows.
+    for name, values in run_rounds(raw | {
         "rlmkit.LM.complete": lambda n: per_call_ms(lambda: lm.complete(MESSAGES), n),
         "rlmkit.LM.acomplete": lambda n: async_per_call_ms(lambda: lm.acomplete(MESSAGES), n),
         "rlmkit.LM.complete, cache hit": lambda n: per_call_ms(lambda: cached.complete(MESSAGES), n),
-    }
-    for name in clients:
-        results.setdefault(name, [])
-        clients[name](5)
+    }, calls, rounds).items():  # fmt: skip
+        results[name + (" (phase 2)" if name in results else "")] = values
+    return [(name, min(w for w, _ in values), min(c for _, c in values)) for name, values in results.items()]
+
+
+def run_rounds(clients: dict[str, Callable[[int], tuple[float, float]]], calls: int, rounds: int) -> dict:
+    for measure in clients.values():
+        measure(5)  # warm up connection pools and lazy imports
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in clients}
     for _ in range(rounds):
         for name, measure in clients.items():
-            if name.startswith("litellm.") and len(results[name]) >= rounds:
-                continue
             results[name].append(measure(calls))
-    return [
-        (name, statistics.median(w for w, _ in values), statistics.median(c for _, c in values))
-        for name, values in results.items()
-    ]
+    return results
 
 
 def local_generation(prompts: int, max_tokens: int) -> list[tuple[str, float, float]]:
@@ -175,7 +171,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--calls", type=int, default=100)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--local", action="store_true", help="also measure the embedded model's tokens/s")
     parser.add_argument("--prompts", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=64)

@@ -100,5 +100,20 @@ def test_real_generation_through_the_embedded_model(capfd):
     assert "5" in reply.text
     assert 0 < reply.usage.completion_tokens <= 12 and reply.usage.prompt_tokens > 5
     assert reply.usage.cost == 0.0 and not reply.cached
+    assert reply.model == "qwen2.5-coder-1.5b-instruct"  # the server's alias, not a file path
     err = capfd.readouterr().err
     assert "slot" not in err and "llama" not in err  # llama.cpp's logs stay in the log file
+
+
+def test_no_configured_lm_falls_back_to_the_embedded_model_and_says_so_once(caplog, monkeypatch):
+    import rlmkit.lm as lm_module
+
+    monkeypatch.setattr(lm_module, "_announced_local", False)
+    lm_module.configure(None)
+    import dspy
+
+    with dspy.context(lm=None), caplog.at_level("WARNING", logger="rlmkit"):  # nothing configured anywhere
+        first, second = lm_module.resolve_lm(None), lm_module.resolve_lm(None)
+    assert first.model == second.model == LOCAL_MODEL_NAME and first.api_base == second.api_base
+    notes = [r for r in caplog.records if "embedded local model" in r.getMessage()]
+    assert len(notes) == 1

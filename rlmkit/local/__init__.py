@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from rlmkit.local.model_file import EMBEDDED_MODEL, ModelSpec, ensure_model, models_dir
-from rlmkit.local.server import LocalServer, LocalServerConfig, shared_server
+from rlmkit.local.server import MODEL_ALIAS, LocalServer, LocalServerConfig, shared_server
 
-LOCAL_MODEL_NAME = "openai/qwen2.5-coder-1.5b-instruct"
+LOCAL_MODEL_NAME = f"openai/{MODEL_ALIAS}"
 
 
 def local_lm(config: LocalServerConfig | None = None, *, progress=None, **lm_kwargs: Any):

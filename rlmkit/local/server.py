@@ -20,6 +20,8 @@ from typing import Self
 
 from rlmkit.errors import LocalModelError
 
+MODEL_ALIAS = "qwen2.5-coder-1.5b-instruct"  # what the server calls its model, instead of a file path
+
 
 @dataclass(frozen=True)
 class LocalServerConfig:
@@ -59,7 +61,7 @@ class LocalServer:
             sys.executable, "-m", "rlmkit.local.server_process",
             "--model", str(self.model_path), "--log", str(self.log_path),
             "--port", str(cfg.port), "--ctx", str(cfg.ctx),
-            "--parallel", str(cfg.parallel), "--threads", str(cfg.threads),
+            "--parallel", str(cfg.parallel), "--threads", str(cfg.threads), "--alias", MODEL_ALIAS,
         ]  # fmt: skip
         self._proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True

@@ -23,6 +23,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--ctx", type=int, default=16384, help="total context, shared by all slots")
     parser.add_argument("--parallel", type=int, default=4)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--alias", default="", help="model name the server reports (not its file path)")
     return parser.parse_args(argv)
 
 
@@ -46,6 +47,8 @@ def main(argv: list[str] | None = None) -> None:
 
     params = xllamacpp.CommonParams()
     params.model.path = args.model
+    if args.alias:
+        params.model_alias = {args.alias}
     params.n_ctx = args.ctx
     params.n_parallel = args.parallel
     params.kv_unified = True  # slots share one KV pool: a long prompt may use most of n_ctx
