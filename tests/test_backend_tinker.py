@@ -98,10 +98,18 @@ def test_rl_loop_samples_scores_and_trains_on_advantages(tmp_path, tokenizer):
     # sampling for step 2 uses the weights after step 1's optimizer step
     refresh = [c[1]["after_steps"] for c in fake.calls if c[0] == "save_weights_and_get_sampling_client"]
     assert refresh == [0, 1]
-    training = fake  # every datum carried per-token advantages that sum to zero within each group
+    # each group of 4 samples trains on group-centred advantages: they sum to zero per group
+    datums = fake.training_clients[0].seen_datums
+    per_sample = [max(d.loss_fn_inputs["advantages"].tolist(), key=abs) for d in datums]
+    assert any(per_sample)
+    for start in range(0, len(per_sample), 4):
+        assert abs(sum(per_sample[start : start + 4])) < 1e-4
+    # the prompt's tokens carry no advantage; the sampled tokens carry the sample's advantage
+    first = datums[0].loss_fn_inputs["advantages"].tolist()
+    assert first[0] == 0.0 and first[-1] == per_sample[0]
     history = json.loads((tmp_path / "o" / "tinker" / "history.json").read_text())
     assert all(h["datums"] == 8 for h in history) and result.metrics["first_reward"] > 0
-    assert training.calls[0][1]["rank"] == 16
+    assert fake.calls[0][1]["rank"] == 16
 
 
 def test_fake_refuses_misaligned_datums(tokenizer):

@@ -158,12 +158,15 @@ class FakeServiceClient:
         self.vocab_size = len(tokenizer)
         self.rng = random.Random(seed)
         self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.training_clients: list[FakeTrainingClient] = []
 
     def create_lora_training_client(self, base_model: str, rank: int = 32, **kwargs: Any) -> Done:
         if rank < 1:
             raise FakeTinkerError("rank must be >= 1")
         self.calls.append(("create_lora_training_client", {"base_model": base_model, "rank": rank, **kwargs}))
-        return Done(FakeTrainingClient(self, base_model, rank))
+        client = FakeTrainingClient(self, base_model, rank)
+        self.training_clients.append(client)
+        return Done(client)
 
     def names(self) -> list[str]:
         return [name for name, _ in self.calls]
