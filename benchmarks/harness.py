@@ -9,9 +9,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import psutil
 
@@ -72,7 +73,9 @@ class RssSampler:
 
     def now(self) -> int:
         """The driver's RSS plus each descendant's USS (its private pages). RSS alone would count
-        a just-forked child (pages still shared with its parent before exec) as a full copy."""
+        a just-forked child (pages still shared with its parent) as a full copy; a child that has
+        not exec'd yet (same command line as its parent: vfork shares the parent's memory, so even
+        its USS is the parent's) is skipped."""
         try:
             total = self.proc.memory_info().rss
             children = self.proc.children(recursive=True)
@@ -80,6 +83,8 @@ class RssSampler:
             return 0
         for proc in children:
             try:
+                if proc.cmdline() == psutil.Process(proc.ppid()).cmdline():
+                    continue
                 total += proc.memory_full_info().uss
             except psutil.Error:
                 pass  # a worker that just exited
@@ -101,13 +106,14 @@ class RssSampler:
 class Driver:
     """One framework's driver process: imports the framework once, then runs jobs."""
 
-    def __init__(self, name: str, script: str, python: str | os.PathLike, log_path: Path):
+    def __init__(self, name: str, log_path: Path):
+        command, python, self.convention = FRAMEWORKS[name]
         self.name = name
-        self._stderr = open(log_path, "w")
+        self._stderr = open(log_path, "w")  # noqa: SIM115 - lives as long as the driver
         env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONUNBUFFERED": "1"}
         env["PYTHONPATH"] = ""  # peers must not see rlmkit or the system site-packages
         started = time.monotonic()
-        self.proc = subprocess.Popen([str(python), str(HERE / "peers" / script)], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([str(python), str(HERE / "peers" / command[0]), *command[1:]], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=env, cwd=HERE)
         self.sampler = RssSampler(self.proc.pid)
         hello = self._read(timeout=300)
@@ -154,11 +160,15 @@ class Driver:
         self._stderr.close()
 
 
-FRAMEWORKS = {  # name -> (driver script, which python)
-    "rlmkit": ("rlmkit_driver.py", sys.executable),
-    "dspy.RLM": ("dspy_driver.py", PEERS_PYTHON),
-    "rlms": ("rlms_driver.py", PEERS_PYTHON),
+FRAMEWORKS = {  # name -> (driver command line, which python, whose conventions the scripted root uses)
+    "rlmkit": (["rlmkit_driver.py"], sys.executable, "rlmkit"),
+    "dspy.RLM": (["dspy_driver.py"], PEERS_PYTHON, "dspy.RLM"),
+    "rlms": (["rlms_driver.py"], PEERS_PYTHON, "rlms"),
+    # Diagnostic, not a product: rlmkit with its model calls sent by one shared httpx client instead of
+    # litellm, to show how much of rlmkit's time per turn is its LM client (see rlmkit_driver.py).
+    "rlmkit+httpx": (["rlmkit_driver.py", "--httpx"], sys.executable, "rlmkit"),
 }
+DEFAULT_FRAMEWORKS = ["rlmkit", "dspy.RLM", "rlms", "rlmkit+httpx"]
 
 
 def busy_union(hits: list[Hit], lo: float, hi: float) -> float:

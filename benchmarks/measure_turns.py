@@ -9,10 +9,12 @@ client included. Start-up is from the call to the first root request.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from typing import Any
 
 from harness import Driver, Hit, RecordingServer, busy_union
+
 from scripts import make_responder
 
 EXPECTED_ANSWER = "8 ok"
@@ -24,7 +26,7 @@ def analyse_run(run: dict[str, Any], hits: list[Hit]) -> dict[str, Any]:
     if not roots:
         return {"error": "no root request reached the server"}
     edges = [h.start for h in roots] + [run["end"]]
-    turns = [(b - a) - busy_union(mine, a, b) for a, b in zip(edges, edges[1:])]
+    turns = [(b - a) - busy_union(mine, a, b) for a, b in itertools.pairwise(edges)]
     return {
         "startup_s": roots[0].start - run["start"],
         "turn_overheads_s": turns,
@@ -38,14 +40,15 @@ def analyse_run(run: dict[str, Any], hits: list[Hit]) -> dict[str, Any]:
 
 
 def measure(driver: Driver, server: RecordingServer, sizes: list[int], repeats: int,
-            timeout_for: dict[int, float]) -> dict[str, Any]:
+            timeout_for: dict[int, float], repeats_for: dict[int, int] | None = None) -> dict[str, Any]:
     """Per size: medians over all turns of all repeats, peak RSS over the process tree, log bytes."""
-    server.configure(make_responder(driver.name, "turns"))
+    server.configure(make_responder(driver.convention, "turns"))
     out: dict[str, Any] = {}
     for size in sizes:
         server.take_hits()
         try:
-            result = driver.run({"url": server.url, "size": size, "repeats": repeats}, timeout=timeout_for.get(size, 180))
+            job = {"url": server.url, "size": size, "repeats": (repeats_for or {}).get(size, repeats)}
+            result = driver.run(job, timeout=timeout_for.get(size, 180))
         except TimeoutError as exc:
             out[str(size)] = {"error": str(exc)}
             break  # the driver was killed; larger sizes would only take longer

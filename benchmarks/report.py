@@ -65,12 +65,10 @@ def _per_size(results: dict[str, Any], names: list[str], key: str) -> list[tuple
 def render(results: dict[str, Any]) -> str:
     meta = results["meta"]
     names = [n for n in results["frameworks"]]
-    out = [
-        f"Measured {meta['date']} on {meta['machine']} ({meta['note']}). Versions: {meta['versions']}. "
-        f"Scripted OpenAI-compatible server on 127.0.0.1; ratios are to the best peer (lower is better). "
-        f"dspy.RLM runs on its `LocalInterpreter`: its default Deno/Pyodide sandbox cannot start offline.",
-        "",
-    ]
+    header = (f"Measured {meta['date']} on {meta['machine']} ({meta['note']}). Versions: {meta['versions']}. "
+              "Scripted OpenAI-compatible server on 127.0.0.1; ratios are to the best peer (lower is better). "
+              "dspy.RLM runs on its `LocalInterpreter`: its default Deno/Pyodide sandbox cannot start offline.")
+    out = [header, ""]
     out += _table("(1) Framework time per turn, median (server time excluded)", _per_size(results, names, "turn_overhead_median_s"), names, _ms)
     out += _table("(1) Start-up: call to first model request, median", _per_size(results, names, "startup_median_s"), names, _ms)
     rows = [("import", {n: results["imports"].get(n) for n in names})]
@@ -99,24 +97,26 @@ def render(results: dict[str, Any]) -> str:
             row = scaling.get(n, {}).get("by_n", {}).get(str(count))
             values[n] = "not run" if row is None else (_short_error(row) if "error" in row else row["ratio"])
         rows.append((f"N={count}", values))
-    conc = ", ".join(f"{n} {scaling[n]['concurrency']}" for n in names if n in scaling)
-    out += _table(f"(2) Sub-call fan-out: wall / ideal ceil(N/concurrency) x 200 ms (concurrency: {conc})", rows,
-                  names, lambda v: "-" if v is None else f"{v:.2f}")
+    if rows:
+        conc = ", ".join(f"{n} {scaling[n]['concurrency']}" for n in names if n in scaling)
+        out += _table(f"(2) Sub-call fan-out: wall / ideal ceil(N/concurrency) x 200 ms (concurrency: {conc})",
+                      rows, names, lambda v: "-" if v is None else f"{v:.2f}")
 
     depth = results.get("depth2", {})
-    values = {n: (_short_error(depth[n]) if "error" in depth.get(n, {"error": "not run"}) else depth[n]["ratio"])
-              for n in names}
-    out += _table("(5) Depth 2: 16 child RLMs at once, wall / ideal (2 x 200 ms)", [("16 children", values)], names,
-                  lambda v: "-" if v is None else f"{v:.2f}")
-    out += [f"- {n}: {results['depth2_how'][n]}" for n in names if n in results.get("depth2_how", {})] + [""]
+    if depth:
+        values = {n: _short_error(depth[n]) if "error" in depth.get(n, {"error": "not run"}) else depth[n]["ratio"]
+                  for n in names}
+        out += _table("(5) Depth 2: 16 child RLMs at once, wall / ideal (2 x 200 ms)", [("16 children", values)],
+                      names, lambda v: "-" if v is None else f"{v:.2f}")
+        out += [f"- {n}: {results['depth2_how'][n]}" for n in names if n in results.get("depth2_how", {})] + [""]
 
     clients = results.get("clients", {})
     if "ms_per_call" in clients:
         ms = clients["ms_per_call"]
         best = min(ms[k] for k in ("openai client", "dspy.LM", "litellm.completion") if k in ms)
-        out += [f"**(7) LM client cost per call** ({clients['calls']} calls x {clients['rounds']} rounds, median round; "
-                f"server {clients['server_ms_per_call']:.2f} ms/call)", "", "| client | ms/call | vs best peer client |",
-                "|---|---:|---:|"]
+        title = (f"**(7) LM client cost per call** ({clients['calls']} calls x {clients['rounds']} rounds, "
+                 f"median round; server {clients['server_ms_per_call']:.2f} ms/call)")
+        out += [title, "", "| client | ms/call | vs best peer client |", "|---|---:|---:|"]
         out += [f"| {k} | {v:.2f} | x{v / best:.2f} |" for k, v in ms.items()] + [""]
     elif clients:
         out += [f"**(7) LM client cost**: {clients.get('error', 'not run')}", ""]

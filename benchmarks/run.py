@@ -26,13 +26,13 @@ os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
-import measure_clients  # noqa: E402
-import measure_fanout  # noqa: E402
-import measure_turns  # noqa: E402
-import report  # noqa: E402
-from harness import FRAMEWORKS, Driver, RecordingServer  # noqa: E402
-from peers import peer_env  # noqa: E402
-from verdicts import verdicts  # noqa: E402
+import measure_clients
+import measure_fanout
+import measure_turns
+import report
+from harness import DEFAULT_FRAMEWORKS, FRAMEWORKS, Driver, RecordingServer
+from peers import peer_env
+from verdicts import verdicts
 
 DEPTH2_HOW = {
     "rlmkit": "`rlm_query_batched` of 16 prompts; each child is an RLM with its own sandbox worker.",
@@ -40,6 +40,7 @@ DEPTH2_HOW = {
                 "and runs 16 of them in a ThreadPoolExecutor.",
     "rlms": "`rlm_query_batched` with `max_depth=2`, `max_concurrent_subcalls=16` (children in threads, "
             "in-process `local` REPLs).",
+    "rlmkit+httpx": "as rlmkit.",
 }
 
 
@@ -52,15 +53,14 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
 
 def bench_framework(name: str, cfg: dict[str, Any], server: RecordingServer, results: dict[str, Any],
                     logs: Path, skip_fanout: bool) -> None:
-    script, python = FRAMEWORKS[name]
-    driver = Driver(name, script, python, logs / f"{name}.log")
+    driver = Driver(name, logs / f"{name}.log")
     try:
         results["imports"][name] = driver.import_s
         measure_turns.measure(driver, server, [1_000], 1, {})  # warm-up: lazy imports, first connections
         results["turns"][name] = measure_turns.measure(driver, server, cfg["sizes"], cfg["repeats"],
-                                                       {10**7: 240, 10**8: 300})
+                                                       {10**7: 240, 10**8: 300}, {10**8: 2})
         if driver.proc.poll() is not None:  # killed after a timeout: a fresh one for the rest
-            driver = Driver(name, script, python, logs / f"{name}-2.log")
+            driver = Driver(name, logs / f"{name}-2.log")
         if not skip_fanout:
             results["subcalls"][name] = measure_fanout.subcall_scaling(driver, server, cfg["counts"], 0.2)
             results["depth2"][name] = measure_fanout.depth2(driver, server, 16, 0.2)
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes and fewer repeats")
     parser.add_argument("--local", action="store_true", help="also measure the embedded model (needs its 1.1 GB file)")
-    parser.add_argument("--frameworks", default=",".join(FRAMEWORKS), help="comma-separated subset")
+    parser.add_argument("--frameworks", default=",".join(DEFAULT_FRAMEWORKS), help="comma-separated subset")
     parser.add_argument("--sizes", help="comma-separated context sizes in characters (overrides the plan)")
     parser.add_argument("--repeats", type=int, help="runs per size (overrides the plan)")
     parser.add_argument("--skip-fanout", action="store_true", help="skip sub-call scaling and depth 2")
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.local:
         results["embedded"] = measure_clients.embedded_model(prompts=3, max_tokens=64)
     results["meta"] = {
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {_memory_gib():.0f} GiB",
         "note": args.note or f"load average {os.getloadavg()[0]:.1f} at the end",
         "versions": ", ".join(f"{k} {v}" for k, v in versions.items()),

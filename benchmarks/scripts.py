@@ -41,14 +41,15 @@ def subcall_steps(n: int) -> list[str]:
 def depth2_steps(framework: str, children: int) -> list[str]:
     """The root fans out ``children`` child RLMs at once."""
     if framework == "dspy.RLM":  # no rlm_query: its sandboxed dspy facade builds sub-RLMs; threads fan out
-        return [
+        code = (
             "import dspy\nfrom concurrent.futures import ThreadPoolExecutor\n"
             "def child(i):\n"
             "    return dspy.RLM('context, query -> answer')(context='BENCH-CHILD %d' % i, query='BENCH-CHILD %d' % i).answer\n"
             f"with ThreadPoolExecutor({children}) as pool:\n"
             f"    rs = list(pool.map(child, range({children})))\n"
             "answer_text = str(len(rs)); print(rs)"
-        ]
+        )
+        return [code]
     return [f"rs = rlm_query_batched(['BENCH-CHILD %d' % i for i in range({children})])\nanswer_text = str(len(rs)); print(rs)"]
 
 

@@ -29,9 +29,16 @@ def verdicts(results: dict[str, Any]) -> list[str]:
         lines.append(f"{_mark(not slow)}: start-up under 0.2 s" + (f" (not at {', '.join(slow)})." if slow else "."))
         big = [s for s in sizes if s >= 10**7]
         if big:
-            ratios = {s: (turns[str(s)]["rss_peak"] - turns[str(s)]["rss_base"]) / s for s in big}
-            lines.append(f"{_mark(all(r <= 2.5 for r in ratios.values()))}: memory added by a run <= 2.5x the "
-                         f"context (" + ", ".join(f"{s:.0e}: {r:.2f}x" for s, r in ratios.items()) + ").")
+            added = {s: turns[str(s)]["rss_peak"] - turns[str(s)]["rss_base"] for s in big}
+            ratios = {s: added[s] / s for s in big}
+            line = (f"{_mark(all(r <= 2.5 for r in ratios.values()))}: memory added by a run <= 2.5x the context, "
+                    "the caller's own copy included (" + ", ".join(f"{s:.0e}: {r:.2f}x" for s, r in ratios.items()) + ")")
+            if len(big) >= 2:
+                lo, hi = big[0], big[-1]
+                slope = (added[hi] - added[lo]) / (hi - lo)
+                line += (f"; {slope:.2f} bytes per extra character, plus about {(added[lo] - slope * lo) / 1e6:.0f} MB "
+                         "fixed per run (the sandbox worker's interpreter)")
+            lines.append(line + ".")
         logs = [turns[str(s)]["log_bytes"] for s in sizes]
         lines.append(f"{_mark(max(logs) <= 1.1 * min(logs))}: log size independent of the context "
                      f"({min(logs) / 1e3:.1f}-{max(logs) / 1e3:.1f} kB per run).")
@@ -45,6 +52,7 @@ def verdicts(results: dict[str, Any]) -> list[str]:
             worst_n = max(within, key=within.get)
             lines.append(f"{_mark(within[worst_n] <= 1.15)}: sub-calls within 15% of ideal up to concurrency {conc} "
                          f"(worst N={worst_n}: {within[worst_n]:.2f}x ideal).")
+    lines += _diagnostic(results)
     depth = results.get("depth2", {}).get("rlmkit")
     if depth and depth.get("ratio"):
         lines.append(f"(no numeric target) depth 2, 16 children: {depth['wall_s']:.2f} s = {depth['ratio']:.2f}x ideal.")
@@ -61,3 +69,19 @@ def verdicts(results: dict[str, Any]) -> list[str]:
         lines.append(f"{_mark(ratio >= 0.95)}: embedded model through rlmkit at {ratio:.2f}x the raw runtime's "
                      "tokens/s (target >= 0.95).")
     return lines
+
+
+def _diagnostic(results: dict[str, Any]) -> list[str]:
+    """What the rlmkit+httpx column (litellm swapped for one httpx client) says about the misses."""
+    turns = results.get("turns", {}).get("rlmkit+httpx", {})
+    sizes = _sizes(turns)
+    if not sizes:
+        return []
+    worst = max(turns[str(s)]["turn_overhead_median_s"] for s in sizes)
+    line = f"(diagnostic) with litellm replaced by one shared httpx client, rlmkit's worst median turn is {worst * 1000:.1f} ms"
+    scaling = results.get("subcalls", {}).get("rlmkit+httpx")
+    if scaling:
+        within = [r["ratio"] for n, r in scaling["by_n"].items() if int(n) <= scaling["concurrency"] and r.get("ratio")]
+        if within:
+            line += f" and its worst fan-out up to concurrency {scaling['concurrency']} is {max(within):.2f}x ideal"
+    return [line + "."]

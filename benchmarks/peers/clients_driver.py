@@ -13,8 +13,8 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))

@@ -16,8 +16,9 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 QUESTION = "BENCH-ROOT How many chunks were summarised?"
 _LINE = "".join(f"record {i:04d}: lorem ipsum dolor sit amet, consectetur adipiscing elit\n" for i in range(1000))

@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from driver_base import QUESTION, serve  # noqa: E402
+from driver_base import QUESTION, serve
 
 started = time.monotonic()
-import dspy  # noqa: E402
+import dspy
 
 IMPORT_S = time.monotonic() - started
 

@@ -13,12 +13,11 @@ PEERS = {"rlms": "0.1.3", "dspy": "3.4.1"}
 PEERS_BY_FRAMEWORK = {"dspy.RLM": "dspy", "rlms": "rlms"}
 VENV = Path(__file__).resolve().parents[1] / ".peers"
 PYTHON = VENV / "bin" / "python"
-_CHECK = ("import importlib.metadata as m, sys; "
-          "sys.exit(any(m.version(p) != v for p, v in %r.items()))" % PEERS)
+_CHECK = f"import importlib.metadata as m, sys; sys.exit(any(m.version(p) != v for p, v in {PEERS!r}.items()))"
 
 
 def ready() -> bool:
-    return PYTHON.exists() and subprocess.run([str(PYTHON), "-c", _CHECK], capture_output=True).returncode == 0
+    return PYTHON.exists() and subprocess.run([str(PYTHON), "-c", _CHECK], capture_output=True, check=False).returncode == 0
 
 
 def ensure(log: Path) -> str | None:
@@ -30,12 +29,12 @@ def ensure(log: Path) -> str | None:
                  [str(PYTHON), "-m", "pip", "install", "-q", "--disable-pip-version-check",
                   *(f"{p}=={v}" for p, v in PEERS.items())]]
         for cmd in steps:
-            if subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT).returncode != 0:
+            if subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, check=False).returncode != 0:
                 return f"could not set up the peers' venv ({' '.join(cmd[:4])} ...); see {log}"
     return None if ready() else f"the peers' venv has the wrong versions; see {log}"
 
 
 def versions() -> dict[str, str]:
-    code = "import importlib.metadata as m, json; print(json.dumps({p: m.version(p) for p in %r}))" % list(PEERS)
-    done = subprocess.run([str(PYTHON), "-c", code], capture_output=True, text=True)
+    code = f"import importlib.metadata as m, json; print(json.dumps({{p: m.version(p) for p in {list(PEERS)!r}}}))"
+    done = subprocess.run([str(PYTHON), "-c", code], capture_output=True, text=True, check=False)
     return __import__("json").loads(done.stdout) if done.returncode == 0 else {}

@@ -7,11 +7,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from driver_base import QUESTION, dir_bytes, serve  # noqa: E402
+from driver_base import QUESTION, dir_bytes, serve
 
 started = time.monotonic()
-from rlm import RLM  # noqa: E402
-from rlm.logger import RLMLogger  # noqa: E402
+from rlm import RLM
+from rlm.logger import RLMLogger
 
 IMPORT_S = time.monotonic() - started
 
