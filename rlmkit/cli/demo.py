@@ -134,6 +134,8 @@ def _run(length: int, seed: int, lm: str | None, api_base: str | None, max_itera
                      instructions=DEMO_INSTRUCTIONS)
     started = time.monotonic()
     task = {"suite": "aggregation", "example_id": example.id, "seed": seed, "length": length, "demo": True}
+    console.print(f"[dim]up to {max_iterations} turns; each turn's code appears when the model has written it "
+                  "and the REPL has run it (on 2 CPU cores a turn can take a minute)[/dim]")
     with TurnPrinter(stream_dir, started):
         try:
             prediction = rlm(**example.inputs, _task=task)
