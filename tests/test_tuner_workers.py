@@ -19,7 +19,8 @@ N_TRIALS = 8
 
 WORKER = textwrap.dedent(
     """
-    import os, sys
+    import os, sys, time
+    from pathlib import Path
     os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     import optuna
     import rlmkit
@@ -28,7 +29,12 @@ WORKER = textwrap.dedent(
     from optimizers.tuner.scripted import KEYWORD, KeywordResponder, secret_examples, secret_metric
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    storage, n_trials = sys.argv[1], int(sys.argv[2])
+    storage, n_trials, ready = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
+    # Start searching together (imports take seconds): otherwise one worker may do every trial.
+    (ready / str(os.getpid())).touch()
+    deadline = time.monotonic() + 120
+    while len(list(ready.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
     with ScriptedServer(KeywordResponder(), latency=0.01) as server:
         lm = rlmkit.LM("openai/scripted", api_base=server.url, api_key="test", cache=False)
         base = rlmkit.RLM("context, question -> answer: int", lm=lm, sandbox="inline")
@@ -46,10 +52,12 @@ def test_two_processes_share_one_study(tmp_path, kind):
     url = f"sqlite:///{tmp_path / 'shared.db'}" if kind == "sqlite" else str(tmp_path / "shared.journal")
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
+    ready = tmp_path / "ready"
+    ready.mkdir()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     start = time.monotonic()
     workers = [
-        subprocess.Popen([sys.executable, str(script), url, str(N_TRIALS)], cwd=tmp_path, env=env,
+        subprocess.Popen([sys.executable, str(script), url, str(N_TRIALS), str(ready)], cwd=tmp_path, env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for _ in range(2)
     ]
