@@ -109,7 +109,7 @@ def test_rollout_scores_a_real_rlm_run_with_the_rows_scorer(tmp_path, tiny_model
         return "```repl\ntotal = sum(int(x) for x in context.split())\nSUBMIT(answer=total)\n```"
 
     with ScriptedServer(policy) as server:
-        reward = rollout._play(rl_row(4), server.url)
+        reward = rollout.run_and_score(rl_row(4), server.url)
     assert SCORED, "the scorer was not called"
     assert reward == 1.0, SCORED[-1][1].trajectory  # on failure, show what the RLM did
     example, prediction = SCORED[-1]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,7 @@ class Call:
     prompt_text: str
     prompt_ids: list[int]
     completion_ids: list[int]
+    logprobs: list[float] | None = None  # the sampler's, one per completion token, when it reports them
 
 
 @dataclass
@@ -35,6 +37,7 @@ class Stitched:
     prompt_ids: list[int]
     completion_ids: list[int]
     env_mask: list[int]
+    logprobs: list[float] = field(default_factory=list)  # sampler logprobs; 0.0 on environment tokens
     prefix_breaks: int = 0  # calls whose prompt did not extend the previous one (history rewritten)
 
 
@@ -50,6 +53,7 @@ def stitch(tokenizer: Any, calls: list[Call], max_len: int) -> Stitched:
     """One completion from a run's root calls: model tokens (mask 1) and environment tokens (mask 0)."""
     first = calls[0]
     out = Stitched(first.prompt_ids, list(first.completion_ids), [1] * len(first.completion_ids))
+    out.logprobs = list(first.logprobs or [0.0] * len(first.completion_ids))
     seen = first.prompt_text + tokenizer.decode(first.completion_ids, skip_special_tokens=False)
     for call in calls[1:]:
         cut = _common_prefix(seen, call.prompt_text)
@@ -57,20 +61,28 @@ def stitch(tokenizer: Any, calls: list[Call], max_len: int) -> Stitched:
         env_ids = tokenizer(call.prompt_text[cut:], add_special_tokens=False).input_ids
         out.completion_ids += env_ids + call.completion_ids
         out.env_mask += [0] * len(env_ids) + [1] * len(call.completion_ids)
+        out.logprobs += [0.0] * len(env_ids) + list(call.logprobs or [0.0] * len(call.completion_ids))
         seen = call.prompt_text + tokenizer.decode(call.completion_ids, skip_special_tokens=False)
     room = max(1, max_len - len(out.prompt_ids))
-    out.completion_ids, out.env_mask = out.completion_ids[:room], out.env_mask[:room]
+    out.completion_ids, out.env_mask, out.logprobs = (
+        out.completion_ids[:room],
+        out.env_mask[:room],
+        out.logprobs[:room],
+    )
     return out
+
+
+Generate = Callable[[list[int], bool], tuple[list[int], "list[float] | None"]]
+"""(prompt token ids, frozen) -> (completion token ids ending in end-of-turn, their logprobs or None)."""
 
 
 @dataclass
 class PolicyServer:
-    """Generates with the trainer's model for root requests (recorded) and, unless a separate
-    sub-model is configured, with the adapter disabled for sub-call requests (not recorded)."""
+    """Answers the RLM's OpenAI-style requests with ``generate``: root requests with the policy
+    (recorded as token ids), sub-call requests with the frozen model (not recorded)."""
 
-    trainer: Any
-    max_new_tokens: int
-    temperature: float = 1.0
+    tokenizer: Any
+    generate: Generate
     calls: list[Call] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -78,47 +90,51 @@ class PolicyServer:
         from rlmkit.testing.server import is_root_request
 
         root = is_root_request(body)
-        with self._lock:  # one generate at a time: the model is not re-entrant
-            call = self._generate(body["messages"], frozen=not root)
-            if root:
-                self.calls.append(call)
-        return self.tokenizer.decode(call.completion_ids, skip_special_tokens=True)
+        messages = [{"role": m["role"], "content": _text(m.get("content"))} for m in body["messages"]]
+        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        ids = self.tokenizer(text, add_special_tokens=False).input_ids
+        with self._lock:  # one generation at a time: a model is not re-entrant
+            completion, logprobs = self.generate(ids, not root)
+        if root:
+            self.calls.append(Call(text, ids, completion, logprobs))
+        return self.tokenizer.decode(completion, skip_special_tokens=True)
 
-    @property
-    def tokenizer(self) -> Any:
-        return self.trainer.processing_class
 
-    def _generate(self, messages: list[dict], frozen: bool) -> Call:
+def hf_generator(trainer: Any, max_new_tokens: int, temperature: float) -> Generate:
+    """Sample from the model a TRL trainer is training; ``frozen`` switches its LoRA adapter off."""
+
+    def generate(ids: list[int], frozen: bool) -> tuple[list[int], None]:
         import torch
 
-        messages = [{"role": m["role"], "content": _text(m.get("content"))} for m in messages]
-        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        ids = self.tokenizer(text, add_special_tokens=False, return_tensors="pt").input_ids
-        model = self.trainer.accelerator.unwrap_model(self.trainer.model)
+        tokenizer = trainer.processing_class
+        model = trainer.accelerator.unwrap_model(trainer.model)
         adapter_off = (
             model.disable_adapter()
             if frozen and hasattr(model, "disable_adapter")
             else contextlib.nullcontext()
         )
+        prompt = torch.tensor([ids], device=model.device)
         was_training = model.training
         model.eval()
         try:
             with torch.no_grad(), adapter_off:
                 out = model.generate(
-                    ids.to(model.device),
-                    attention_mask=torch.ones_like(ids).to(model.device),
-                    max_new_tokens=self.max_new_tokens,
-                    do_sample=self.temperature > 0,
-                    temperature=self.temperature or None,
-                    pad_token_id=self.tokenizer.pad_token_id,
-                    eos_token_id=self.tokenizer.eos_token_id,
+                    prompt,
+                    attention_mask=torch.ones_like(prompt),
+                    max_new_tokens=max_new_tokens,
+                    do_sample=temperature > 0,
+                    temperature=temperature or None,
+                    pad_token_id=tokenizer.pad_token_id,
+                    eos_token_id=tokenizer.eos_token_id,
                 )
         finally:
             model.train(was_training)
-        generated = out[0, ids.shape[1] :].tolist()
-        if self.tokenizer.eos_token_id in generated:  # drop padding after the end of the turn
-            generated = generated[: generated.index(self.tokenizer.eos_token_id) + 1]
-        return Call(text, ids[0].tolist(), generated)
+        generated = out[0, len(ids) :].tolist()
+        if tokenizer.eos_token_id in generated:  # drop padding after the end of the turn
+            generated = generated[: generated.index(tokenizer.eos_token_id) + 1]
+        return generated, None
+
+    return generate
 
 
 def _text(content: Any) -> str:
@@ -132,13 +148,14 @@ def prompt_key(prompt: Any) -> str:
     return json.dumps(prompt, sort_keys=True)
 
 
-class RLMRollout:
-    """``rollout_func(prompts, trainer)`` for ``trl.GRPOTrainer``: one RLM run per prompt entry
-    (TRL's sampler already repeats each prompt ``group_size`` times)."""
+class RLMPlayer:
+    """Plays canonical RL rows with a real ``rlmkit.RLM`` whose root is a ``PolicyServer``.
 
-    def __init__(self, job: TrainJob, rows: list[Any]):
+    Engine-agnostic: TRL (``RLMRollout``) and Tinker give it their own ``generate``.
+    """
+
+    def __init__(self, job: TrainJob):
         self.job = job
-        self.rows = {prompt_key([m.model_dump(exclude_none=True) for m in r.prompt]): r for r in rows}
         options = job.options
         self.inputs_fn = load_object(options["inputs_fn"]) if options.get("inputs_fn") else None
         self.example_fn = load_object(options["example_fn"]) if options.get("example_fn") else None
@@ -150,43 +167,25 @@ class RLMRollout:
             "rollout/failed": [],
         }
 
-    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
-        from rlmkit.testing.server import ScriptedServer
+    def play(self, row: Any, policy: PolicyServer, url: str) -> tuple[Stitched, float]:
+        """One RLM run on ``row`` through ``policy`` (served at ``url``): its tokens and reward."""
+        policy.calls = []
+        reward = self.run_and_score(row, url)
+        if not policy.calls:  # the run failed before the policy spoke: an empty, zero-advantage turn
+            messages = [{"role": m.role, "content": m.content} for m in row.prompt]
+            text = policy.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            ids = policy.tokenizer(text, add_special_tokens=False).input_ids
+            policy.calls = [Call(text, ids, [policy.tokenizer.eos_token_id])]
+        stitched = stitch(policy.tokenizer, policy.calls, self.job.max_seq_len)
+        self.metrics["rollout/turns"].append(float(len(policy.calls)))
+        self.metrics["rollout/prefix_breaks"].append(float(stitched.prefix_breaks))
+        self.metrics["rollout/env_tokens"].append(float(len(stitched.env_mask) - sum(stitched.env_mask)))
+        return stitched, reward
 
-        policy = PolicyServer(trainer, self.job.max_completion_tokens, float(trainer.args.temperature))
-        result: dict[str, list[Any]] = {
-            "prompt_ids": [],
-            "completion_ids": [],
-            "env_mask": [],
-            "rlm_reward": [],
-        }
-        with ScriptedServer(policy.respond) as server:
-            for prompt in prompts:
-                policy.calls = []
-                reward = self._play(self.rows[prompt_key(prompt)], server.url)
-                if not policy.calls:  # the run failed before the policy spoke: an empty, zero-reward turn
-                    eos = trainer.processing_class.eos_token_id
-                    text = trainer.processing_class.apply_chat_template(
-                        prompt, tokenize=False, add_generation_prompt=True
-                    )
-                    ids = trainer.processing_class(text, add_special_tokens=False).input_ids
-                    policy.calls = [Call(text, ids, [eos])]
-                stitched = stitch(trainer.processing_class, policy.calls, self.job.max_seq_len)
-                result["prompt_ids"].append(stitched.prompt_ids)
-                result["completion_ids"].append(stitched.completion_ids)
-                result["env_mask"].append(stitched.env_mask)
-                result["rlm_reward"].append(reward)
-                self.metrics["rollout/turns"].append(float(len(policy.calls)))
-                self.metrics["rollout/prefix_breaks"].append(float(stitched.prefix_breaks))
-                self.metrics["rollout/env_tokens"].append(
-                    float(len(stitched.env_mask) - sum(stitched.env_mask))
-                )
-        result["logprobs"] = (
-            None  # no importance-sampling correction: rollouts come from the model being trained
-        )
-        return result
+    def summary(self) -> dict[str, float]:
+        return {key: sum(values) / len(values) for key, values in self.metrics.items() if values}
 
-    def _play(self, row: Any, url: str) -> float:
+    def run_and_score(self, row: Any, url: str) -> float:
         """Run the RLM on one row and score its prediction with the row's scorer."""
         import rlmkit
         from rlmkit.errors import RunError
@@ -220,6 +219,33 @@ class RLMRollout:
             prediction = dspy.Prediction(**empty, trajectory=exc.trajectory)
         scorer = self.scorers.setdefault(row.reward.scorer, load_object(row.reward.scorer))
         return float(scorer(example, prediction))
+
+
+class RLMRollout(RLMPlayer):
+    """``rollout_func(prompts, trainer)`` for ``trl.GRPOTrainer``: one RLM run per prompt entry
+    (TRL's sampler already repeats each prompt ``group_size`` times)."""
+
+    def __init__(self, job: TrainJob, rows: list[Any]):
+        super().__init__(job)
+        self.rows = {prompt_key([m.model_dump(exclude_none=True) for m in r.prompt]): r for r in rows}
+
+    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        from rlmkit.testing.server import ScriptedServer
+
+        generate = hf_generator(trainer, self.job.max_completion_tokens, float(trainer.args.temperature))
+        policy = PolicyServer(trainer.processing_class, generate)
+        result: dict[str, Any] = {"prompt_ids": [], "completion_ids": [], "env_mask": [], "rlm_reward": []}
+        with ScriptedServer(policy.respond) as server:
+            for prompt in prompts:
+                stitched, reward = self.play(self.rows[prompt_key(prompt)], policy, server.url)
+                result["prompt_ids"].append(stitched.prompt_ids)
+                result["completion_ids"].append(stitched.completion_ids)
+                result["env_mask"].append(stitched.env_mask)
+                result["rlm_reward"].append(reward)
+        result["logprobs"] = (
+            None  # no importance-sampling correction: rollouts come from the model being trained
+        )
+        return result
 
 
 class RowExample(dict):

@@ -89,6 +89,6 @@ class TRLGRPOBackend(Backend):
         )
         trainer.train()
         result = finish(self.name, job, trainer)
-        summary = {key: sum(values) / len(values) for key, values in rollout.metrics.items() if values}
+        summary = rollout.summary()
         (job.output_dir / "rollouts.json").write_text(json.dumps(summary))
         return result.model_copy(update={"metrics": {**result.metrics, **summary}})
