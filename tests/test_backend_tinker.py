@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from optimizers.backends.base import DatasetKindError, MissingDependencyError, TrainJob, get_backend
@@ -23,9 +21,11 @@ def sft_row(i: int) -> SFTRow:
     )
 
 
-def length_score(example, prediction) -> float:
-    """Rewards longer answers (any reward that varies within a group will do)."""
-    return float(len(prediction.answer))
+def varied_score(example, prediction) -> float:
+    """The fake sampler writes random tokens, so every RLM run fails; score the partial
+    trajectory so rewards differ within a group (what GRPO needs to learn anything)."""
+    assert prediction.answer is None and prediction.trajectory.turns
+    return (len(prediction.trajectory.model_dump_json()) % 97) / 97
 
 
 @pytest.fixture(scope="module")
@@ -68,14 +68,16 @@ def test_sft_loop_calls_forward_backward_then_optim_step(tmp_path, tokenizer):
     assert "tinker://fake/" in result.message
 
 
-def test_rl_loop_samples_scores_and_trains_on_advantages(tmp_path, tokenizer):
+def test_rl_plays_the_rlm_loop_through_tinker_sampling(tmp_path, tokenizer):
     rows = [
         RLRow(
             id=f"r{i}",
             task_id=f"t{i}",
             prompt=[USER],
             answer="3",
-            reward=RewardSpec(scorer="tests.test_backend_tinker:length_score"),
+            example={"inputs": {"context": "1 2"}},
+            reward=RewardSpec(scorer="tests.test_backend_tinker:varied_score"),
+            meta={"signature": "context -> answer: int", "protocol": "submit"},
         )
         for i in range(2)
     ]
@@ -86,30 +88,37 @@ def test_rl_loop_samples_scores_and_trains_on_advantages(tmp_path, tokenizer):
         base_model="Qwen/Qwen3-8B",
         output_dir=tmp_path / "o",
         steps=2,
-        batch_size=8,
-        group_size=4,
+        batch_size=4,
+        group_size=2,
         max_completion_tokens=12,
+        max_turns=2,
     )
     fake = FakeServiceClient(tokenizer, seed=1)
     result = TinkerBackend(service_client=fake).run(job)
     names = fake.names()
-    assert names.count("save_weights_and_get_sampling_client") == 2 and names.count("sample") == 4
-    assert names.count("optim_step") == 2
+    assert names.count("create_sampling_client") == 1  # the frozen base model, for sub-calls
+    assert names.count("save_weights_and_get_sampling_client") == 2 and names.count("optim_step") == 2
     # sampling for step 2 uses the weights after step 1's optimizer step
-    refresh = [c[1]["after_steps"] for c in fake.calls if c[0] == "save_weights_and_get_sampling_client"]
-    assert refresh == [0, 1]
-    # each group of 4 samples trains on group-centred advantages: they sum to zero per group
+    assert [c[1]["after_steps"] for c in fake.calls if c[0] == "save_weights_and_get_sampling_client"] == [
+        0,
+        1,
+    ]
+    # 8 RLM runs, each at least 2 root turns (max_turns=2), each turn one sample call on the policy weights
+    assert len([c for c in fake.calls if c[0] == "sample" and c[1]["weights"].startswith("step-")]) >= 16
     datums = fake.training_clients[0].seen_datums
+    assert len(datums) == 8
     per_sample = [max(d.loss_fn_inputs["advantages"].tolist(), key=abs) for d in datums]
     assert any(per_sample)
-    for start in range(0, len(per_sample), 4):
-        assert abs(sum(per_sample[start : start + 4])) < 1e-4
-    # the prompt's tokens carry no advantage; the sampled tokens carry the sample's advantage
-    first = datums[0].loss_fn_inputs["advantages"].tolist()
-    assert first[0] == 0.0 and first[-1] == per_sample[0]
-    history = json.loads((tmp_path / "o" / "tinker" / "history.json").read_text())
-    assert all(h["datums"] == 8 for h in history) and result.metrics["first_reward"] > 0
-    assert fake.calls[0][1]["rank"] == 16
+    for start in range(0, len(per_sample), 2):  # group-centred advantages sum to zero per group
+        assert abs(sum(per_sample[start : start + 2])) < 1e-4
+    # REPL feedback sits between the policy's turns with advantage 0 and logprob 0
+    advantages = datums[0].loss_fn_inputs["advantages"].tolist()
+    logprobs = datums[0].loss_fn_inputs["logprobs"].tolist()
+    trained = [i for i, a in enumerate(advantages) if a != 0.0]
+    gap = [i for i in range(trained[0], trained[-1]) if advantages[i] == 0.0]
+    assert gap and all(logprobs[i] == 0.0 for i in gap)
+    assert all(logprobs[i] < 0 for i in trained)
+    assert result.metrics["steps"] == 2 and result.metrics["first_reward"] > 0
 
 
 def test_fake_refuses_misaligned_datums(tokenizer):

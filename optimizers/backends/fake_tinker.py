@@ -168,5 +168,9 @@ class FakeServiceClient:
         self.training_clients.append(client)
         return Done(client)
 
+    def create_sampling_client(self, base_model: str, **_: Any) -> Done:
+        self.calls.append(("create_sampling_client", {"base_model": base_model}))
+        return Done(FakeSamplingClient(self, f"base:{base_model}"))
+
     def names(self) -> list[str]:
         return [name for name, _ in self.calls]

@@ -4,11 +4,13 @@ The training loop runs here; the model runs on Tinker. Datums are built from can
 with the tokenizer Tinker serves for the base model:
 - SFT: ``model_input`` = prompt + completion tokens but the last, ``target_tokens`` = the same
   shifted by one, ``weights`` 0 on the prompt and 1 on the completion; loss ``cross_entropy``.
-- RL (single-turn): each step saves the weights for sampling, samples ``group_size``
-  completions per prompt, scores each with the row's scorer (``answer`` = the completion text),
-  and trains on group-centred advantages with the sampler's ``logprobs`` (loss
-  ``importance_sampling``). Groups whose rewards are all equal carry no signal and are skipped.
-  The multi-turn RLM rollout lives in trl-grpo.
+- RL: each step saves the weights for sampling and plays every prompt ``group_size`` times
+  through a real ``rlmkit.RLM`` whose root samples from Tinker (``rlm_rollout.RLMPlayer``):
+  code runs in rlmkit's sandbox, sub-calls go to the frozen base model (a Tinker sampling
+  client of ``base_model``, or ``options.sub_lm``), and the row's scorer grades the prediction.
+  Datums carry the sampler's ``logprobs`` and group-centred ``advantages`` on the policy's own
+  tokens; REPL output tokens stay in the input with advantage 0 (loss ``importance_sampling``).
+  Groups whose rewards are all equal carry no signal and are skipped.
 
 Live runs need ``TINKER_API_KEY``; tests pass ``service_client=FakeServiceClient(tokenizer)``.
 """
@@ -68,19 +70,32 @@ def sft_datum(tokenizer: Any, row: Any, max_len: int) -> Any:
     )
 
 
-def rl_datum(prompt: list[int], sampled: list[int], logprobs: list[float], advantage: float) -> Any:
+def rl_datum(stitched: Any, advantage: float) -> Any:
+    """A played RLM run as an importance-sampling datum: environment tokens get advantage 0."""
     from tinker import types
 
-    tokens = prompt + sampled
-    n_prompt = len(prompt) - 1  # targets start at the first sampled token
+    tokens = stitched.prompt_ids + stitched.completion_ids
+    n_prompt = len(stitched.prompt_ids) - 1  # targets start at the first completion token
     return types.Datum(
         model_input=types.ModelInput.from_ints(tokens[:-1]),
         loss_fn_inputs={
             "target_tokens": tokens[1:],
-            "logprobs": [0.0] * n_prompt + list(logprobs),
-            "advantages": [0.0] * n_prompt + [advantage] * len(sampled),
+            "logprobs": [0.0] * n_prompt + stitched.logprobs,
+            "advantages": [0.0] * n_prompt + [advantage * m for m in stitched.env_mask],
         },
     )
+
+
+def tinker_generator(policy: Any, frozen: Any, params: Any) -> Any:
+    """``rlm_rollout.Generate`` over Tinker sampling clients (policy weights / frozen base)."""
+    from tinker import types
+
+    def generate(ids: list[int], use_frozen: bool) -> tuple[list[int], list[float]]:
+        sampler = frozen if use_frozen else policy
+        sequence = _result(sampler.sample(types.ModelInput.from_ints(ids), 1, params)).sequences[0]
+        return _list(sequence.tokens), _list(sequence.logprobs)
+
+    return generate
 
 
 class TinkerBackend(Backend):
@@ -179,37 +194,40 @@ class TinkerBackend(Backend):
     def _train_rl(
         self, job: TrainJob, training: Any, tokenizer: Any, rows: list[Any]
     ) -> list[dict[str, float]]:
-        import dspy
         from tinker import types
 
-        from optimizers.backends.rlm_rollout import RowExample
+        from optimizers.backends.rlm_rollout import PolicyServer, RLMPlayer
+        from rlmkit.testing.server import ScriptedServer
 
-        prompts_per_step = job.batch_size // job.group_size
+        player = RLMPlayer(job)
         params = types.SamplingParams(
             max_tokens=job.max_completion_tokens, temperature=1.0, stop=[tokenizer.eos_token_id]
         )
+        frozen = _result(self.client().create_sampling_client(base_model=job.base_model))
+        prompts_per_step = job.batch_size // job.group_size
         history = []
         for step in range(job.steps):
             sampler = _result(training.save_weights_and_get_sampling_client(name=f"step-{step}"))
+            policy = PolicyServer(tokenizer, tinker_generator(sampler, frozen, params))
             datums, rewards = [], []
-            for i in range(prompts_per_step):
-                row = rows[(step * prompts_per_step + i) % len(rows)]
-                prompt = prompt_tokens(tokenizer, row.prompt)
-                response = _result(sampler.sample(types.ModelInput.from_ints(prompt), job.group_size, params))
-                scorer, example = load_object(row.reward.scorer), RowExample.of(row)
-                group = []
-                for seq in response.sequences:
-                    text = tokenizer.decode(_list(seq.tokens), skip_special_tokens=True)
-                    group.append(float(scorer(example, dspy.Prediction(answer=text))))
-                rewards += group
-                mean = sum(group) / len(group)
-                if max(group) == min(group):
-                    continue  # no advantage anywhere in the group
-                for seq, reward in zip(response.sequences, group):
-                    datums.append(rl_datum(prompt, _list(seq.tokens), _list(seq.logprobs), reward - mean))
+            with ScriptedServer(policy.respond) as server:
+                for i in range(prompts_per_step):
+                    row = rows[(step * prompts_per_step + i) % len(rows)]
+                    group = [player.play(row, policy, server.url) for _ in range(job.group_size)]
+                    scores = [reward for _, reward in group]
+                    rewards += scores
+                    if max(scores) == min(scores):
+                        continue  # no advantage anywhere in the group
+                    mean = sum(scores) / len(scores)
+                    datums += [rl_datum(stitched, reward - mean) for stitched, reward in group]
             if datums:
                 self._step(job, training, datums, "importance_sampling")
             history.append(
-                {"step": step + 1, "reward": sum(rewards) / len(rewards), "datums": float(len(datums))}
+                {
+                    "step": step + 1,
+                    "reward": sum(rewards) / len(rewards),
+                    "datums": float(len(datums)),
+                    **player.summary(),
+                }
             )
         return history
