@@ -220,6 +220,17 @@ class LM:
     def __repr__(self) -> str:
         return f"LM({self.model!r}, api_base={self.api_base!r})"
 
+    def __deepcopy__(self, memo: dict) -> LM:
+        return self  # a handle: copies of a program share one cache and one concurrency limit
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k not in ("_cache", "_limit")}
+
+    def __setstate__(self, state: dict) -> None:  # e.g. sent to a worker process
+        self.__dict__.update(state)
+        self._cache = open_cache(self.cache_dir) if self.cache_dir is not None else None
+        self._limit = ConcurrencyLimit(self.max_concurrency)
+
     # -- calls ---------------------------------------------------------------------
     def complete(
         self, messages: list[dict], *, rollout_id: int | None = None, **overrides: Any
@@ -292,6 +303,8 @@ class LM:
 
     def _finish(self, response: Any, started: float, key: str | None) -> Completion:
         duration = time.perf_counter() - started
+        if not getattr(response, "choices", None):
+            raise LMError(f"{self.model!r} returned no choices", model=self.model)
         choice = response.choices[0]
         text = choice.message.content or ""
         usage_in = getattr(response, "usage", None)

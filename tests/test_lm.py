@@ -279,6 +279,17 @@ def test_bad_messages_fail_before_any_call(server):
     assert server.requests == []
 
 
+def test_copies_share_the_handle_and_pickles_work_again(server, tmp_path):
+    import copy
+    import pickle
+
+    lm = scripted_lm(server, cache=tmp_path)
+    assert copy.deepcopy(lm) is lm  # one cache and one concurrency limit per LM, across program copies
+    lm.complete(HI)
+    clone = pickle.loads(pickle.dumps(lm))
+    assert clone.complete(HI).cached and clone.max_concurrency == lm.max_concurrency
+
+
 def test_describe_has_model_and_params_but_no_secrets(server):
     lm = scripted_lm(server, temperature=0.1, max_tokens=5, extra_headers={"Authorization": "Bearer x"})
     described = lm.describe()
