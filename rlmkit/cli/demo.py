@@ -28,13 +28,16 @@ console = Console(stderr=False, soft_wrap=True)
 # Spelled out for a small model: where the data is, what one line looks like, the shape of the code.
 DEMO_INSTRUCTIONS = """The records are in the REPL variable `context` (a str), one record per line:
 'Date: Mar 14, 2023 || User: 48213 || Instance: <question text> || Label: <label>'.
-Do not retype or invent data: always compute from `context`. Count with Python, for example:
+Never print the whole context (print only a few lines if you must look). Do not retype or invent
+data: compute from `context`. Count and submit in one block, for example:
 ```repl
 lines = context.splitlines()
 n = sum(1 for line in lines if line.endswith("|| Label: location"))
 print(n)
-```
-Then submit the number you printed with SUBMIT(answer=str(n))."""
+SUBMIT(answer=str(n))
+```"""
+# REPL output shown to the model per turn: small, because every character is prompt the CPU must read
+DEMO_DISPLAY_OUTPUT_CHARS = 2_000
 
 NEXT_STEPS = """What to try next:
   - a real provider:  rlmkit eval aggregation --n 10 --length 1000000 --lm openai/gpt-4o-mini --baseline
@@ -89,8 +92,9 @@ class TurnPrinter:
         console.rule(escape(head), align="left")
         if not turn.get("blocks"):
             console.print(escape(turn.get("reply", "")[:600]))
-        for block in turn.get("blocks", []):
-            console.print(Syntax(block["code"], "python", theme="ansi_dark", word_wrap=True))
+        for number, block in enumerate(turn.get("blocks", []), 1):
+            console.print(Panel(Syntax(block["code"], "python", theme="ansi_dark", word_wrap=True),
+                                title=f"code, block {number}", title_align="left"))
             output = (block.get("stdout") or "") + (block.get("error") or "")
             if output.strip():
                 console.print(Panel(escape(output.strip()[-800:]), title="output", title_align="left"))
@@ -115,6 +119,7 @@ def demo(
 def _run(length: int, seed: int, lm: str | None, api_base: str | None, max_iterations: int, out: Path) -> None:
     import rlmkit
     from programs.tasks import generate, score
+    from rlmkit.prompting import Display
     from signatures import AggregationQA
 
     example = generate("aggregation", n=1, length=length, seed=seed, labelled=True, question="count")[0]
@@ -131,7 +136,7 @@ def _run(length: int, seed: int, lm: str | None, api_base: str | None, max_itera
         model = rlmkit.LM(lm, api_base=api_base, temperature=0.0)
     stream_dir = out / f"run-{time.strftime('%Y%m%d-%H%M%S')}"
     rlm = rlmkit.RLM(AggregationQA, lm=model, max_iterations=max_iterations, log_dir=stream_dir,
-                     instructions=DEMO_INSTRUCTIONS)
+                     instructions=DEMO_INSTRUCTIONS, display=Display(max_output_chars=DEMO_DISPLAY_OUTPUT_CHARS))
     started = time.monotonic()
     task = {"suite": "aggregation", "example_id": example.id, "seed": seed, "length": length, "demo": True}
     console.print(f"[dim]up to {max_iterations} turns; each turn's code appears when the model has written it "
