@@ -23,6 +23,18 @@ TOOLS = json.dumps(
 )
 
 
+def dpo_row() -> DPORow:
+    return DPORow(
+        id="d",
+        task_id="t",
+        prompt=[USER],
+        chosen=[ChatMessage(role="assistant", content="3")],
+        rejected=[ChatMessage(role="assistant", content="7")],
+        score_chosen=1.0,
+        score_rejected=0.0,
+    )
+
+
 def job_for(tmp_path, kind, rows):
     data = write_dataset(tmp_path / "data", {"train": rows})
     return TrainJob(kind=kind, dataset=data, base_model="gpt-4.1-mini", output_dir=tmp_path / "out")
@@ -53,15 +65,7 @@ def test_sft_with_tool_calls_gets_ids_linking_calls_and_results(tmp_path):
 
 
 def test_dpo_and_rft_lines(tmp_path):
-    dpo = DPORow(
-        id="d",
-        task_id="t",
-        prompt=[USER],
-        chosen=[ChatMessage(role="assistant", content="3")],
-        rejected=[ChatMessage(role="assistant", content="7")],
-        score_chosen=1.0,
-        score_rejected=0.0,
-    )
+    dpo = dpo_row()
     result = get_backend("openai-jsonl").run(job_for(tmp_path / "dpo", "dpo", [dpo]))
     (line,) = read_jsonl(result.artifact / "train.jsonl")
     assert line["preferred_output"][0]["content"] == "3"
@@ -103,15 +107,7 @@ def test_schema_check_names_the_offending_key():
 
 
 def test_bad_datasets_are_refused(tmp_path):
-    dpo = DPORow(
-        id="d",
-        task_id="t",
-        prompt=[USER],
-        chosen=[ChatMessage(role="assistant", content="3")],
-        rejected=[ChatMessage(role="assistant", content="7")],
-        score_chosen=1.0,
-        score_rejected=0.0,
-    )
+    dpo = dpo_row()
     with pytest.raises(DatasetKindError):
         get_backend("openai-jsonl").validate(job_for(tmp_path / "a", "sft", [dpo]))
     folder = tmp_path / "b"

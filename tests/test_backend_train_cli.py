@@ -53,82 +53,33 @@ def test_job_file_with_flag_overrides_prints_the_launch_line(tmp_path):
 
 def test_flags_only_and_typed_errors(tmp_path):
     data = rl_data(tmp_path / "data")
-    runner = CliRunner()
-    ok = runner.invoke(
-        app,
-        [
+
+    def train(backend: str, kind: str = "rl", *extra: str):
+        args = [
             "train",
             "-b",
-            "openai-jsonl",
+            backend,
             "--kind",
-            "rl",
+            kind,
             "--dataset",
             str(data),
             "--base-model",
-            "o4-mini",
+            "m",
             "--out",
             str(tmp_path / "o"),
-        ],
-    )
+            *extra,
+        ]
+        return CliRunner().invoke(app, args)
+
+    ok = train("openai-jsonl")
     assert ok.exit_code == 0 and (tmp_path / "o" / "openai" / "train.jsonl").is_file()
-
-    wrong_kind = runner.invoke(
-        app,
-        [
-            "train",
-            "-b",
-            "openai-jsonl",
-            "--kind",
-            "sft",
-            "--dataset",
-            str(data),
-            "--base-model",
-            "m",
-            "--out",
-            str(tmp_path / "o"),
-        ],
-    )
+    wrong_kind = train("openai-jsonl", "sft")
     assert wrong_kind.exit_code == 2 and "'rl'" in wrong_kind.output and "sft" in wrong_kind.output
-
-    bad_field = runner.invoke(
-        app,
-        [
-            "train",
-            "-b",
-            "prime-rl",
-            "--kind",
-            "rl",
-            "--dataset",
-            str(data),
-            "--base-model",
-            "m",
-            "--out",
-            str(tmp_path / "o"),
-            "--steps",
-            "0",
-        ],
-    )
+    bad_field = train("prime-rl", "rl", "--steps", "0")
     assert bad_field.exit_code == 2 and "steps" in bad_field.output
-
-    unknown = runner.invoke(
-        app,
-        [
-            "train",
-            "-b",
-            "nope",
-            "--kind",
-            "rl",
-            "--dataset",
-            str(data),
-            "--base-model",
-            "m",
-            "--out",
-            str(tmp_path / "o"),
-        ],
-    )
+    unknown = train("nope")
     assert unknown.exit_code == 2 and "trl-sft" in unknown.output
-
-    missing_file = runner.invoke(app, ["train", "-b", "prime-rl", str(tmp_path / "none.toml")])
+    missing_file = CliRunner().invoke(app, ["train", "-b", "prime-rl", str(tmp_path / "none.toml")])
     assert missing_file.exit_code == 2 and "not found" in missing_file.output
 
 
