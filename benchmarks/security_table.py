@@ -1,0 +1,364 @@
+"""Hostile code against rlmkit and two reference REPLs; writes benchmarks/results/security.md.
+
+    python benchmarks/security_table.py [--frameworks rlmkit,rlms,dspy] [--cases a,b] [--timeout 30]
+
+Every case of ``rlmkit/sandbox/hostile_cases.py`` runs once per framework:
+- ``rlmkit``: the real ``rlmkit.RLM`` with its default (process) sandbox; a scripted root
+  model on 127.0.0.1 emits the case's code. Time to contain = the cell's duration.
+- ``rlms``: rlms 0.1.3 ``LocalREPL.execute_code`` (the reference RLM's local REPL).
+- ``dspy``: dspy 3.4.1 ``LocalInterpreter(execution_timeout=5).execute`` (dspy.RLM's local,
+  non-Deno interpreter). dspy's default Deno/Pyodide sandbox is not run here: its first start
+  downloads Deno packages from deno.land and npm, which this machine cannot reach.
+The peers are installed in their own venv, ``benchmarks/.peers-security/.venv`` (made on first use).
+
+Each case runs in its own process tree so a peer that hangs, kills its host or forks without
+end cannot take this script down: driver -> guard -> host. The guard (this script, as root)
+puts itself in a fresh pids cgroup (128 tasks) and memory cgroup (4 GiB), mounts a 256 MiB
+tmpfs as the host's working and temp dir, then starts the host. The driver kills the whole
+cgroup after ``--timeout`` seconds. A case counts as contained only if none of these
+harness guards was hit, the host and its parent survived, the bait (files, a 127.0.0.1
+listener, an env secret; ``HostileEnv`` in the driver) is unharmed, and the secret was not
+shown to the model. Needs Linux, root and cgroup v1 pids/memory controllers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+PEERS = HERE / ".peers-security"
+VENV_PYTHON = PEERS / ".venv" / "bin" / "python"
+PEER_PACKAGES = ["rlms==0.1.3", "dspy==3.4.1"]
+RESULTS = HERE / "results" / "security.md"
+PIDS_MAX, MEMORY_MAX, DISK_MAX = 128, 4 * 1024**3, 256 * 1024**2
+STARTUP_S = 180.0  # for a host to import its framework before the case's clock starts
+CELL_TIMEOUT = 5.0  # rlmkit's cell timeout and dspy's execution_timeout
+CGROUP = Path("/sys/fs/cgroup")
+
+
+def _load(name: str, path: Path):
+    """Import a stdlib-only module by path (the peers' venv has no rlmkit dependencies)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+hostile = _load("rlmkit_hostile_cases", REPO / "rlmkit" / "sandbox" / "hostile_cases.py")
+
+
+# ------------------------------------------------------------------ host side: run one case
+def host_rlmkit(code: str, ready) -> dict:
+    os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    sys.path.insert(0, str(REPO))
+    import litellm  # noqa: F401 - imported before the clock starts (rlmkit imports it lazily)
+
+    import rlmkit
+    from rlmkit.errors import RLMKitError
+    from rlmkit.prompting import Display
+    from rlmkit.testing import ScriptedServer, is_root_request
+
+    replies = [f"```repl\n{code}\n```", "```repl\nSUBMIT(answer=len(context))\n```"]
+    seen: list[str] = []
+
+    def root(body: dict) -> str:
+        turn = sum(1 for m in body["messages"] if m["role"] == "assistant") if is_root_request(body) else 1
+        seen.append(json.dumps(body["messages"]))
+        return replies[min(turn, 1)]
+
+    with ScriptedServer(root) as server:
+        lm = rlmkit.LM("openai/scripted", api_base=server.url, api_key="test", cache=False)
+        rlm = rlmkit.RLM("context -> answer: int", lm=lm, cell_timeout=CELL_TIMEOUT, max_iterations=3,
+                         display=Display(trajectory_chars=1_100_000))
+        ready()
+        try:
+            trajectory, ended = rlm(context="the inputs").trajectory, None
+        except RLMKitError as exc:
+            trajectory, ended = exc.trajectory, f"run ended: {type(exc).__name__}"
+    block = trajectory.turns[0].blocks[0]
+    return {"stdout": block.stdout, "stderr": block.stderr, "error": block.error, "timed_out": block.timed_out,
+            "restarted": block.restarted, "contain_s": block.duration_s, "ended": ended,
+            "told_model": "\n".join(seen[1:])}
+
+
+def host_rlms(code: str, ready) -> dict:
+    from rlm.environments.local_repl import LocalREPL
+
+    repl = LocalREPL(context_payload="the inputs")
+    ready()
+    t0 = time.monotonic()
+    result = repl.execute_code(code)
+    elapsed = time.monotonic() - t0
+    lines = (result.stderr or "").strip().splitlines()
+    return {"stdout": result.stdout, "stderr": result.stderr, "error": lines[-1] if lines else None,
+            "contain_s": elapsed, "told_model": f"{result.stdout}\n{result.stderr}"}
+
+
+def host_dspy(code: str, ready) -> dict:
+    from dspy.primitives.local_interpreter import LocalInterpreter
+
+    interp = LocalInterpreter(execution_timeout=CELL_TIMEOUT)
+    interp.start()
+    ready()
+    t0 = time.monotonic()
+    stdout, error = "", None
+    try:
+        stdout = str(interp.execute(code, variables={"context": "the inputs"}) or "")
+    except BaseException as exc:  # noqa: BLE001 - every way the interpreter reports a failure
+        error = f"{type(exc).__name__}: {exc}"
+    elapsed = time.monotonic() - t0
+    interp.shutdown()
+    return {"stdout": stdout, "stderr": "", "error": error, "contain_s": elapsed,
+            "told_model": f"{stdout}\n{error or ''}"}
+
+
+HOSTS = {"rlmkit": host_rlmkit, "rlms": host_rlms, "dspy": host_dspy}
+
+
+def run_host(framework: str, case_name: str, bait: dict, result_path: str) -> None:
+    case = next(c for c in hostile.HOSTILE_CASES if c.name == case_name)
+    host_pid = os.getpid()
+    found = HOSTS[framework](case.code(SimpleNamespace(**bait)), lambda: Path(result_path + ".ready").touch())
+    if os.getpid() != host_pid:  # a copy of the host made by os.fork() in the case: not the result
+        os._exit(0)
+    Path(result_path + ".tmp").write_text(json.dumps(found))
+    os.replace(result_path + ".tmp", result_path)
+
+
+# ------------------------------------------------------------------ guard: cgroups, tmpfs, then the host
+def run_guard(cgroups: list[str], workdir: str, host_cmd: list[str]) -> int:
+    for group in cgroups:
+        Path(group, "cgroup.procs").write_text(str(os.getpid()))
+    confine = _load("rlmkit_confine", REPO / "rlmkit" / "sandbox" / "confine.py")
+    confine.enter_namespaces(False, True)  # a private mount namespace (we are root)
+    confine.private_workdir(workdir, DISK_MAX, None)
+    env = {**os.environ, "TMPDIR": workdir, "HOME": workdir}
+    return subprocess.call(host_cmd, cwd=workdir, env=env, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+# ------------------------------------------------------------------ driver
+def _make_cgroups(tag: str) -> dict[str, Path]:
+    memory_root = CGROUP / "memory" / _own_cgroup("memory").lstrip("/")
+    groups = {"pids": CGROUP / "pids" / tag, "memory": memory_root / tag}
+    for path in groups.values():
+        path.mkdir()
+    (groups["pids"] / "pids.max").write_text(str(PIDS_MAX))
+    (groups["memory"] / "memory.limit_in_bytes").write_text(str(MEMORY_MAX))
+    return groups
+
+
+def _own_cgroup(controller: str) -> str:
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if controller in controllers.split(","):
+            return path
+    return "/"
+
+
+def _kill_group(groups: dict[str, Path]) -> None:
+    """SIGKILL every process left in the case's cgroup (by pid), then remove the cgroups."""
+    procs = groups["pids"] / "cgroup.procs"
+    for _ in range(100):
+        pids = [int(p) for p in procs.read_text().split()]
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)
+    for path in groups.values():
+        try:
+            path.rmdir()
+        except OSError:
+            time.sleep(0.2)
+            path.rmdir()
+
+
+def _guard_hits(groups: dict[str, Path]) -> list[str]:
+    hits = []
+    events = (groups["pids"] / "pids.events").read_text().split() if (groups["pids"] / "pids.events").exists() else []
+    if events[:1] == ["max"] and int(events[1]) > 0:
+        hits.append(f"forked until the harness's {PIDS_MAX}-process limit")
+    if int((groups["memory"] / "memory.failcnt").read_text()) > 0:
+        hits.append(f"hit the harness's {MEMORY_MAX // 2**30} GiB memory limit")
+    return hits
+
+
+def run_case(framework: str, case, timeout: float) -> dict:
+    python = sys.executable if framework == "rlmkit" else str(VENV_PYTHON)
+    with hostile.HostileEnv() as env, tempfile.TemporaryDirectory(prefix="rlmkit-sec-") as scratch:
+        bait = {k: getattr(env, k) for k in ("victim", "secret", "outside", "tmp_outside", "port")}
+        result_path = os.path.join(scratch, "result.json")
+        workdir = os.path.join(scratch, "work")
+        os.mkdir(workdir)
+        host_cmd = [python, str(Path(__file__).resolve()), "--host", framework, case.name, json.dumps(bait), result_path]
+        groups = _make_cgroups(f"rlmkit-sec-{os.getpid()}-{framework}-{case.name}")
+        guard = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--guard",
+                                  json.dumps([str(p) for p in groups.values()]), workdir, json.dumps(host_cmd)],
+                                 start_new_session=True, stdin=subprocess.DEVNULL)
+        code, hung, t0 = _wait_for_case(guard, result_path + ".ready", timeout)
+        wall = time.monotonic() - t0
+        hits = _guard_hits(groups)
+        _kill_group(groups)
+        guard.wait()
+        time.sleep(0.3)  # let the bait's listener thread count a late connection
+        found = json.loads(Path(result_path).read_text()) if os.path.exists(result_path) else None
+        return _judge(case, env, found, code, hung, hits, wall, timeout)
+
+
+def _wait_for_case(guard: subprocess.Popen, ready: str, timeout: float) -> tuple[int | None, bool, float]:
+    """(exit code, hung, start of the case): ``timeout`` counts from when the host is ready to
+    run the case, so a slow interpreter start on a loaded machine is not a hang."""
+    start_deadline = time.monotonic() + STARTUP_S
+    while not os.path.exists(ready) and guard.poll() is None and time.monotonic() < start_deadline:
+        time.sleep(0.05)
+    t0 = time.monotonic()
+    try:
+        return guard.wait(timeout=timeout), False, t0
+    except subprocess.TimeoutExpired:
+        return None, True, t0
+
+
+def _judge(case, env, found: dict | None, code: int | None, hung: bool, hits: list[str], wall: float,
+           timeout: float) -> dict:
+    problems = list(hits) + env.harm()
+    if hung:
+        problems.insert(0, f"hung; killed by the harness after {timeout:.0f} s")
+    elif code is not None and code < 0:
+        problems.insert(0, f"killed the host's parent ({_signal_name(-code)})")
+    elif found is None and code is not None and code > 128:  # the guard exits with 256 + the host's -signal
+        problems.insert(0, f"the host process was killed ({_signal_name(256 - code)})")
+    elif found is None:
+        problems.insert(0, f"the host process died (exit status {code})")
+    if found is not None:
+        shown = found.get("told_model") or ""
+        if hostile.SECRET_TEXT in shown:
+            problems.append("secret shown to the model")
+        if len(found.get("stdout") or "") > 5_000_000:
+            problems.append(f"kept {len(found['stdout']):,} characters of output")
+        if "uid=" in shown:
+            problems.append("a subprocess ran")
+    if found is None:
+        what = "-"
+    else:
+        what = found.get("ended") or _describe(found)
+    contain_s = found["contain_s"] if found is not None and not problems else wall
+    return {"case": case.name, "contained": not problems, "outcome": "; ".join(problems) or what,
+            "seconds": contain_s, "hung": hung}
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _describe(found: dict) -> str:
+    if found.get("restarted"):
+        return "worker died; restarted" + (" after a timeout" if found.get("timed_out") else "")
+    if found.get("timed_out"):
+        return "timed out; interrupted"
+    error = (found.get("error") or "").strip().splitlines()
+    if error:
+        return error[-1][:90]
+    out = (found.get("stdout") or "").strip()
+    return f"ran; printed {len(out):,} chars" if out else "ran"
+
+
+def ensure_peers() -> None:
+    if VENV_PYTHON.exists():
+        return
+    print(f"creating {VENV_PYTHON.parent.parent} with {' '.join(PEER_PACKAGES)} (needs the package index)")
+    subprocess.check_call([sys.executable, "-m", "venv", str(VENV_PYTHON.parent.parent)])
+    subprocess.check_call([str(VENV_PYTHON), "-m", "pip", "install", "-q", *PEER_PACKAGES])
+
+
+def write_table(rows: dict[str, list[dict]], frameworks: list[str], timeout: float) -> str:
+    cases = [c for c in hostile.HOSTILE_CASES if any(r["case"] == c.name for fw in rows.values() for r in fw)]
+    lines = ["| case | " + " | ".join(frameworks) + " |", "| --- |" + " --- |" * len(frameworks)]
+    for case in cases:
+        cells = []
+        for fw in frameworks:
+            row = next(r for r in rows[fw] if r["case"] == case.name)
+            mark = "contained" if row["contained"] else "**NOT contained**"
+            secs = f">{timeout:.0f} s" if row["hung"] else f"{row['seconds']:.2f} s"
+            cells.append(f"{mark}: {row['outcome']} ({secs})")
+        lines.append(f"| {case.name} | " + " | ".join(cells) + " |")
+    totals = ", ".join(f"{fw} {sum(r['contained'] for r in rows[fw])}/{len(rows[fw])}" for fw in frameworks)
+    return "\n".join([
+        "# Hostile code: rlmkit vs the rlms and DSPy local interpreters",
+        "",
+        (f"Written by `python benchmarks/security_table.py` on {time.strftime('%Y-%m-%d')} "
+         f"({os.uname().sysname} {os.uname().release}, {os.cpu_count()} cores, as "
+         f"{'root' if os.geteuid() == 0 else 'a user'}). Contained: {totals}."),
+        "",
+        ("Each cell: outcome (time to contain: the cell's duration when contained, else the wall time "
+         "until the harness stopped it). rlmkit = `rlmkit.RLM`, default process sandbox, "
+         f"cell_timeout={CELL_TIMEOUT:g} s; rlms = rlms 0.1.3 `LocalREPL`; dspy = dspy 3.4.1 "
+         f"`LocalInterpreter(execution_timeout={CELL_TIMEOUT:g})`. dspy's default Deno/Pyodide sandbox "
+         "was not run: its first start needs deno.land and npm."),
+        "",
+        *lines,
+        "",
+        (f"Harness guards (never part of a framework): each host runs in its own pids cgroup "
+         f"({PIDS_MAX} tasks), memory cgroup ({MEMORY_MAX // 2**30} GiB) and a {DISK_MAX // 2**20} MiB tmpfs "
+         f"as working and temp dir, and is killed after {timeout:.0f} s. Hitting any of them counts as "
+         "not contained. `allocate_64_gib` is refused by the kernel's overcommit check on this 24 GiB "
+         "machine for every framework; only rlmkit sets a memory limit of its own (4 GiB address space)."),
+        "",
+    ])
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--host":
+        run_host(sys.argv[2], sys.argv[3], json.loads(sys.argv[4]), sys.argv[5])
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "--guard":
+        sys.exit(run_guard(json.loads(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4])))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--frameworks", default="rlmkit,rlms,dspy")
+    parser.add_argument("--cases", default="", help="comma-separated case names (default: all)")
+    parser.add_argument("--timeout", type=float, default=30.0, help="hard limit per case, seconds")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("the harness needs root (cgroups and a private tmpfs per case)")
+    frameworks = [f for f in args.frameworks.split(",") if f]
+    if set(frameworks) - {"rlmkit"}:
+        ensure_peers()
+    wanted = set(args.cases.split(",")) - {""}
+    cases = [c for c in hostile.HOSTILE_CASES if not wanted or c.name in wanted]
+    rows: dict[str, list[dict]] = {fw: [] for fw in frameworks}
+    for case in cases:
+        for fw in frameworks:
+            try:
+                row = run_case(fw, case, args.timeout)
+            except Exception as exc:  # noqa: BLE001 - one broken case must not lose the table
+                row = {"case": case.name, "contained": False, "outcome": f"harness error: {exc!r}"[:200],
+                       "seconds": 0.0, "hung": False}
+            rows[fw].append(row)
+            print(f"{case.name:40s} {fw:7s} {'ok ' if row['contained'] else 'NOT'} {row['seconds']:6.2f}s "
+                  f"{row['outcome'][:100]}", flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(write_table(rows, frameworks, args.timeout))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
