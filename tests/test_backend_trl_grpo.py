@@ -143,6 +143,8 @@ def test_bad_rl_jobs(tmp_path, tiny_model):
     backend = get_backend("trl-grpo")
     with pytest.raises(ConfigError, match="multiple of group_size"):
         backend.validate(job_for(tmp_path, tiny_model, batch_size=3))
+    with pytest.raises(ConfigError, match="options.inputs_fn"):  # compiled rows only describe their inputs
+        backend.validate(job_for(tmp_path, tiny_model, options={}))
     with pytest.raises(ConfigError, match="sub_lm"):
         backend.validate(job_for(tmp_path, tiny_model, lora=None))
     bad = rl_row(3).model_copy(update={"reward": RewardSpec(scorer="tests.nowhere:score")})

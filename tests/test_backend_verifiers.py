@@ -92,7 +92,13 @@ def test_bad_env_id_and_scorer(tmp_path):
     with pytest.raises(ConfigError, match="env_id"):
         export(tmp_path / "a", env_id="Bad_Name")
     data = write_dataset(tmp_path / "b", {"train": [rl_row(2, scorer="tests.nowhere:f")]})
-    job = TrainJob(kind="rl", dataset=data, base_model="m", output_dir=tmp_path / "o")
+    job = TrainJob(
+        kind="rl",
+        dataset=data,
+        base_model="m",
+        output_dir=tmp_path / "o",
+        options={"inputs_fn": "tests.test_backend_verifiers:numbers_input"},
+    )
     with pytest.raises(ConfigError, match="tests.nowhere:f"):
         get_backend("verifiers").validate(job)
 

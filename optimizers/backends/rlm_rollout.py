@@ -148,6 +148,25 @@ def prompt_key(prompt: Any) -> str:
     return json.dumps(prompt, sort_keys=True)
 
 
+def check_playable(job: TrainJob, rows: list[Any]) -> None:
+    """Fail before training when rows cannot become RLM runs: compiled rows describe their
+    inputs (name, size, preview) instead of carrying them, so a task must regenerate them."""
+    from rlmkit.errors import ConfigError
+
+    for key in ("inputs_fn", "example_fn"):
+        if job.options.get(key):
+            load_object(job.options[key])
+    if not job.options.get("inputs_fn"):
+        for row in rows:
+            if not isinstance(row.example.get("inputs"), dict):
+                raise ConfigError(
+                    f"row {row.id} carries no RLM inputs (compiled rows only describe them): set "
+                    "options.inputs_fn = 'module:function' (row -> inputs dict)"
+                )
+    for spec in {row.reward.scorer for row in rows}:
+        load_object(spec)  # a scorer that does not import fails now, not after the first rollout
+
+
 class RLMPlayer:
     """Plays canonical RL rows with a real ``rlmkit.RLM`` whose root is a ``PolicyServer``.
 

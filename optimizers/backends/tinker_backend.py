@@ -27,7 +27,6 @@ from optimizers.backends.base import (
     TrainJob,
     TrainResult,
     canonical,
-    load_object,
     write_splits,
 )
 from rlmkit.errors import ConfigError
@@ -114,8 +113,9 @@ class TinkerBackend(Backend):
                 raise ConfigError(
                     f"batch_size ({job.batch_size}) must be a multiple of group_size ({job.group_size})"
                 )
-            for spec in {row.reward.scorer for row in splits["train"]}:
-                load_object(spec)
+            from optimizers.backends.rlm_rollout import check_playable
+
+            check_playable(job, splits["train"])
 
     def prepare(self, job: TrainJob) -> TrainResult:
         validated = self.validate(job)

@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from optimizers.backends.base import Backend, TrainJob, TrainResult, canonical, load_object, write_splits
+from optimizers.backends.base import Backend, TrainJob, TrainResult, canonical, write_splits
+from optimizers.backends.rlm_rollout import check_playable
 from optimizers.backends.trl_common import (
     TRL_DEPS,
     finish,
@@ -44,11 +45,7 @@ class TRLGRPOBackend(Backend):
             )
         if job.lora is None and not job.options.get("sub_lm"):
             raise ConfigError("full fine-tuning has no frozen copy for sub-calls: set options.sub_lm")
-        for spec in {row.reward.scorer for rows in splits.values() for row in rows}:
-            load_object(spec)  # a scorer that does not import fails now, not after the first rollout
-        for key in ("inputs_fn", "example_fn"):
-            if job.options.get(key):
-                load_object(job.options[key])
+        check_playable(job, [row for rows in splits.values() for row in rows])
 
     def prepare(self, job: TrainJob) -> TrainResult:
         validated = self.validate(job)

@@ -17,7 +17,8 @@ import json
 import re
 from typing import Any, ClassVar
 
-from optimizers.backends.base import Backend, TrainJob, TrainResult, canonical, load_object, write_splits
+from optimizers.backends.base import Backend, TrainJob, TrainResult, canonical, write_splits
+from optimizers.backends.rlm_rollout import check_playable
 from rlmkit.errors import ConfigError
 
 CLASSIC_RANGE = ">=0.1.11,<0.4"
@@ -91,8 +92,7 @@ class VerifiersBackend(Backend):
         env_id = job.options.get("env_id", "rlmkit-rlm")
         if not re.fullmatch(r"[a-z][a-z0-9-]*", env_id):
             raise ConfigError(f"options.env_id {env_id!r} must be lowercase letters, digits and dashes")
-        for spec in {row.reward.scorer for rows in splits.values() for row in rows}:
-            load_object(spec)
+        check_playable(job, [row for rows in splits.values() for row in rows])
 
     def prepare(self, job: TrainJob) -> TrainResult:
         validated = self.validate(job)
