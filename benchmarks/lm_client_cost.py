@@ -117,9 +117,13 @@ def run_rounds(clients: dict[str, Callable[[int], tuple[float, float]]], calls: 
     return results
 
 
-def local_generation(prompts: int, max_tokens: int) -> list[tuple[str, float, float]]:
-    """(path, generated tokens/s, wall tokens/s) for the embedded model, one request at a time."""
-    import xllamacpp
+def local_generation(prompts: int, max_tokens: int, in_process: bool) -> list[tuple[str, float, float]]:
+    """(path, llama.cpp decode tok/s, wall tok/s) for the embedded model, one request at a time.
+
+    rlmkit.LM and a raw POST go to the same server, alternating prompt by prompt, so other load
+    on the machine hits both alike. The in-process run loads a second copy of the model after.
+    """
+    import httpx
 
     from rlmkit.lm import LM
     from rlmkit.local import LOCAL_MODEL_NAME, LocalServer, ensure_model
@@ -128,55 +132,55 @@ def local_generation(prompts: int, max_tokens: int) -> list[tuple[str, float, fl
     questions = [
         f"Write a Python function that returns the sum of the first {i + 5} squares." for i in range(prompts)
     ]
-    rows = []
-    with LocalServer(path) as server:
-        lm = LM(LOCAL_MODEL_NAME, api_base=server.url, api_key="local", cache=False, temperature=0.0,
-                max_tokens=max_tokens, timeout=600)  # fmt: skip
-        lm.complete([{"role": "user", "content": "warm up"}], max_tokens=4)
-        tokens = seconds = 0.0
-        for q in questions:
-            reply = lm.complete([{"role": "user", "content": q}])
-            tokens += reply.usage.completion_tokens
-            seconds += reply.duration_s
-        rows.append(("rlmkit.LM -> xllamacpp HTTP server (child process)", float("nan"), tokens / seconds))
-        import httpx
+    sampling = {"max_tokens": max_tokens, "temperature": 0.0}
+    totals = {name: [0.0, 0.0, []] for name in ("lm", "raw", "in-process")}  # tokens, seconds, decode rates
 
-        tokens = seconds = 0.0
-        gen_rates = []
+    def record(name: str, started: float, tokens: int, decode_rate: float | None = None) -> None:
+        totals[name][0] += tokens
+        totals[name][1] += time.perf_counter() - started
+        if decode_rate is not None:
+            totals[name][2].append(decode_rate)
+
+    with LocalServer(path) as server:
+        lm = LM(LOCAL_MODEL_NAME, api_base=server.url, api_key="local", cache=False, timeout=900, **sampling)
+        lm.complete([{"role": "user", "content": "warm up"}], max_tokens=4)
         for q in questions:
             started = time.perf_counter()
-            out = httpx.post(server.url + "/chat/completions", timeout=600, json={
-                "messages": [{"role": "user", "content": q}], "max_tokens": max_tokens, "temperature": 0.0,
-            }).json()  # fmt: skip
-            seconds += time.perf_counter() - started
-            tokens += out["usage"]["completion_tokens"]
-            gen_rates.append(out["timings"]["predicted_per_second"])
-        rows.append(("raw httpx POST -> same HTTP server", statistics.mean(gen_rates), tokens / seconds))
+            record("lm", started, lm.complete([{"role": "user", "content": q}]).usage.completion_tokens)
+            started = time.perf_counter()
+            body = {"messages": [{"role": "user", "content": q}], **sampling}
+            out = httpx.post(server.url + "/chat/completions", json=body, timeout=900).json()
+            record("raw", started, out["usage"]["completion_tokens"], out["timings"]["predicted_per_second"])
+    if in_process:
+        import xllamacpp
 
-    params = xllamacpp.CommonParams()
-    params.model.path = str(path)
-    params.n_ctx = 16384
-    params.cpuparams.n_threads = params.cpuparams_batch.n_threads = os.cpu_count() or 2
-    direct = xllamacpp.Server(params)  # in-process; its logs go to this terminal's stderr
-    direct.handle_chat_completions({"messages": [{"role": "user", "content": "warm up"}], "max_tokens": 4})
-    tokens = seconds = 0.0
-    gen_rates = []
-    for q in questions:
-        started = time.perf_counter()
-        out = direct.handle_chat_completions(
-            {"messages": [{"role": "user", "content": q}], "max_tokens": max_tokens, "temperature": 0.0}
+        params = xllamacpp.CommonParams()
+        params.model.path = str(path)
+        params.n_ctx = 16384
+        params.cpuparams.n_threads = params.cpuparams_batch.n_threads = os.cpu_count() or 2
+        direct = xllamacpp.Server(params)  # in-process: its logs go to this terminal's stderr
+        direct.handle_chat_completions(
+            {"messages": [{"role": "user", "content": "warm up"}], "max_tokens": 4}
         )
-        seconds += time.perf_counter() - started
-        tokens += out["usage"]["completion_tokens"]
-        gen_rates.append(out["timings"]["predicted_per_second"])
-    rows.append(
-        (
-            "xllamacpp.Server.handle_chat_completions (in-process)",
-            statistics.mean(gen_rates),
-            tokens / seconds,
-        )
-    )
-    return rows
+        for q in questions:
+            started = time.perf_counter()
+            out = direct.handle_chat_completions({"messages": [{"role": "user", "content": q}], **sampling})
+            record(
+                "in-process",
+                started,
+                out["usage"]["completion_tokens"],
+                out["timings"]["predicted_per_second"],
+            )
+    labels = {
+        "lm": "rlmkit.LM -> xllamacpp HTTP server (child process)",
+        "raw": "raw httpx POST -> the same server",
+        "in-process": "xllamacpp.Server.handle_chat_completions (in-process)",
+    }
+    return [
+        (labels[name], statistics.mean(rates) if rates else math.nan, tokens / seconds)
+        for name, (tokens, seconds, rates) in totals.items()
+        if seconds
+    ]
 
 
 def main() -> None:
@@ -187,6 +191,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--local", action="store_true", help="also measure the embedded model's tokens/s")
     parser.add_argument("--local-only", action="store_true", help="only the embedded model's tokens/s")
+    parser.add_argument("--in-process", action="store_true", help="with --local: also xllamacpp in-process")
     parser.add_argument("--prompts", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=64)
     args = parser.parse_args()
@@ -201,7 +206,7 @@ def main() -> None:
             f"\n## Embedded model generation ({args.prompts} prompts, max_tokens={args.max_tokens}, one at a time)\n"
         )
         print("| path | llama.cpp decode tok/s | wall tok/s (incl. prompt) |\n|---|---:|---:|")
-        for name, decode, wall in local_generation(args.prompts, args.max_tokens):
+        for name, decode, wall in local_generation(args.prompts, args.max_tokens, args.in_process):
             shown = "-" if math.isnan(decode) else f"{decode:.1f}"  # not reported over HTTP here
             print(f"| {name} | {shown} | {wall:.1f} |")
 

@@ -115,6 +115,8 @@ class LocalServer:
                 proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        if self.url is not None:  # a clean run: its log holds nothing anyone needs (one file per process)
+            self.log_path.unlink(missing_ok=True)
         self.url = None
 
     def __enter__(self) -> Self:
