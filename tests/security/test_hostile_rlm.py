@@ -69,7 +69,8 @@ def _stray_files(before: set[str]) -> set[str]:
 
 
 @pytest.mark.parametrize("case", HOSTILE_CASES, ids=[c.name for c in HOSTILE_CASES])
-def test_hostile_code_from_the_root_model_is_contained(case, env, serve):
+def test_hostile_code_from_the_root_model_is_contained(case, env, serve, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the host's cwd, private to this test: any new file in it is the case's
     host = psutil.Process()
     children_before = {p.pid for p in host.children(recursive=True)}
     cwd_before = set(os.listdir("."))
