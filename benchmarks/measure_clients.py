@@ -27,15 +27,25 @@ def client_cost(server: RecordingServer, calls: int, rounds: int) -> dict[str, A
             "per_round": per_round}
 
 
-def embedded_model(prompts: int, max_tokens: int) -> dict[str, Any]:
-    """Reuses the LM engineer's measurement (benchmarks/lm_client_cost.py) when it is there."""
+def embedded_model(prompts: int, max_tokens: int, timeout_s: float) -> dict[str, Any]:
+    """Reuses the LM engineer's measurement (benchmarks/lm_client_cost.py), in a subprocess with a time limit:
+    the 1.5B model on 2 busy cores can take many minutes."""
+    if not (HERE / "lm_client_cost.py").exists():
+        return {"error": "benchmarks/lm_client_cost.py is not available; not measured"}
+    code = ("import json, sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
+            "import inspect\nfrom lm_client_cost import local_generation\n"
+            "args = [int(sys.argv[3]), int(sys.argv[4])]\n"
+            "kw = {'in_process': False} if 'in_process' in inspect.signature(local_generation).parameters else {}\n"
+            "print('@@RESULT ' + json.dumps(local_generation(*args, **kw)))")
     try:
-        from lm_client_cost import local_generation
-    except ImportError as exc:
-        return {"error": f"benchmarks/lm_client_cost.py is not available ({exc}); not measured"}
-    try:
-        rows = local_generation(prompts, max_tokens)
-    except Exception as exc:  # noqa: BLE001 - e.g. the model file cannot be assembled here
-        return {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+        proc = subprocess.run([sys.executable, "-c", code, str(HERE), str(HERE.parent), str(prompts), str(max_tokens)],
+                              capture_output=True, text=True, timeout=timeout_s, cwd=HERE, check=False)
+    except subprocess.TimeoutExpired:
+        return {"error": f"did not finish within {timeout_s:.0f} s on this machine; not measured"}
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("@@RESULT ")]
+    if not lines:
+        return {"error": f"failed: {(proc.stderr.strip().splitlines() or ['no output'])[-1][:300]}"}
+    rows = json.loads(lines[-1][len("@@RESULT "):])
     return {"prompts": prompts, "max_tokens": max_tokens,
-            "rows": [{"path": p, "decode_tok_s": None if math.isnan(d) else d, "wall_tok_s": w} for p, d, w in rows]}
+            "rows": [{"path": p, "decode_tok_s": None if d is None or math.isnan(d) else d, "wall_tok_s": w}
+                     for p, d, w in rows]}

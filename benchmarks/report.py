@@ -10,6 +10,17 @@ from typing import Any
 PEERS = ("dspy.RLM", "rlms")
 
 
+HOW = """How: each framework runs in its own process (peers in their own venv) against one scripted server that
+writes the same Python in each framework's convention. (1) is a 5-turn run (inspect, 1 sub-call, a batch of 8,
+aggregate, finish): a turn's time is its wall time minus the time the server was busy, so it is the framework's
+own work, HTTP client included. (2) and (5) time the fan-out turn at the server: first root reply to next root
+request. Memory is sampled every 20 ms over the driver's process tree and includes the caller's own copy of
+the context. `rlmkit+httpx` is a diagnostic, not a product: rlmkit with its model calls sent by one shared
+httpx client instead of litellm. Why the peers grow with the context (pinned versions): dspy.RLM 3.4.1 JSON-encodes
+and re-sends every input to its interpreter on each turn (`LocalInterpreter.execute(code, variables)`); rlms 0.1.3
+logs each code block's REPL locals, the context included (`REPLResult.to_dict`)."""
+
+
 def _ms(s: float | None) -> str:
     return "-" if s is None else f"{s * 1000:.1f} ms"
 
@@ -68,11 +79,16 @@ def render(results: dict[str, Any]) -> str:
     header = (f"Measured {meta['date']} on {meta['machine']} ({meta['note']}). Versions: {meta['versions']}. "
               "Scripted OpenAI-compatible server on 127.0.0.1; ratios are to the best peer (lower is better). "
               "dspy.RLM runs on its `LocalInterpreter`: its default Deno/Pyodide sandbox cannot start offline.")
-    out = [header, ""]
+    out = [header, "", HOW, ""]
     out += _table("(1) Framework time per turn, median (server time excluded)", _per_size(results, names, "turn_overhead_median_s"), names, _ms)
     out += _table("(1) Start-up: call to first model request, median", _per_size(results, names, "startup_median_s"), names, _ms)
-    rows = [("import", {n: results["imports"].get(n) for n in names})]
-    out += _table("Cold import of the framework (once per process)", rows, names,
+    first = results.get("first_run", {})
+    rows = [("import", {n: results["imports"].get(n) for n in names}),
+            ("first run's start-up", {n: first.get(n, {}).get("startup_median_s") for n in names}),
+            ("first run, 5 turns", {n: first.get(n, {}).get("wall_median_s") for n in names}),
+            ("import + first run", {n: (results["imports"].get(n) or 0) + (first.get(n, {}).get("wall_median_s") or 0)
+                                    for n in names})]
+    out += _table("Cold start in a fresh process: import, then the first run (1e3 chars)", rows, names,
                   lambda v: "-" if v is None else f"{v:.2f} s")
     out += _table("(3) Peak memory, driver + its child processes (RSS + children's USS)",
                   _per_size(results, names, "rss_peak"), names, _mb)

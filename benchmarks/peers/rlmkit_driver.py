@@ -20,9 +20,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).res
 from driver_base import QUESTION, dir_bytes, serve
 
 started = time.monotonic()
-import litellm  # noqa: F401 - rlmkit imports it on the first call; time it with the framework
-
-import rlmkit
+import rlmkit  # lazy: litellm and dspy load on the first run, which the cold-start figures show
 from rlmkit.trajectory import Usage
 
 IMPORT_S = time.monotonic() - started
