@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -37,14 +39,18 @@ def embedded_model(prompts: int, max_tokens: int, timeout_s: float) -> dict[str,
             "args = [int(sys.argv[3]), int(sys.argv[4])]\n"
             "kw = {'in_process': False} if 'in_process' in inspect.signature(local_generation).parameters else {}\n"
             "print('@@RESULT ' + json.dumps(local_generation(*args, **kw)))")
+    # Its own session, so a timeout ends the model server it started too, not just the script.
+    proc = subprocess.Popen([sys.executable, "-c", code, str(HERE), str(HERE.parent), str(prompts), str(max_tokens)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=HERE, start_new_session=True)
     try:
-        proc = subprocess.run([sys.executable, "-c", code, str(HERE), str(HERE.parent), str(prompts), str(max_tokens)],
-                              capture_output=True, text=True, timeout=timeout_s, cwd=HERE, check=False)
+        stdout, stderr = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
         return {"error": f"did not finish within {timeout_s:.0f} s on this machine; not measured"}
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("@@RESULT ")]
+    lines = [line for line in stdout.splitlines() if line.startswith("@@RESULT ")]
     if not lines:
-        return {"error": f"failed: {(proc.stderr.strip().splitlines() or ['no output'])[-1][:300]}"}
+        return {"error": f"failed: {(stderr.strip().splitlines() or ['no output'])[-1][:300]}"}
     rows = json.loads(lines[-1][len("@@RESULT "):])
     return {"prompts": prompts, "max_tokens": max_tokens,
             "rows": [{"path": p, "decode_tok_s": None if d is None or math.isnan(d) else d, "wall_tok_s": w}
