@@ -11,4 +11,12 @@ fi
 # torch first, pinned to the CPU build on local disk, so the train extra pulls no CUDA build.
 python3 -m pip install -q --disable-pip-version-check torch==2.13.0
 python3 -m pip install -q --disable-pip-version-check -e ".[local,train,dev,cluster,monty]"
+# verifiers' classic API (0.1.x) pins an older `datasets` than TRL needs, so its export test
+# runs in a venv of its own (built once, reused).
+if [ ! -x .venvs/verifiers-classic/bin/python ]; then
+  python3 -m venv --system-site-packages .venvs/verifiers-classic
+  echo "torch==2.13.0+cpu" > .venvs/torch-pin.txt   # never pull another torch
+  PIP_CONSTRAINT=.venvs/torch-pin.txt .venvs/verifiers-classic/bin/pip install -q --disable-pip-version-check verifiers==0.1.14
+fi
+export RLMKIT_VERIFIERS_CLASSIC_PYTHON="$PWD/.venvs/verifiers-classic/bin/python"
 exec python3 -m pytest -q "$@"
