@@ -57,7 +57,7 @@ def _short_error(entry: dict[str, Any]) -> str:
 
 
 def _per_size(results: dict[str, Any], names: list[str], key: str) -> list[tuple[str, dict[str, Any]]]:
-    sizes = sorted({int(s) for n in names for s in results["turns"].get(n, {})})
+    sizes = sorted({int(s) for n in names for s in results["turns"].get(n, {}) if s.isdigit()})
     rows = []
     for size in sizes:
         values: dict[str, Any] = {}
@@ -70,6 +70,10 @@ def _per_size(results: dict[str, Any], names: list[str], key: str) -> list[tuple
             else:
                 values[n] = entry.get(key)
         rows.append((f"{size:.0e} chars".replace("e+0", "e"), values))
+    for n in names:  # a driver that never started
+        start = results["turns"].get(n, {}).get("start")
+        if start and rows:
+            rows[0][1][n] = _short_error(start)
     return rows
 
 

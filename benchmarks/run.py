@@ -93,8 +93,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if unknown:
         parser.error(f"unknown frameworks {sorted(unknown)}; choose from {list(FRAMEWORKS)}")
     args.out.mkdir(parents=True, exist_ok=True)
-    logs = args.out / "logs"
-    logs.mkdir(exist_ok=True)
+    # driver logs stay out of the committed results (benchmarks/out/ is gitignored)
+    logs = HERE / "out" / "logs" if args.out == HERE / "results" else args.out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    load_at_start = os.getloadavg()[0]
 
     started = time.monotonic()
     import rlmkit
@@ -122,7 +124,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     results["meta"] = {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {_memory_gib():.0f} GiB",
-        "note": args.note or f"load average {os.getloadavg()[0]:.1f} at the end",
+        "note": args.note or f"load average {load_at_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end",
         "versions": ", ".join(f"{k} {v}" for k, v in versions.items()),
         "total_s": time.monotonic() - started,
     }
