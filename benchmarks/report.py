@@ -21,6 +21,14 @@ and re-sends every input to its interpreter on each turn (`LocalInterpreter.exec
 logs each code block's REPL locals, the context included (`REPLResult.to_dict`)."""
 
 
+def _s(s: float | None) -> str:
+    return "-" if s is None else f"{s:.2f} s"
+
+
+def _vs_ideal(row: dict[str, Any]) -> Any:
+    return "no timing" if row.get("wall_s") is None else (row["wall_s"], f" = {row['ratio']:.2f}x ideal")
+
+
 def _ms(s: float | None) -> str:
     return "-" if s is None else f"{s * 1000:.1f} ms"
 
@@ -34,12 +42,17 @@ def _kb(b: float | None) -> str:
 
 
 def _cell(values: dict[str, Any], name: str, fmt) -> str:
-    """``name``'s value, with its ratio to the best (lowest) peer value when there is one."""
-    value = values.get(name)
+    """``name``'s value, with its ratio to the best (lowest) peer value when there is one.
+
+    A value may be ``(number, remark)``: the ratio is on the number, the remark follows it."""
+    value, remark = values.get(name), ""
     if isinstance(value, str):  # an error or a note
         return value
-    peers = [v for p, v in values.items() if p in PEERS and isinstance(v, (int, float))]
-    text = fmt(value)
+    if isinstance(value, tuple):
+        value, remark = value
+    numbers = {p: v[0] if isinstance(v, tuple) else v for p, v in values.items()}
+    peers = [v for p, v in numbers.items() if p in PEERS and isinstance(v, (int, float))]
+    text = fmt(value) + remark
     if value is not None and peers and min(peers) > 0:
         text += f" (x{value / min(peers):.2f})"
     return text
@@ -115,19 +128,19 @@ def render(results: dict[str, Any]) -> str:
         values = {}
         for n in names:
             row = scaling.get(n, {}).get("by_n", {}).get(str(count))
-            values[n] = "not run" if row is None else (_short_error(row) if "error" in row else row["ratio"])
+            values[n] = "not run" if row is None else (_short_error(row) if "error" in row else _vs_ideal(row))
         rows.append((f"N={count}", values))
     if rows:
         conc = ", ".join(f"{n} {scaling[n]['concurrency']}" for n in names if n in scaling)
-        out += _table(f"(2) Sub-call fan-out: wall / ideal ceil(N/concurrency) x 200 ms (concurrency: {conc})",
-                      rows, names, lambda v: "-" if v is None else f"{v:.2f}")
+        out += _table(f"(2) Sub-call fan-out at 200 ms per call: wall time = its ratio to the framework's ideal "
+                      f"ceil(N/concurrency) x 200 ms (concurrency: {conc}); (x) compares wall times", rows, names, _s)
 
     depth = results.get("depth2", {})
     if depth:
-        values = {n: _short_error(depth[n]) if "error" in depth.get(n, {"error": "not run"}) else depth[n]["ratio"]
+        values = {n: _short_error(depth[n]) if "error" in depth.get(n, {"error": "not run"}) else _vs_ideal(depth[n])
                   for n in names}
-        out += _table("(5) Depth 2: 16 child RLMs at once, wall / ideal (2 x 200 ms)", [("16 children", values)],
-                      names, lambda v: "-" if v is None else f"{v:.2f}")
+        out += _table("(5) Depth 2: 16 child RLMs at once (each: 1 request + 1 sub-call, 200 ms each); ideal 0.40 s",
+                      [("16 children", values)], names, _s)
         out += [f"- {n}: {results['depth2_how'][n]}" for n in names if n in results.get("depth2_how", {})] + [""]
 
     clients = results.get("clients", {})
