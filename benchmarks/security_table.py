@@ -144,6 +144,7 @@ def run_guard(cgroups: list[str], workdir: str, host_cmd: list[str]) -> int:
     confine = _load("rlmkit_confine", REPO / "rlmkit" / "sandbox" / "confine.py")
     confine.enter_namespaces(False, True)  # a private mount namespace (we are root)
     confine.private_workdir(workdir, DISK_MAX, None)
+    os.chmod(workdir, 0o755)  # like /tmp for a worker that drops to its own uid (mode=0700 by default)
     env = {**os.environ, "TMPDIR": workdir, "HOME": workdir}
     return subprocess.call(host_cmd, cwd=workdir, env=env, stdin=subprocess.DEVNULL,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -203,6 +204,7 @@ def run_case(framework: str, case, timeout: float) -> dict:
     python = sys.executable if framework == "rlmkit" else str(VENV_PYTHON)
     with hostile.HostileEnv() as env, tempfile.TemporaryDirectory(prefix="rlmkit-sec-") as scratch:
         bait = {k: getattr(env, k) for k in ("victim", "secret", "outside", "tmp_outside", "port")}
+        os.chmod(scratch, 0o755)  # rlmkit's worker drops to its own uid and must reach its dir below
         result_path = os.path.join(scratch, "result.json")
         workdir = os.path.join(scratch, "work")
         os.mkdir(workdir)
