@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 import os
@@ -432,7 +433,6 @@ def _without_logging_worker(litellm: Any):
 
 # -- the default LM --------------------------------------------------------------------
 _configured: LM | None = None
-_announced_local = False
 
 
 def configure(lm: LM | Any | str | None) -> None:
@@ -441,13 +441,27 @@ def configure(lm: LM | Any | str | None) -> None:
     _configured = None if lm is None else resolve_lm(lm)
 
 
+# With no LM configured, a provider key in the environment picks that provider (first match).
+PROVIDER_DEFAULTS = (
+    ("OPENAI_API_KEY", "openai/gpt-5-mini"),
+    ("ANTHROPIC_API_KEY", "anthropic/claude-haiku-4-5"),
+    ("GEMINI_API_KEY", "gemini/gemini-2.5-flash"),
+)
+
+
+@functools.lru_cache(maxsize=8)
+def _from_env(model: str) -> LM:
+    """One LM per environment-chosen model, so repeated resolution shares cache and limits."""
+    return LM(model)
+
+
 def resolve_lm(lm: LM | Any | str | None) -> LM:
     """An rlmkit LM from an LM, a dspy.LM, a model string, or None (the configured default).
 
-    None picks, in order: ``dspy.settings.lm``, ``rlmkit.configure()``'s LM, else the
-    embedded local model (announced once on stderr).
+    None picks, in order: ``dspy.settings.lm``, ``rlmkit.configure()``'s LM, ``$RLMKIT_MODEL``,
+    a provider whose key is in the environment (``PROVIDER_DEFAULTS``), else the embedded
+    local model (announced once on stderr).
     """
-    global _announced_local
     if isinstance(lm, LM):
         return lm
     if isinstance(lm, str):
@@ -462,12 +476,21 @@ def resolve_lm(lm: LM | Any | str | None) -> LM:
         return resolve_lm(dspy_lm)
     if _configured is not None:
         return _configured
+    model = os.environ.get("RLMKIT_MODEL") or next(
+        (default for key, default in PROVIDER_DEFAULTS if os.environ.get(key)), None
+    )
+    if model is not None:  # a provider key in the environment: use that provider's default model
+        return _from_env(model)
+    return _embedded()
+
+
+@functools.lru_cache(maxsize=1)
+def _embedded() -> LM:
+    """The embedded model's LM, built (and announced) once per process."""
     from rlmkit.local import local_lm
 
-    if not _announced_local:
-        _announced_local = True
-        log.warning("rlmkit: no LM configured; using the embedded local model (Qwen2.5-Coder-1.5B). "
-                    "Pass lm=... or call rlmkit.configure(...) to use another.")  # fmt: skip
+    log.warning("rlmkit: no LM configured; using the embedded local model (Qwen2.5-Coder-1.5B). "
+                "Pass lm=... or call rlmkit.configure(...) to use another.")  # fmt: skip
     return local_lm()
 
 

@@ -26,12 +26,12 @@ from rlmkit.errors import ConfigError, ContextError, MissingInputError, UserErro
 from rlmkit.prompting import Display
 from rlmkit.protocols import Protocol, get_protocol
 from rlmkit.run import RunState, Tree, run_loop
+from rlmkit.sandbox import BACKENDS as SANDBOXES
 from rlmkit.sandbox.base import SandboxLimits
 from rlmkit.signature import OutputValidator, make_signature, signature_text
 from rlmkit.subcalls import make_typed_subcalls
 from rlmkit.trajectory import RunMeta, Trajectory, TrajectoryLog, describe_variable
 
-from rlmkit.sandbox import BACKENDS as SANDBOXES  # noqa: E402
 _KNOBS = ("max_iterations", "max_depth", "cell_timeout", "max_concurrency")
 
 
@@ -40,7 +40,7 @@ class RLM(dspy.Module):
 
     def __init__(
         self,
-        signature: "str | type[dspy.Signature]",
+        signature: str | type[dspy.Signature],
         *,
         lm: Any = None,
         sub_lm: Any = None,
@@ -48,13 +48,13 @@ class RLM(dspy.Module):
         max_iterations: int = 20,
         max_depth: int = 1,
         budget: Budget | None = None,
-        protocol: "str | Protocol" = "submit",
+        protocol: str | Protocol = "submit",
         sandbox: str = "process",
         cell_timeout: float | None = 60.0,
         max_concurrency: int = 16,
         limits: SandboxLimits | None = None,
         display: Display | None = None,
-        log_dir: "str | Path | None" = None,
+        log_dir: str | Path | None = None,
         instructions: str | None = None,
     ):
         super().__init__()
@@ -78,7 +78,12 @@ class RLM(dspy.Module):
         self.subcalls = dict(subcalls or {})
         self.typed_subcalls, self.tools = make_typed_subcalls(self.subcalls)
         self.validator = OutputValidator(self.signature)
-        self._lm_spec, self._sub_lm_spec = lm, sub_lm
+        from rlmkit.lm import resolve_lm
+
+        # Models given (by name, dspy.LM or LM) are resolved once here, so a bad name or a
+        # missing key fails now; None follows whatever is configured when the RLM is called.
+        self._lm_spec = resolve_lm(lm) if lm is not None else None
+        self._sub_lm_spec = resolve_lm(sub_lm) if sub_lm is not None else None
         root_sig = self.signature.with_instructions(instructions if instructions is not None else self.signature.instructions)
         self.root = dspy.Predict(root_sig)  # holds the optimizable instructions and demos
 
@@ -98,6 +103,7 @@ class RLM(dspy.Module):
     # -- models --------------------------------------------------------------------------
     @property
     def lm(self) -> Any:
+        """The root model (None spec: the configured default, resolved now)."""
         from rlmkit.lm import resolve_lm
 
         return resolve_lm(self._lm_spec)
@@ -115,7 +121,7 @@ class RLM(dspy.Module):
             timeout = remaining if timeout is None else min(timeout, remaining)
         return dataclasses.replace(self.limits, cell_timeout=timeout)
 
-    def child(self) -> "RLM":
+    def child(self) -> RLM:
         """The RLM an ``rlm_query`` runs: same models, protocol and limits, a plain QA signature."""
         child = RLM("context, question -> answer", lm=self._lm_spec, sub_lm=self._sub_lm_spec,
                     subcalls=self.subcalls, max_iterations=self.max_iterations, max_depth=self.max_depth,
@@ -171,7 +177,7 @@ class RLM(dspy.Module):
             inputs=[describe_variable(name, value) for name, value in variables.items()],
             rlmkit_version=rlmkit.__version__,
         )
-        state = RunState(self, tree, depth, meta)
+        state = RunState(self, tree, depth, meta, lm, sub_lm)
         outputs = await run_loop(self, variables, aliases, state)
         return outputs, state.trajectory
 
@@ -199,7 +205,7 @@ class RLM(dspy.Module):
                         "display": dataclasses.asdict(self.display), "budget": self.budget.limits()}
         return state
 
-    def load_state(self, state: dict[str, Any], *args: Any, **kwargs: Any) -> "RLM":
+    def load_state(self, state: dict[str, Any], *args: Any, **kwargs: Any) -> RLM:
         knobs = state.get("rlm")
         if knobs:
             for key in _KNOBS:

@@ -13,8 +13,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from rlmkit.budget import Budget
 from rlmkit.errors import BudgetExceeded, LMError, MaxIterationsError, RunError, SandboxError
@@ -70,8 +71,9 @@ def _settle(future: asyncio.Future, result: Any, exc: BaseException | None) -> N
 class RunState:
     """One RLM run: its trajectory, sandbox and the code block sub-calls are recorded into."""
 
-    def __init__(self, rlm: "RLM", tree: Tree, depth: int, meta: RunMeta):
+    def __init__(self, rlm: RLM, tree: Tree, depth: int, meta: RunMeta, lm: Any, sub_lm: Any):
         self.rlm = rlm
+        self.lm, self.sub_lm = lm, sub_lm  # resolved once per run: one cache and one limiter per model
         self.tree = tree
         self.depth = depth
         self.trajectory = Trajectory(meta=meta)
@@ -91,7 +93,7 @@ class RunState:
         self.submitted = self.rlm.validator.validate(outputs)
 
 
-async def run_loop(rlm: "RLM", variables: dict[str, Any], aliases: dict[str, str], state: RunState) -> dict[str, Any]:
+async def run_loop(rlm: RLM, variables: dict[str, Any], aliases: dict[str, str], state: RunState) -> dict[str, Any]:
     """Drive one run to validated outputs, or raise a RunError carrying the trajectory."""
     traj = state.trajectory
     tree = state.tree
@@ -150,7 +152,7 @@ async def run_loop(rlm: "RLM", variables: dict[str, Any], aliases: dict[str, str
             tree.log.end(traj)
 
 
-async def _turn(rlm: "RLM", state: RunState, sandbox: Any, messages: list[Message], new_messages: list[Message],
+async def _turn(rlm: RLM, state: RunState, sandbox: Any, messages: list[Message], new_messages: list[Message],
                 keep: int, index: int, last: bool) -> Turn:
     traj, tree = state.trajectory, state.tree
     if last:  # ask once for the answer, in the same user message (no two user messages in a row)
@@ -160,7 +162,7 @@ async def _turn(rlm: "RLM", state: RunState, sandbox: Any, messages: list[Messag
     start = time.monotonic()
     tree.budget.check()
     async with tree.semaphore:
-        completion = await rlm.lm.acomplete([m.model_dump() for m in messages])
+        completion = await state.lm.acomplete([m.model_dump() for m in messages])
     turn.lm_duration_s = time.monotonic() - start
     turn.reply, turn.model, turn.usage = completion.text, completion.model, completion.usage
     traj.usage = traj.usage.add(completion.usage)

@@ -14,7 +14,8 @@ import json
 import re
 import time
 import types
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 import dspy
 
@@ -91,7 +92,7 @@ class TypedSubcall:
 class SubcallHost:
     """Builds the host functions of one run and records each call in its trajectory."""
 
-    def __init__(self, run: "RunState"):
+    def __init__(self, run: RunState):
         self.run = run
         self.rlm = run.rlm
         self.typed = {name: spec for name, spec in run.rlm.typed_subcalls.items()}
@@ -146,7 +147,7 @@ class SubcallHost:
         text = prompt if isinstance(prompt, str) else str(prompt)
         node = SubCall(kind="llm_query", name="llm_query", depth=self.run.depth + 1, batch=batch,
                        prompt=bounded(text, self.rlm.display.trajectory_chars))
-        return await self._call_lm(node, [{"role": "user", "content": text}], self.rlm.sub_lm)
+        return await self._call_lm(node, [{"role": "user", "content": text}], self.run.sub_lm)
 
     def llm_query(self, prompt: str) -> str:
         return self._sync(self._llm_query(prompt))
@@ -203,14 +204,14 @@ class SubcallHost:
         node = SubCall(kind="typed", name=spec.name, depth=self.run.depth + 1, batch=batch,
                        prompt=bounded(messages[-1]["content"], limit),
                        messages=[Message(role=m["role"], content=bounded(m["content"], limit)) for m in messages])
-        text = await self._call_lm(node, messages, self.rlm.sub_lm)
+        text = await self._call_lm(node, messages, self.run.sub_lm)
         try:
             return spec.parse(text)
         except ValueError as exc:  # one repair round: tell the sub-model what was wrong
             retry = messages + [{"role": "assistant", "content": text}, {"role": "user", "content": f"{exc}. Reply with the JSON object only."}]
             node2 = node.model_copy(update={"id": node.id + "r", "prompt": str(exc), "reply": "", "error": None,
                                             "messages": [Message(**m) for m in retry]})
-            return spec.parse(await self._call_lm(node2, retry, self.rlm.sub_lm))
+            return spec.parse(await self._call_lm(node2, retry, self.run.sub_lm))
 
     def _typed_function(self, spec: TypedSubcall) -> tuple[Callable[..., Any], Callable[..., Any]]:
         def call(**kwargs: Any) -> Any:

@@ -108,7 +108,10 @@ def test_real_generation_through_the_embedded_model(capfd):
 def test_no_configured_lm_falls_back_to_the_embedded_model_and_says_so_once(caplog, monkeypatch):
     import rlmkit.lm as lm_module
 
-    monkeypatch.setattr(lm_module, "_announced_local", False)
+    lm_module._embedded.cache_clear()
+    for key, _ in lm_module.PROVIDER_DEFAULTS:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.delenv("RLMKIT_MODEL", raising=False)
     lm_module.configure(None)
     import dspy
 
@@ -117,3 +120,20 @@ def test_no_configured_lm_falls_back_to_the_embedded_model_and_says_so_once(capl
     assert first.model == second.model == LOCAL_MODEL_NAME and first.api_base == second.api_base
     notes = [r for r in caplog.records if "embedded local model" in r.getMessage()]
     assert len(notes) == 1
+
+
+def test_a_provider_key_in_the_environment_picks_that_provider(monkeypatch):
+    import dspy
+
+    import rlmkit.lm as lm_module
+
+    lm_module.configure(None)
+    monkeypatch.delenv("RLMKIT_MODEL", raising=False)
+    for key, _ in lm_module.PROVIDER_DEFAULTS:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-not-a-real-key")
+    with dspy.context(lm=None):
+        assert lm_module.resolve_lm(None).model == "anthropic/claude-haiku-4-5"
+        monkeypatch.setenv("RLMKIT_MODEL", "openai/gpt-4o-mini")
+        monkeypatch.setenv("OPENAI_API_KEY", "test-not-a-real-key")
+        assert lm_module.resolve_lm(None).model == "openai/gpt-4o-mini"
