@@ -18,12 +18,17 @@ ROOT_JOBS = {
 }
 
 
+def unused_lm():
+    """An LM that is never called: a local api_base needs no key, and construction sends nothing."""
+    return rlmkit.LM("openai/unused", api_base="http://127.0.0.1:9/v1", cache=False)
+
+
 @pytest.mark.parametrize("sig,outputs", ROOT_JOBS.items(), ids=lambda x: getattr(x, "__name__", ""))
 def test_root_jobs_drive_an_rlm(sig, outputs):
     assert issubclass(sig, dspy.Signature)
     assert next(iter(sig.input_fields)) == "context" and list(sig.output_fields) == outputs
     assert sig.instructions.strip()
-    rlm = rlmkit.RLM(sig, lm="openai/unused")  # builds without any model call
+    rlm = rlmkit.RLM(sig, lm=unused_lm())  # builds without any model call
     assert rlm.named_predictors()[0][1].signature.instructions == sig.instructions
 
 

@@ -50,43 +50,46 @@ def generate(n: int, length: int, seed: int = 0, **knobs: Any) -> list[Example]:
 def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int):
     records, context = records_context(rng, knobs, length)
     kind = knobs["question"] if knobs["question"] != "mixed" else rng.choice(QUESTIONS)
-    question, gold, answer_type = ask(rng, records, kind)
+    question, gold, answer_type, kind = ask(rng, records, kind)
     meta = {"question_type": kind, "answer_type": answer_type, "records": len(records.lines)}
     return {"context": context, "question": question}, gold, meta
 
 
-def ask(rng: random.Random, records: Records, kind: str) -> tuple[str, Any, str]:
-    """A question of ``kind`` about ``records``: (question text, gold answer, answer type)."""
+def ask(rng: random.Random, records: Records, kind: str) -> tuple[str, Any, str, str]:
+    """A question of ``kind`` about ``records``: (question text, gold answer, answer type, kind asked).
+
+    The kind asked differs only when ``top_month`` has no answer (every label's busiest month
+    is tied): then a ``count`` question is asked instead."""
     counts = records.counts()
     present = [label for label in LABELS if counts[label]] or list(LABELS)
     label = rng.choice(present)
     tail = " Answer with a single number."
     if kind == "count":
         return (f"In the data above, how many instances should be labelled as '{label}'?{tail}",
-                counts[label], "number")
+                counts[label], "number", kind)
     if kind == "compare":
         other = rng.choice([x for x in LABELS if x != label])
         a, b = counts[label], counts[other]
         gold = COMPARE_ANSWERS[0] if a > b else COMPARE_ANSWERS[1] if a < b else COMPARE_ANSWERS[2]
         return ((f"In the data above, is the label '{label}' more common, less common, or the same "
                 f"frequency as the label '{other}'? Answer with exactly one of: "
-                f"{', '.join(COMPARE_ANSWERS)}."), gold, "choice")
+                f"{', '.join(COMPARE_ANSWERS)}."), gold, "choice", kind)
     if kind == "per_user":
         user = rng.choice(sorted(set(records.users)) or records.user_ids)
         return ((f"In the data above, how many instances from User {user} should be labelled as "
-                f"'{label}'?{tail}"), records.user_counts()[(user, label)], "number")
+                f"'{label}'?{tail}"), records.user_counts()[(user, label)], "number", kind)
     month_counts = records.month_counts()
     months = sorted({m for m, _ in month_counts})
     if kind == "per_month":
         month = rng.choice(months)
         return ((f"In the data above, how many instances dated in {month_name(month)} should be "
-                f"labelled as '{label}'?{tail}"), month_counts[(month, label)], "number")
+                f"labelled as '{label}'?{tail}"), month_counts[(month, label)], "number", kind)
     # top_month: only labels whose busiest month is unique have an answer
     for candidate in [label] + [x for x in present if x != label]:
         per = sorted(((month_counts[(m, candidate)], m) for m in months), reverse=True)
         if per and per[0][0] > 0 and (len(per) == 1 or per[0][0] > per[1][0]):
             return ((f"In the data above, in which month do instances labelled as '{candidate}' occur "
-                    f"most often? Answer as Month YYYY."), month_name(per[0][1]), "month")
+                    f"most often? Answer as Month YYYY."), month_name(per[0][1]), "month", kind)
     return ask(rng, records, "count")
 
 
