@@ -152,6 +152,8 @@ class RLM(dspy.Module):
         return box["value"]
 
     async def aforward(self, **inputs: Any) -> dspy.Prediction:
+        """The one entry point (``__call__`` and ``acall`` come here). ``_task={...}`` (optional)
+        is stored in ``trajectory.meta.task``: evaluation uses it for suite, example id and gold."""
         task = inputs.pop("_task", None)
         outputs, trajectory = await self.run_tree(inputs, task=task)
         _record_dspy_trace(self.root, inputs, outputs)
