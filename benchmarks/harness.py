@@ -35,6 +35,10 @@ class RecordingServer(ScriptedServer):
 
     def __init__(self) -> None:
         super().__init__(lambda body: self.script(classify(body), body))
+        # socketserver listens with a backlog of 5: a burst of more new connections than that (a
+        # fan-out opening its pool) overflows it and the kernel drops SYNs, which clients retry
+        # only after 1 s. Linux lets a listening socket raise its backlog with another listen().
+        self._httpd.socket.listen(1024)
         self.hits: list[Hit] = []
         self.script: Callable[[str, dict], str] = lambda kind, body: "ok"
         self.latency_for: dict[str, float] = {}
