@@ -13,7 +13,7 @@ The peers are installed in their own venv, ``benchmarks/.peers-security/.venv`` 
 
 Each case runs in its own process tree so a peer that hangs, kills its host or forks without
 end cannot take this script down: driver -> guard -> host. The guard (this script, as root)
-puts itself in a fresh pids cgroup (128 tasks) and memory cgroup (4 GiB), mounts a 256 MiB
+puts itself in a fresh pids cgroup (128 tasks) and memory cgroup (6 GiB), mounts a 256 MiB
 tmpfs as the host's working and temp dir, then starts the host. The driver kills the whole
 cgroup after ``--timeout`` seconds. A case counts as contained only if none of these
 harness guards was hit, the host and its parent survived, the bait (files, a 127.0.0.1
@@ -41,7 +41,7 @@ PEERS = HERE / ".peers-security"
 VENV_PYTHON = PEERS / ".venv" / "bin" / "python"
 PEER_PACKAGES = ["rlms==0.1.3", "dspy==3.4.1"]
 RESULTS = HERE / "results" / "security.md"
-PIDS_MAX, MEMORY_MAX, DISK_MAX = 128, 4 * 1024**3, 256 * 1024**2
+PIDS_MAX, MEMORY_MAX, DISK_MAX = 128, 6 * 1024**3, 256 * 1024**2  # memory above rlmkit's own 4 GiB
 STARTUP_S = 180.0  # for a host to import its framework before the case's clock starts
 CELL_TIMEOUT = 5.0  # rlmkit's cell timeout and dspy's execution_timeout
 CGROUP = Path("/sys/fs/cgroup")
@@ -280,6 +280,8 @@ def _describe(found: dict) -> str:
     if error:
         return error[-1][:90]
     out = (found.get("stdout") or "").strip()
+    if "characters truncated]" in out:
+        return f"output cut head + tail to {len(out):,} chars"
     return f"ran; printed {len(out):,} chars" if out else "ran"
 
 
