@@ -40,7 +40,7 @@ from rlmkit.errors import (
     SandboxError,
     UserError,
 )
-from rlmkit.trajectory import Trajectory, TrajectoryLog
+from rlmkit.trajectory import Trajectory, TrajectoryLog, drop_torn_tail
 
 Metric = Callable[[Example, Any], float]
 FAILURE_KINDS = ((BudgetExceeded, "budget_exceeded"), (MaxIterationsError, "max_iterations"),
@@ -160,6 +160,7 @@ class RunDir:
         self.path.mkdir(parents=True, exist_ok=True)
         stored.write_text(json.dumps({"hash": self.hash, "config": config}, indent=2, sort_keys=True, default=str))
         self.log = TrajectoryLog(self.path / "trajectories")
+        drop_torn_tail(self.results_path)  # a killed run's half line must not swallow the next row
 
     @property
     def results_path(self) -> Path:

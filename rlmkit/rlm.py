@@ -131,25 +131,9 @@ class RLM(dspy.Module):
 
     # -- calling -------------------------------------------------------------------------
     def forward(self, **inputs: Any) -> dspy.Prediction:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self.aforward(**inputs))
-        # Called from inside an event loop (a notebook, an async app): run on a private loop.
-        box: dict[str, Any] = {}
-
-        def target() -> None:
-            try:
-                box["value"] = asyncio.run(self.aforward(**inputs))
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-                box["error"] = exc
-
-        thread = threading.Thread(target=target, name="rlmkit-run")
-        thread.start()
-        thread.join()
-        if "error" in box:
-            raise box["error"]
-        return box["value"]
+        """Sync calls run on one long-lived event loop, shared by every RLM in the process, so
+        async HTTP clients (litellm keeps one per loop) are reused instead of leaked per call."""
+        return asyncio.run_coroutine_threadsafe(self.aforward(**inputs), _sync_loop()).result()
 
     async def aforward(self, **inputs: Any) -> dspy.Prediction:
         """The one entry point (``__call__`` and ``acall`` come here). ``_task={...}`` (optional)
@@ -219,6 +203,20 @@ class RLM(dspy.Module):
             self.budget = Budget(**knobs["budget"])
         super().load_state({k: v for k, v in state.items() if k != "rlm"}, *args, **kwargs)
         return self
+
+
+_loop_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+
+
+def _sync_loop() -> asyncio.AbstractEventLoop:
+    """The background loop of sync calls (a daemon thread, started on first use)."""
+    global _loop
+    with _loop_lock:
+        if _loop is None:
+            _loop = asyncio.new_event_loop()
+            threading.Thread(target=_loop.run_forever, name="rlmkit-loop", daemon=True).start()
+        return _loop
 
 
 def _size(value: Any) -> int:

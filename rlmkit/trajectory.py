@@ -22,8 +22,9 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -47,7 +48,7 @@ class Usage(BaseModel):
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
-    def add(self, other: "Usage") -> "Usage":
+    def add(self, other: Usage) -> Usage:
         return Usage(
             calls=self.calls + other.calls,
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
@@ -81,7 +82,7 @@ class SubCall(BaseModel):
     duration_s: float = 0.0
     error: str | None = None
     batch: int | None = None  # index within a batched call, if any
-    child: "Trajectory | None" = None  # the child RLM's whole run, for rlm_query
+    child: Trajectory | None = None  # the child RLM's whole run, for rlm_query
 
 
 class CodeBlock(BaseModel):
@@ -200,6 +201,21 @@ def describe_variable(name: str, value: Any, preview_chars: int = PREVIEW_CHARS)
         sha256=hashlib.sha256(data).hexdigest(),
         preview=preview,
     )
+
+
+def drop_torn_tail(path: str | os.PathLike) -> int:
+    """Cut a half-written last line (a killed writer's) off a JSONL file before appending to it,
+    so the next record is not glued onto it. Returns the bytes dropped."""
+    path = Path(path)
+    if not path.exists():
+        return 0
+    with open(path, "rb+") as fh:
+        data = fh.read()
+        if not data or data.endswith(b"\n"):
+            return 0
+        keep = data.rfind(b"\n") + 1
+        fh.truncate(keep)
+        return len(data) - keep
 
 
 # ------------------------------------------------------------------ JSONL log

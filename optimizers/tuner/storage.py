@@ -81,7 +81,8 @@ def _open_rdb(rdb_storage: Any, url: str, engine_kwargs: dict[str, Any], attempt
         try:
             return rdb_storage(url, engine_kwargs=engine_kwargs or None)
         except Exception as exc:
-            transient = "UNIQUE constraint" in str(exc) or "database is locked" in str(exc)
+            message = str(exc)  # two processes creating one fresh study race on its tables: retry
+            transient = any(s in message for s in ("UNIQUE constraint", "database is locked", "already exists"))
             if not transient or attempt == attempts - 1:
                 raise
             time.sleep(0.2 * (attempt + 1))

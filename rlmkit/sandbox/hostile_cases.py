@@ -163,8 +163,8 @@ HOSTILE_CASES: list[HostileCase] = [
                 "import sys\nsys.setrecursionlimit(10**8)\ndef f(n):\n    return f(n + 1)\nf(0)",
                 "C stack overflow kills the worker; restarted", _recursion),
     HostileCase("os_exit", "import os\nos._exit(1)", "worker restarted", _restarted),
-    HostileCase("close_the_pipes", "import os\nfor fd in range(3, 64):\n    try:\n        os.close(fd)\n"
-                "    except OSError:\n        pass\nwhile True:\n    pass",
+    HostileCase("close_the_pipes", "import json, os, sys\nconfig = json.loads(sys.argv[1])\n"
+                "os.close(config['rfd'])\nos.close(config['wfd'])\nwhile True:\n    pass",
                 "host sees the pipe close; worker killed and restarted", _restarted),
     HostileCase("forge_huge_frame", "import json, os, sys\nos.write(json.loads(sys.argv[1])['wfd'], b'\\xff' * 8)\n"
                 "while True:\n    pass", "host refuses the frame; worker restarted", _restarted),
