@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field
 
 SCHEMA_VERSION = 1
 PREVIEW_CHARS = 200
+_HASH_CHUNK = 1 << 20
 
 
 class Message(BaseModel):
@@ -182,15 +183,18 @@ def bounded(text: str, limit: int) -> str:
 def describe_variable(name: str, value: Any, preview_chars: int = PREVIEW_CHARS) -> VariableInfo:
     """Type, size, hash and preview of an input, computed without keeping the body."""
     if isinstance(value, (str, bytes)):
-        data = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else value
         text = value if isinstance(value, str) else value[: preview_chars * 2].decode("utf-8", "replace")
         size = len(value)
+        digest = hashlib.sha256()
+        for start in range(0, len(value), _HASH_CHUNK):  # chunks: a 100 MB context is never copied whole
+            chunk = value[start : start + _HASH_CHUNK]
+            digest.update(chunk.encode("utf-8", "surrogatepass") if isinstance(chunk, str) else chunk)
     else:
         try:
             text = json.dumps(value, default=str, ensure_ascii=False)
         except (TypeError, ValueError):
             text = repr(value)
-        data = text.encode("utf-8", "surrogatepass")
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass"))
         size = len(value) if hasattr(value, "__len__") else len(text)
     head = preview_chars // 2
     preview = text if len(text) <= preview_chars else text[:head] + " ... " + text[-head:]
@@ -198,7 +202,7 @@ def describe_variable(name: str, value: Any, preview_chars: int = PREVIEW_CHARS)
         name=name,
         type=type(value).__name__,
         size=size,
-        sha256=hashlib.sha256(data).hexdigest(),
+        sha256=digest.hexdigest(),
         preview=preview,
     )
 

@@ -81,6 +81,10 @@ def chat_response(content: str, model: str = "scripted", prompt_tokens: int = 1)
     }
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 1024  # socketserver's 5 drops SYNs of a fan-out burst: clients stall ~1 s
+
+
 class ScriptedServer:
     """Serve ``responder`` as ``POST /v1/chat/completions`` on 127.0.0.1 (a free port)."""
 
@@ -99,7 +103,7 @@ class ScriptedServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
+        self._httpd = _Server(("127.0.0.1", port), self._handler_class())
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 
