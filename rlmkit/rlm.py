@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import pickle
 import threading
 from pathlib import Path
@@ -207,6 +208,15 @@ class RLM(dspy.Module):
 
 _loop_lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
+
+
+def _forget_loop_after_fork() -> None:
+    """A forked child has no loop thread: it must start its own on its first sync call."""
+    global _loop, _loop_lock
+    _loop, _loop_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_loop_after_fork)
 
 
 def _sync_loop() -> asyncio.AbstractEventLoop:
