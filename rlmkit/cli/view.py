@@ -8,12 +8,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
+from rlmkit.cli.common import console, exit_on_error
 from rlmkit.errors import UserError
-
-console = Console(stderr=True, soft_wrap=True)  # soft wrap: paths and URLs stay whole
 
 
 def view(
@@ -32,12 +30,9 @@ def view(
     """Write one self-contained HTML page showing the runs (no network needed), and serve it."""
     from rlmkit.view import PageServer, write_page  # the CLI stays fast for other verbs
 
-    try:
+    with exit_on_error(errors=(UserError,)):
         page, payload = write_page(runs, out)
         server = PageServer(page, port) if serve else None
-    except UserError as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2) from exc
     console.print(f"wrote {escape(str(page))} ({len(payload['runs'])} run(s))")
     for problem in payload["problems"]:
         console.print(f"[yellow]warning:[/yellow] {escape(problem['file'])}: {escape(problem['message'])}")

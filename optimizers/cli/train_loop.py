@@ -1,9 +1,9 @@
 """``rlmkit train-loop``: an outer loop whose reward is how much a training job improved the model.
 
-Wiring only (the CLI is where programs and optimizers meet): training data comes from the
-runs in ``--runs`` (e.g. written by ``rlmkit eval``), compiled per job; the base and each
-trained model are served on 127.0.0.1 and scored with ``programs.evaluate`` on freshly
-generated examples of every family, held-out families included.
+Wiring only (this verb is where programs and optimizers meet, lazily, when it runs): training
+data comes from the runs in ``--runs`` (e.g. written by ``rlmkit eval``), compiled per job; the
+base and each trained model are served on 127.0.0.1 and scored with ``programs.evaluate`` on
+freshly generated examples of every family, held-out families included.
 """
 
 from __future__ import annotations
@@ -12,64 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-console = Console(stderr=True)
+from rlmkit.cli.common import console, exit_on_error, lm_from_flag
 
 
 def _split(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
-
-
-def build_dataset_from_runs(runs_dir: Path):
-    """A ``build_dataset`` for TrainTuner: compile the runs of the job's families."""
-    from optimizers.compile import Filters, compile_sft, load_runs
-    from optimizers.trainloop import BuiltDataset
-
-    runs = load_runs(runs_dir).runs
-
-    def build(proposal: Any, out: Path) -> BuiltDataset:
-        chosen = [
-            r
-            for r in runs
-            if r.meta.depth == 0
-            and r.meta.task.get("suite") in proposal.families
-            and r.meta.task.get("length", 0) <= proposal.length
-        ]
-        result = compile_sft(chosen, filters=Filters(min_score=proposal.min_score))
-        result.write(out, seed=0, val_fraction=0.1)
-        return BuiltDataset(out, {str(r.meta.task.get("example_id")) for r in chosen})
-
-    return build
-
-
-def evaluate_served(max_iterations: int, workers: int, max_tokens: int):
-    """An ``evaluate`` for TrainTuner: serve the model, run each family's RLM program, mean score per family."""
-    import rlmkit
-    from optimizers.trainloop.hf_serve import serve_hf
-    from programs.evaluate import evaluate
-    from programs.suite_programs import program_for
-
-    def run(model: Any, examples: list[Any]) -> dict[str, float]:
-        server = serve_hf(model.base_model, model.adapter, max_new_tokens=max_tokens)
-        try:
-            lm = rlmkit.LM("openai/local", api_base=server.url, api_key="local", cache=False)
-            scores: dict[str, float] = {}
-            for family in sorted({ex.suite for ex in examples}):
-                subset = [ex for ex in examples if ex.suite == family]
-                result = evaluate(
-                    lambda f=family: program_for(f, lm=lm, max_iterations=max_iterations),
-                    subset,
-                    workers=workers,
-                )
-                scores[family] = result.mean
-            return scores
-        finally:
-            server.stop()
-
-    return run
 
 
 def _table(records: list[Any]) -> Table:
@@ -101,7 +51,7 @@ def train_loop(
     proposer: str = typer.Option("optuna", help="optuna | lm"),
     jobs: int = typer.Option(4, min=1, help="how many jobs to run in total (a re-run resumes)"),
     backend: str = typer.Option("trl-sft", help="training backend adapter"),
-    lm: str = typer.Option(None, help="model for the lm proposer (litellm string)"),
+    lm: str = typer.Option(None, help="model for the lm proposer (litellm string; default: embedded)"),
     eval_n: int = typer.Option(4, help="evaluation examples per family"),
     eval_length: int = typer.Option(4_000, help="evaluation context length in characters"),
     eval_iterations: int = typer.Option(6, help="max_iterations of the evaluated RLM"),
@@ -110,7 +60,12 @@ def train_loop(
     timeout: float = typer.Option(3600.0, help="seconds a job may run"),
 ) -> None:
     """Propose training jobs, run them, reward each by the model's measured improvement."""
-    import rlmkit
+    with exit_on_error():
+        _run(**locals())
+
+
+def _run(*, families, runs, base_model, out, held_out, proposer, jobs, backend, lm, eval_n, eval_length,
+         eval_iterations, eval_max_tokens, ray, timeout) -> None:
     from optimizers.trainloop import (
         JobSpace,
         LMProposer,
@@ -119,6 +74,9 @@ def train_loop(
         RayExecutor,
         TrainTuner,
     )
+    from optimizers.trainloop.served import build_dataset_from_runs, evaluate_served
+    from programs.evaluate import evaluate
+    from programs.suite_programs import program_for
     from programs.tasks import generate
 
     out.mkdir(parents=True, exist_ok=True)
@@ -131,9 +89,7 @@ def train_loop(
     if proposer == "optuna":
         job_writer = OptunaProposer(space, f"sqlite:///{out / 'study.db'}")
     elif proposer == "lm":
-        job_writer = LMProposer(
-            space, rlmkit.LM(lm) if lm else rlmkit.lm.resolve_lm(None), log_dir=out / "proposer"
-        )
+        job_writer = LMProposer(space, lm_from_flag(lm), log_dir=out / "proposer")
     else:
         raise typer.BadParameter("--proposer must be optuna or lm")
     executor = (
@@ -147,7 +103,9 @@ def train_loop(
     tuner = TrainTuner(
         proposer=job_writer,
         build_dataset=build_dataset_from_runs(runs),
-        evaluate=evaluate_served(eval_iterations, 2, eval_max_tokens),
+        evaluate=evaluate_served(
+            eval_iterations, 2, eval_max_tokens, program_for=program_for, evaluate=evaluate
+        ),
         eval_examples=examples,
         base_model=base_model,
         out_dir=out,

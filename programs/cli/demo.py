@@ -21,7 +21,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.syntax import Syntax
 
-from rlmkit.errors import RLMKitError
+from rlmkit.cli.common import EMBEDDED_FLAGS, exit_on_error, lm_from_flag
 
 console = Console(stderr=False, soft_wrap=True)
 
@@ -109,11 +109,8 @@ def demo(
     out: str = typer.Option(None, "--out", help="Where the trajectory is written (default runs/demo)."),
 ) -> None:
     """Run a Recursive Language Model on a generated counting task, live, with the embedded model."""
-    try:
+    with exit_on_error():
         _run(length, seed, lm, api_base, max_iterations, Path(out or "runs/demo"))
-    except RLMKitError as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2) from exc
 
 
 def _run(length: int, seed: int, lm: str | None, api_base: str | None, max_iterations: int, out: Path) -> None:
@@ -126,14 +123,11 @@ def _run(length: int, seed: int, lm: str | None, api_base: str | None, max_itera
     console.print(f"[bold]rlmkit demo[/bold]: {example.meta['records']:,} records, {len(example.context):,} "
                   f"characters; the model sees only a preview and reads the rest with code.")
     console.print(f"question: {escape(example.inputs['question'])}")
-    if lm is None:
-        from rlmkit.cli.local import model_progress
-
+    if lm in EMBEDDED_FLAGS:
         console.print("starting the embedded model (Qwen2.5-Coder-1.5B, CPU) ...")
-        with model_progress("assembling + verifying the embedded model") as progress:
-            model = rlmkit.local_lm(progress=progress, temperature=0.0, max_tokens=400)
-    else:
-        model = rlmkit.LM(lm, api_base=api_base, temperature=0.0)
+    # a small model writes short turns; a provider's model keeps its own max_tokens
+    short = {"max_tokens": 400} if lm in EMBEDDED_FLAGS else {}
+    model = lm_from_flag(lm, api_base, temperature=0.0, **short)
     stream_dir = out / f"run-{time.strftime('%Y%m%d-%H%M%S')}"
     rlm = rlmkit.RLM(AggregationQA, lm=model, max_iterations=max_iterations, log_dir=stream_dir,
                      instructions=DEMO_INSTRUCTIONS, display=Display(max_output_chars=DEMO_DISPLAY_OUTPUT_CHARS))

@@ -16,18 +16,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from rlmkit.errors import RLMKitError
-
-err = Console(stderr=True, soft_wrap=True)
-
-
-def make_lm(model: str | None, api_base: str | None):
-    """``local`` (or nothing) is the embedded model; anything else a litellm model string."""
-    import rlmkit
-
-    if model in (None, "", "local"):
-        return rlmkit.local_lm()
-    return rlmkit.LM(model, api_base=api_base)
+from rlmkit.cli.common import console as err
+from rlmkit.cli.common import exit_on_error, lm_from_flag
 
 
 def eval_command(
@@ -50,11 +40,8 @@ def eval_command(
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed examples again when resuming."),
 ) -> None:
     """Evaluate a program on a generated task suite; prints score (95% CI), cost, tokens, failures."""
-    try:
+    with exit_on_error():
         _run(**locals())
-    except RLMKitError as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2) from exc
 
 
 def _run(*, suite, n, length, seed, knob, lm, api_base, sub_lm, program, max_depth, max_iterations, workers,
@@ -68,8 +55,8 @@ def _run(*, suite, n, length, seed, knob, lm, api_base, sub_lm, program, max_dep
     # Everything the command line can get wrong fails here, before any model call.
     knobs = parse_knobs(suite, knob or [])
     examples = generate(suite, n=n, length=length, seed=seed, **knobs)
-    root = make_lm(lm, api_base)
-    sub = make_lm(sub_lm, api_base) if sub_lm else None
+    root = lm_from_flag(lm, api_base)
+    sub = lm_from_flag(sub_lm, api_base) if sub_lm else None
     factory = lambda: build_program(program, suite, lm=root, sub_lm=sub, max_depth=max_depth,
                                     max_iterations=max_iterations)
     factory()  # a bad program/suite pairing or knob fails now, not in every worker

@@ -1,7 +1,8 @@
 """``rlmkit optimize SUITE``: tune an RLM on a task suite for accuracy and cost (optuna).
 
-The CLI is the one place that wires a task suite (``programs.tasks``) to the tuner
-(``optimizers``): the suite gives train examples and its scorer becomes the metric.
+This verb is the one place that wires a task suite (``programs.tasks``) to the tuner: the
+suite gives train examples and its scorer becomes the metric. The tuner itself never imports
+a program; only this command-line wiring does, lazily, when the verb runs.
 """
 
 from __future__ import annotations
@@ -9,12 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
-from rlmkit.errors import RLMKitError, UserError
-
-console = Console(stderr=True, soft_wrap=True)
+from rlmkit.cli.common import console, exit_on_error, lm_from_flag
+from rlmkit.errors import UserError
 
 
 def _objectives(text: str) -> tuple[str, ...]:
@@ -75,11 +74,8 @@ def optimize(
     sandbox: str = typer.Option("process", "--sandbox", help="process (confined worker) or inline (debugging)."),
 ) -> None:
     """Search root instructions, demos and max_iterations; print the Pareto table at the end."""
-    try:
+    with exit_on_error():
         _run(**locals())
-    except RLMKitError as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2) from exc
 
 
 def _run(*, suite, lm, api_base, trials, objective, cost_unit, cost_cap, storage, study_name, out,
@@ -88,7 +84,6 @@ def _run(*, suite, lm, api_base, trials, objective, cost_unit, cost_cap, storage
     import optuna
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    import rlmkit
     from optimizers import Bootstrap, IntKnob, RLMTuner, SearchSpace
     from programs import program_for
     from programs.tasks import get_suite
@@ -98,7 +93,7 @@ def _run(*, suite, lm, api_base, trials, objective, cost_unit, cost_cap, storage
     low, high = _int_range(max_iterations, "--max-iterations")
     task = get_suite(suite)  # an unknown suite is a UserError naming the known ones
     examples = task.generate(n_train, length, seed)
-    model = rlmkit.local_lm() if lm == "local" else rlmkit.LM(lm, api_base=api_base)
+    model = lm_from_flag(lm, api_base)
     base = program_for(suite, lm=model, max_iterations=high, sandbox=sandbox)
     tuner = RLMTuner(
         base,

@@ -10,19 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib
 import re
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
+from rlmkit.cli.common import console, exit_on_error
 from rlmkit.errors import UserError
-
-console = Console(stderr=True, soft_wrap=True)
 
 
 class Kind(str, Enum):
@@ -93,9 +90,10 @@ def compile_runs(
     ] = None,
 ) -> None:
     """Compile trajectories into an SFT, RL or DPO dataset with a manifest."""
+    from optimizers.backends.base import load_object
     from optimizers.compile import Filters, by_signature, compile_dpo, compile_rl, compile_sft, load_runs
 
-    try:
+    with exit_on_error(errors=(UserError, ValueError, OSError)):
         base = Filters() if kind is Kind.sft else Filters.rollouts()
         filters = dataclasses.replace(
             base,
@@ -111,7 +109,7 @@ def compile_runs(
         )
         common: dict[str, Any] = {
             "filters": filters,
-            "metric": _load_callable(metric) if metric else None,
+            "metric": load_object(metric) if metric else None,
             "protocol": protocol,
             "repair": repair,
             "tokenizer": _load_tokenizer(tokenizer) if tokenizer else None,
@@ -142,9 +140,6 @@ def compile_runs(
             console.print(escape(result.report.summary()))
             counts = ", ".join(f"{name}: {n}" for name, n in manifest["counts"].items())
             console.print(f"wrote {escape(str(folder))} ({escape(counts)})")
-    except (UserError, ValueError, OSError) as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2) from exc
 
 
 def _filter_overrides(**options: Any) -> dict[str, Any]:
@@ -162,16 +157,6 @@ def _filter_overrides(**options: Any) -> dict[str, Any]:
     if options["status"]:
         overrides["statuses"] = None if "any" in options["status"] else tuple(options["status"])
     return overrides
-
-
-def _load_callable(spec: str) -> Any:
-    module_name, _, attribute = spec.partition(":")
-    if not attribute:
-        raise UserError(f"expected module:function, got {spec!r}")
-    try:
-        return getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as exc:
-        raise UserError(f"cannot load {spec!r}: {exc}") from exc
 
 
 def _load_tokenizer(path: Path) -> Any:

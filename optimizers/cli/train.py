@@ -19,9 +19,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from rlmkit.errors import RLMKitError
+from rlmkit.cli.common import exit_on_error
 
-err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
 
 
@@ -78,7 +77,7 @@ def train_command(
     ] = False,
 ) -> None:
     """Train (or export for training elsewhere) with one of rlmkit's training backends."""
-    try:
+    with exit_on_error():
         if list_backends:
             _list()
             return
@@ -94,9 +93,6 @@ def train_command(
             "max_turns": max_turns,
         }
         _run(job_file, backend, flags, lora_rank, option, dry_run)
-    except RLMKitError as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2) from exc
 
 
 def _list() -> None:

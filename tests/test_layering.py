@@ -1,0 +1,122 @@
+"""The house plan's arrows, checked from the source: the runtime imports nothing built on it,
+and the runtime's modules import each other without a cycle (lazy imports inside functions count:
+a cycle hidden in a function is still two modules that cannot be understood apart)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+UPPER_PACKAGES = ("programs", "optimizers", "signatures")
+# Edges another issue is removing; each names who removes it. Keep this list short and shrinking.
+PENDING_EDGES = {
+    ("rlmkit.local", "rlmkit.lm"): "issue 16 moves the default-model policy out of lm.py",
+    ("rlmkit.lm", "rlmkit.local"): "issue 16 moves the default-model policy out of lm.py",
+    ("rlmkit.run", "rlmkit.rlm"): "issue 15: the loop gets a frozen run description",
+    ("rlmkit.subcalls", "rlmkit.rlm"): "issue 15: sub-calls get a function that starts a child",
+    ("rlmkit.subcalls", "rlmkit.run"): "issue 15: sub-calls get a function that starts a child",
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules(package: str) -> dict[str, Path]:
+    return {module_name(path): path for path in sorted((ROOT / package).rglob("*.py"))}
+
+
+def imported_names(path: Path, known: set[str] = frozenset()) -> set[str]:
+    """Every module name an import statement in the file names, lazy imports included.
+
+    ``from pkg import sub`` counts as importing ``pkg.sub`` alone when that is one of ``known``'s
+    modules (the package's ``__init__`` is then only the way in), else as importing ``pkg``."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            submodules = {f"{base}.{alias.name}" for alias in node.names} & known
+            found.update(submodules)
+            if len(submodules) < len(node.names):
+                found.add(base)
+    return found
+
+
+def import_graph(package: str) -> dict[str, set[str]]:
+    known = modules(package)
+    graph: dict[str, set[str]] = {}
+    for name, path in known.items():
+        targets = {target for target in imported_names(path, set(known)) if target in known} - {name}
+        graph[name] = {t for t in targets if (name, t) not in PENDING_EDGES}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle as a path [a, b, ..., a], or None (depth-first search with three colours)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: finished
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(graph[node]):
+            if state.get(target) == 1:
+                return path[path.index(target) :] + [target]
+            if target not in state and (cycle := visit(target)):
+                return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_the_runtime_imports_no_package_built_on_it():
+    offenders = [
+        f"{name} imports {target}"
+        for name, path in modules("rlmkit").items()
+        for target in imported_names(path)
+        if target.split(".")[0] in UPPER_PACKAGES
+    ]
+    assert offenders == []
+
+
+def test_optimizers_import_no_program_outside_their_command_line_wiring():
+    offenders = [
+        f"{name} imports {target}"
+        for name, path in modules("optimizers").items()
+        if not name.startswith("optimizers.cli")
+        for target in imported_names(path)
+        if target.split(".")[0] == "programs"
+    ]
+    assert offenders == []
+
+
+def test_the_runtime_has_no_import_cycle():
+    assert find_cycle(import_graph("rlmkit")) is None
+
+
+@pytest.mark.parametrize(
+    ("graph", "cyclic"),
+    [({"a": {"b"}, "b": {"c"}, "c": {"a"}}, True), ({"a": {"b", "c"}, "b": {"c"}, "c": set()}, False)],
+)
+def test_the_cycle_finder_finds_cycles(graph, cyclic):
+    assert (find_cycle(graph) is not None) is cyclic
+
+
+def test_relative_imports_resolve_to_module_names():
+    assert "rlmkit.errors" in imported_names(ROOT / "rlmkit" / "budget.py")
