@@ -13,6 +13,17 @@ from __future__ import annotations
 
 from typing import Any
 
+# The name on the package index. ``rlmkit`` there is an unrelated project, so every install
+# hint names this distribution; the import name and the command stay ``rlmkit``.
+DISTRIBUTION = "dspy-rlmkit"
+
+
+def install_hint(*extras: str, reinstall: bool = False) -> str:
+    """How to install optional extras, from the index or from a checkout of this repository."""
+    spec = f"[{','.join(extras)}]" if extras else ""
+    pip = "pip install --force-reinstall" if reinstall else "pip install"
+    return f"{pip} '{DISTRIBUTION}{spec}' (in a checkout: {pip} -e '.{spec}')"
+
 
 class RLMKitError(Exception):
     """Base class of every error rlmkit raises on purpose."""

@@ -10,11 +10,18 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 # torch first, pinned to the CPU build on local disk, so the train extra pulls no CUDA build.
 python3 -m pip install -q --disable-pip-version-check torch==2.13.0
-python3 -m pip install -q --disable-pip-version-check -e ".[local,train,dev,cluster,monty]"
+python3 -m pip install -q --disable-pip-version-check -e ".[local,train,dev,cluster,monty,tinker]"
 # verifiers' classic API (0.1.x) pins an older `datasets` than TRL needs, so its export test
-# runs in a venv of its own (built once, reused).
+# runs in a venv of its own (built once, reused). It must see the packages of the environment
+# running this script: `venv --system-site-packages` would expose the *base* interpreter's
+# packages when python3 is itself a venv, so a .pth file adds this environment's site dirs
+# (after the venv's own, so verifiers' pins win there).
 if [ ! -x .venvs/verifiers-classic/bin/python ]; then
-  python3 -m venv --system-site-packages .venvs/verifiers-classic
+  rm -rf .venvs/verifiers-classic
+  python3 -m venv .venvs/verifiers-classic
+  inner_site=$(.venvs/verifiers-classic/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  python3 -c 'import sysconfig; p = sysconfig.get_paths(); print(p["purelib"]); print(p["platlib"])' \
+    > "$inner_site/outer-environment.pth"
   echo "torch==2.13.0+cpu" > .venvs/torch-pin.txt   # never pull another torch
   PIP_CONSTRAINT=.venvs/torch-pin.txt .venvs/verifiers-classic/bin/pip install -q --disable-pip-version-check verifiers==0.1.14
 fi

@@ -68,7 +68,8 @@ def test_sft_loop_calls_forward_backward_then_optim_step(tmp_path, tokenizer):
     assert "tinker://fake/" in result.message
 
 
-def test_rl_plays_the_rlm_loop_through_tinker_sampling(tmp_path, tokenizer):
+@pytest.mark.parametrize("omit_logprobs", [False, True], ids=["sampled-logprobs", "logprobs-none"])
+def test_rl_plays_the_rlm_loop_through_tinker_sampling(tmp_path, tokenizer, omit_logprobs):
     rows = [
         RLRow(
             id=f"r{i}",
@@ -93,8 +94,10 @@ def test_rl_plays_the_rlm_loop_through_tinker_sampling(tmp_path, tokenizer):
         max_completion_tokens=12,
         max_turns=2,
     )
-    fake = FakeServiceClient(tokenizer, seed=1)
+    fake = FakeServiceClient(tokenizer, seed=1, omit_logprobs=omit_logprobs)
     result = TinkerBackend(service_client=fake).run(job)
+    # a sample answered without logprobs is scored on the same weights, never trained on zeros
+    assert ("compute_logprobs" in fake.names()) == omit_logprobs
     names = fake.names()
     assert names.count("create_sampling_client") == 1  # the frozen base model, for sub-calls
     assert names.count("save_weights_and_get_sampling_client") == 2 and names.count("optim_step") == 2

@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 import typer
+from playwright.sync_api import expect
 from typer.testing import CliRunner
 
 from rlmkit.cli.view import register
@@ -341,47 +342,58 @@ def page(open_page, site):
     return open_page(site)
 
 
+def wait_for_token_order(page, descending: bool) -> None:
+    """Wait (never sample) until the tokens column reads in order, largest first or last."""
+    page.wait_for_function(
+        """(descending) => {
+            const v = [...document.querySelectorAll('tr.run-row td:nth-child(7)')]
+                .map(td => Number(td.innerText.replace(/,/g, '')));
+            const ordered = v.every((x, i) => i === 0 || (descending ? v[i - 1] >= x : v[i - 1] <= x));
+            return v.length > 1 && v[0] !== v[v.length - 1] && ordered;
+        }""",
+        arg=descending,
+        timeout=10_000,
+    )
+
+
 def test_browser_runs_list_filters_and_sorts(page):
     rows = page.locator("tr.run-row")
-    assert rows.count() == 5
-    assert page.locator("tr.run-row.failed").count() == 3  # error, budget exceeded, max iterations
-    assert page.locator("tr.run-row.incomplete").count() == 1
+    expect(rows).to_have_count(5)
+    expect(page.locator("tr.run-row.failed")).to_have_count(3)  # error, budget exceeded, max iterations
+    expect(page.locator("tr.run-row.incomplete")).to_have_count(1)
     page.fill("#run-filter", "oolong")
-    assert rows.count() == 1 and "oolong / 17" in rows.first.inner_text()
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text("oolong / 17")
     page.fill("#run-filter", "")
     page.select_option("#status-filter", "failed")
-    assert rows.count() == 3
+    expect(rows).to_have_count(3)
     page.select_option("#status-filter", "all")
     page.click("th[data-key=tokens]")  # numbers sort largest first
-    tokens = [int(t.replace(",", "")) for t in page.locator("tr.run-row td:nth-child(7)").all_inner_texts()]
-    assert tokens == sorted(tokens, reverse=True) and tokens[0] > tokens[-1]
+    wait_for_token_order(page, descending=True)
     page.click("th[data-key=tokens]")
-    tokens = [int(t.replace(",", "")) for t in page.locator("tr.run-row td:nth-child(7)").all_inner_texts()]
-    assert tokens == sorted(tokens)
-    assert "3 line(s) could not be read" in page.locator(".problems").inner_text()
+    wait_for_token_order(page, descending=False)
+    expect(page.locator(".problems")).to_contain_text("3 line(s) could not be read")
 
 
 def test_browser_run_opens_subcalls_and_child_rlms(page, tmp_path):
     page.click("tr.run-row:has-text('oolong')")
-    assert page.locator(".run-head h2").inner_text() == "question -> answer"
-    assert page.locator("section.turn").count() == 2
-    assert page.locator("pre.code .tok-rlm").count() >= 2  # llm_query / rlm_query highlighted
+    expect(page.locator(".run-head h2")).to_have_text("question -> answer")
+    expect(page.locator("section.turn")).to_have_count(2)
+    expect(page.locator("pre.code .tok-rlm").nth(1)).to_be_attached()  # llm_query / rlm_query highlighted
     classify = page.locator("details.subcall:has-text('classify')").first
     classify.locator("summary").click()
-    assert HOSTILE.split("<!--")[0] in classify.inner_text()  # shown as text, never run
+    expect(classify).to_contain_text(HOSTILE.split("<!--")[0])  # shown as text, never run
     classify.locator("summary").click()
-    assert (
-        "context" in page.locator("table.vars").inner_text()
-        and "1.0M" in page.locator("table.vars").inner_text()
-    )
-    assert page.locator(".timeline .bar.child").count() == 1
+    expect(page.locator("table.vars")).to_contain_text("context")
+    expect(page.locator("table.vars")).to_contain_text("1.0M")
+    expect(page.locator(".timeline .bar.child")).to_have_count(1)
     # a sub-call expands into its prompt and reply; long prompts are cut with "show more"
     batched = page.locator("details.subcall:has-text('llm_query_batched[1]')")
     batched.locator("summary").click()
-    assert "1 mentions" in batched.inner_text()
+    expect(batched).to_contain_text("1 mentions")
     more = batched.locator("button.more").first
     more.click()
-    assert more.inner_text() == "show less"
+    expect(more).to_have_text("show less")
     batched.locator("summary").click()
     # the child RLM opens inline with its own turns, three levels deep
     level = page.locator("section.turn").first
@@ -389,8 +401,8 @@ def test_browser_run_opens_subcalls_and_child_rlms(page, tmp_path):
         child_call = level.locator("details.subcall.has-child").first
         child_call.locator("summary").first.click()
         child = child_call.locator(".child-run").first
-        assert f"child RLM (depth {depth})" in child.locator(".child-head h4").first.text_content()
-        assert child.locator("section.turn").count() >= 2
+        expect(child.locator(".child-head h4").first).to_contain_text(f"child RLM (depth {depth})")
+        expect(child.locator("section.turn").nth(1)).to_be_attached()
         level = child.locator("section.turn").first
     # the README's picture: RLMKIT_VIEWER_SCREENSHOT=docs/viewer.png pytest tests/test_view.py
     page.click(".problems .dismiss")
@@ -399,9 +411,9 @@ def test_browser_run_opens_subcalls_and_child_rlms(page, tmp_path):
     page.screenshot(path=str(os.environ.get("RLMKIT_VIEWER_SCREENSHOT", tmp_path / "viewer.png")))
     # and as a page of its own, with breadcrumbs back to the root run
     page.locator("a.open-child").first.click()
-    assert page.locator("#crumbs a").count() == 3
-    assert page.locator(".run-head h2").inner_text() == "question -> answer"
-    assert "level 1" in page.locator(".outputs").inner_text()
+    expect(page.locator("#crumbs a")).to_have_count(3)
+    expect(page.locator(".run-head h2")).to_have_text("question -> answer")
+    expect(page.locator(".outputs")).to_contain_text("level 1")
 
 
 def test_browser_failed_runs_show_their_failure(page):
@@ -410,12 +422,13 @@ def test_browser_failed_runs_show_their_failure(page):
         page.goto(page.url.split("#")[0] + "#")
         page.click(f"tr.run-row:has(.badge:text-is('{label}'))")
         banner = page.locator(".failure")
-        assert banner.is_visible() and text in banner.inner_text()
-        assert page.locator("section.turn.failed").count() == 1
-        assert "invalid literal" in page.locator(".block.has-error").inner_text()
+        expect(banner).to_be_visible()
+        expect(banner).to_contain_text(text)
+        expect(page.locator("section.turn.failed")).to_have_count(1)
+        expect(page.locator(".block.has-error")).to_contain_text("invalid literal")
     page.goto(page.url.split("#")[0] + "#")
     page.click("tr.run-row.incomplete")
-    assert "no end record" in page.locator(".failure.incomplete").inner_text()
+    expect(page.locator(".failure.incomplete")).to_contain_text("no end record")
 
 
 # ------------------------------------------------------------------ real runs of the RLM core
@@ -449,14 +462,14 @@ def test_real_rlm_runs_render_and_open(serve, tmp_path, open_page):
     assert max(s["depth"] for s in tops) == 2
 
     tab = open_page(page_path.as_uri())
-    assert tab.locator("tr.run-row").count() == 2  # child runs open from their parent
+    expect(tab.locator("tr.run-row")).to_have_count(2)  # child runs open from their parent
     tab.check("#show-children")
-    assert tab.locator("tr.run-row").count() == 4
+    expect(tab.locator("tr.run-row")).to_have_count(4)
     tab.click("tr.run-row:has(.badge:text-is('budget exceeded'))")
-    assert "BudgetExceeded" in tab.locator(".failure").inner_text()
+    expect(tab.locator(".failure")).to_contain_text("BudgetExceeded")
     tab.go_back()
     tab.click("tr.run-row:has(.badge:text-is('ok')) >> nth=0")
     tab.locator("details.subcall.has-child > summary").first.click()
     child = tab.locator(".child-run").first
-    assert "child RLM (depth 1)" in child.locator("h4").first.text_content()
-    assert "c(leaf)" in child.locator(".outputs").first.inner_text()
+    expect(child.locator("h4").first).to_contain_text("child RLM (depth 1)")
+    expect(child.locator(".outputs").first).to_contain_text("c(leaf)")

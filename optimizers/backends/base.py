@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from optimizers.compile.schema import ROW_MODELS
-from rlmkit.errors import ConfigError, UserError
+from rlmkit.errors import ConfigError, UserError, install_hint
 
 JobKind = Literal["sft", "rl", "dpo"]
 SPLITS = ("train", "validation", "test")  # a dataset folder holds one <split>.jsonl per split
@@ -50,7 +50,7 @@ class MissingDependencyError(ConfigError):
     def __init__(self, backend: str, missing: list[Dependency]):
         names = ", ".join(dep.module for dep in missing)
         extras = sorted({dep.extra for dep in missing})
-        how = " and ".join(f"pip install 'rlmkit[{extra}]'" for extra in extras)
+        how = install_hint(*extras)
         super().__init__(f"backend {backend!r} needs {names}, which is not installed: {how}")
         self.backend = backend
         self.missing = missing

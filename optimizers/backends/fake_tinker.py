@@ -16,6 +16,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 LOSS_INPUTS = {
     "cross_entropy": ("target_tokens", "weights"),
     "importance_sampling": ("target_tokens", "logprobs", "advantages"),
@@ -42,18 +44,6 @@ def _ints(value: Any) -> list[Any]:
 
 
 @dataclass
-class FakeSequence:
-    tokens: list[int]
-    logprobs: list[float]
-    stop_reason: str = "stop"
-
-
-@dataclass
-class FakeSampleResponse:
-    sequences: list[FakeSequence]
-
-
-@dataclass
 class FakeForwardBackward:
     loss_fn_outputs: list[dict[str, list[float]]]
     metrics: dict[str, float]
@@ -69,6 +59,8 @@ class FakeSamplingClient:
         self.owner, self.name = owner, name
 
     def sample(self, prompt: Any, num_samples: int, sampling_params: Any, **_: Any) -> Done:
+        from tinker import types  # answers are the SDK's own response types
+
         tokens = _ints(prompt.to_ints())
         if not tokens or num_samples < 1:
             raise FakeTinkerError("sample needs a non-empty prompt and num_samples >= 1")
@@ -81,8 +73,26 @@ class FakeSamplingClient:
         for _ in range(num_samples):
             n = self.owner.rng.randint(1, max_tokens)
             out = [self.owner.rng.randrange(vocab) for _ in range(n)]
-            sequences.append(FakeSequence(out, [-self.owner.rng.random() * 3 for _ in out]))
-        return Done(FakeSampleResponse(sequences))
+            logprobs = None if self.owner.omit_logprobs else [self._logprob() for _ in out]
+            sequences.append(
+                types.SampledSequence(
+                    stop_reason="stop",
+                    sequence_id=f"seq-{len(self.owner.calls)}-{len(sequences)}",
+                    tokens_np=np.asarray(out, dtype=np.int32),
+                    logprobs_np=None if logprobs is None else np.asarray(logprobs, dtype=np.float32),
+                )
+            )
+        return Done(types.SampleResponse(sequences=sequences))
+
+    def compute_logprobs(self, prompt: Any, prompt_logprobs_last_n: int | None = None) -> Done:
+        """As the SDK: one entry per prompt token, None where nothing was scored (the first)."""
+        tokens = _ints(prompt.to_ints())
+        self.owner.calls.append(("compute_logprobs", {"prompt_len": len(tokens), "weights": self.name}))
+        scored = len(tokens) - 1 if prompt_logprobs_last_n is None else prompt_logprobs_last_n
+        return Done([None] * (len(tokens) - scored) + [self._logprob() for _ in range(scored)])
+
+    def _logprob(self) -> float:
+        return -self.owner.rng.random() * 3 - 1e-3
 
 
 @dataclass
@@ -153,8 +163,9 @@ class FakeTrainingClient:
 class FakeServiceClient:
     """Stands in for ``tinker.ServiceClient()``; ``tokenizer`` is what ``get_tokenizer`` returns."""
 
-    def __init__(self, tokenizer: Any, seed: int = 0):
+    def __init__(self, tokenizer: Any, seed: int = 0, omit_logprobs: bool = False):
         self.tokenizer = tokenizer
+        self.omit_logprobs = omit_logprobs  # the real SDK may answer a sample without logprobs
         self.vocab_size = len(tokenizer)
         self.rng = random.Random(seed)
         self.calls: list[tuple[str, dict[str, Any]]] = []

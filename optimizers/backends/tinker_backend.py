@@ -92,7 +92,14 @@ def tinker_generator(policy: Any, frozen: Any, params: Any) -> Any:
     def generate(ids: list[int], use_frozen: bool) -> tuple[list[int], list[float]]:
         sampler = frozen if use_frozen else policy
         sequence = _result(sampler.sample(types.ModelInput.from_ints(ids), 1, params)).sequences[0]
-        return _list(sequence.tokens), _list(sequence.logprobs)
+        tokens = _list(sequence.tokens)
+        logprobs = sequence.logprobs
+        if logprobs is None and tokens:
+            # The SDK may answer without per-token logprobs; importance sampling needs the
+            # sampler's own, so score the sampled tokens on the same weights.
+            scored = _result(sampler.compute_logprobs(types.ModelInput.from_ints(ids + tokens), len(tokens)))
+            logprobs = list(scored)[-len(tokens) :]
+        return tokens, _list(logprobs or [])
 
     return generate
 

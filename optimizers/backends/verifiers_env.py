@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from optimizers.backends.base import Backend, TrainJob, TrainResult, canonical, write_splits
 from optimizers.backends.rlm_rollout import check_playable
-from rlmkit.errors import ConfigError
+from rlmkit.errors import DISTRIBUTION, ConfigError
 
 CLASSIC_RANGE = ">=0.1.11,<0.4"
 
@@ -28,7 +28,7 @@ name = "{env_id}"
 version = "0.1.0"
 description = "rlmkit RLM environment for verifiers (written by rlmkit train --backend verifiers)"
 requires-python = ">=3.11"
-dependencies = ["rlmkit", "verifiers{classic_range}"]
+dependencies = ["{distribution}", "verifiers{classic_range}"]
 
 [build-system]
 requires = ["setuptools>=68"]
@@ -107,7 +107,7 @@ class VerifiersBackend(Backend):
         options["max_turns"] = job.max_turns
         written = {
             root / "pyproject.toml": PYPROJECT.format(
-                env_id=env_id, module=module, classic_range=CLASSIC_RANGE
+                env_id=env_id, module=module, classic_range=CLASSIC_RANGE, distribution=DISTRIBUTION
             ),
             package / "__init__.py": MODULE.format(env_id=env_id, classic_range=CLASSIC_RANGE),
             package / "options.json": json.dumps(options, indent=2),

@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from rlmkit.cli.common import exit_on_error
+from rlmkit.errors import DISTRIBUTION
 
 out = Console(soft_wrap=True)
 
@@ -103,7 +104,7 @@ def _list() -> None:
         status = (
             "ready"
             if not missing
-            else "needs " + ", ".join(f"{d.module} (rlmkit[{d.extra}])" for d in missing)
+            else "needs " + ", ".join(f"{d.module} ({DISTRIBUTION}[{d.extra}])" for d in missing)
         )
         out.print(f"{name:14} {status}")
 

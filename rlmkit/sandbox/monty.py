@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlmkit.errors import ConfigError, Finish, RunError, SandboxError
+from rlmkit.errors import ConfigError, Finish, RunError, SandboxError, install_hint
 from rlmkit.sandbox import cells
 from rlmkit.sandbox.base import CellResult, HostFunction, Sandbox, SandboxLimits, check_names
 
@@ -38,7 +38,7 @@ class MontySandbox(Sandbox):
 
     def __init__(self, limits: SandboxLimits | None = None):
         if pm is None:
-            raise ConfigError("sandbox 'monty' needs the optional extra: pip install 'rlmkit[monty]'")
+            raise ConfigError(f"sandbox 'monty' needs the optional extra: {install_hint('monty')}")
         super().__init__(limits)
         self._pool = None
         self._session = None
