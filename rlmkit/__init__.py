@@ -1,7 +1,7 @@
 """rlmkit: Recursive Language Models as typed, composable DSPy-style modules.
 
 Names are loaded on first use, so ``import rlmkit`` (and the CLI) stay fast and never
-touch the network; litellm and dspy are imported only when an LM or RLM is built.
+touch the network; dspy is imported when an RLM is built, litellm only for a provider that needs it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ _EXPORTS = {
     "RLM": "rlmkit.rlm",
     "LM": "rlmkit.lm",
     "Completion": "rlmkit.lm",
-    "configure": "rlmkit.lm",
+    "FunctionLM": "rlmkit.lm",
+    "configure": "rlmkit.defaults",
     "local_lm": "rlmkit.local",
     "Budget": "rlmkit.budget",
     "Trajectory": "rlmkit.trajectory",

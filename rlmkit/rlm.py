@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 import pickle
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +29,7 @@ from rlmkit.sandbox import BACKENDS as SANDBOXES
 from rlmkit.sandbox.base import SandboxLimits
 from rlmkit.signature import OutputValidator, make_signature, signature_text
 from rlmkit.subcalls import make_typed_subcalls
+from rlmkit.sync_loop import run_sync
 from rlmkit.trajectory import RunMeta, Trajectory, TrajectoryLog, describe_variable
 
 _KNOBS = ("max_iterations", "max_depth", "cell_timeout", "max_concurrency")
@@ -79,7 +78,7 @@ class RLM(dspy.Module):
         self.subcalls = dict(subcalls or {})
         self.typed_subcalls, self.tools = make_typed_subcalls(self.subcalls)
         self.validator = OutputValidator(self.signature)
-        from rlmkit.lm import resolve_lm
+        from rlmkit.defaults import resolve_lm
 
         # Models given (by name, dspy.LM or LM) are resolved once here, so a bad name or a
         # missing key fails now; None follows whatever is configured when the RLM is called.
@@ -105,13 +104,13 @@ class RLM(dspy.Module):
     @property
     def lm(self) -> Any:
         """The root model (None spec: the configured default, resolved now)."""
-        from rlmkit.lm import resolve_lm
+        from rlmkit.defaults import resolve_lm
 
         return resolve_lm(self._lm_spec)
 
     @property
     def sub_lm(self) -> Any:
-        from rlmkit.lm import resolve_lm
+        from rlmkit.defaults import resolve_lm
 
         return resolve_lm(self._sub_lm_spec) if self._sub_lm_spec is not None else self.lm
 
@@ -133,8 +132,8 @@ class RLM(dspy.Module):
     # -- calling -------------------------------------------------------------------------
     def forward(self, **inputs: Any) -> dspy.Prediction:
         """Sync calls run on one long-lived event loop, shared by every RLM in the process, so
-        async HTTP clients (litellm keeps one per loop) are reused instead of leaked per call."""
-        return asyncio.run_coroutine_threadsafe(self.aforward(**inputs), _sync_loop()).result()
+        connection pools (one per loop) are reused instead of leaked per call."""
+        return run_sync(self.aforward(**inputs))
 
     async def aforward(self, **inputs: Any) -> dspy.Prediction:
         """The one entry point (``__call__`` and ``acall`` come here). ``_task={...}`` (optional)
@@ -204,29 +203,6 @@ class RLM(dspy.Module):
             self.budget = Budget(**knobs["budget"])
         super().load_state({k: v for k, v in state.items() if k != "rlm"}, *args, **kwargs)
         return self
-
-
-_loop_lock = threading.Lock()
-_loop: asyncio.AbstractEventLoop | None = None
-
-
-def _forget_loop_after_fork() -> None:
-    """A forked child has no loop thread: it must start its own on its first sync call."""
-    global _loop, _loop_lock
-    _loop, _loop_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_loop_after_fork)
-
-
-def _sync_loop() -> asyncio.AbstractEventLoop:
-    """The background loop of sync calls (a daemon thread, started on first use)."""
-    global _loop
-    with _loop_lock:
-        if _loop is None:
-            _loop = asyncio.new_event_loop()
-            threading.Thread(target=_loop.run_forever, name="rlmkit-loop", daemon=True).start()
-        return _loop
 
 
 def _size(value: Any) -> int:

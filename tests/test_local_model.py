@@ -106,9 +106,9 @@ def test_real_generation_through_the_embedded_model(capfd):
 
 
 def test_no_configured_lm_falls_back_to_the_embedded_model_and_says_so_once(caplog, monkeypatch):
-    import rlmkit.lm as lm_module
+    import rlmkit.defaults as lm_module
 
-    lm_module._embedded.cache_clear()
+    lm_module.embedded_lm.cache_clear()
     for key, _ in lm_module.PROVIDER_DEFAULTS:
         monkeypatch.delenv(key, raising=False)
     monkeypatch.delenv("RLMKIT_MODEL", raising=False)
@@ -117,7 +117,7 @@ def test_no_configured_lm_falls_back_to_the_embedded_model_and_says_so_once(capl
 
     with dspy.context(lm=None), caplog.at_level("WARNING", logger="rlmkit"):  # nothing configured anywhere
         first, second = lm_module.resolve_lm(None), lm_module.resolve_lm(None)
-    assert first.model == second.model == LOCAL_MODEL_NAME and first.api_base == second.api_base
+    assert first is second and first.model == LOCAL_MODEL_NAME and first.transport.name == "openai"
     notes = [r for r in caplog.records if "embedded local model" in r.getMessage()]
     assert len(notes) == 1
 
@@ -125,7 +125,7 @@ def test_no_configured_lm_falls_back_to_the_embedded_model_and_says_so_once(capl
 def test_a_provider_key_in_the_environment_picks_that_provider(monkeypatch):
     import dspy
 
-    import rlmkit.lm as lm_module
+    import rlmkit.defaults as lm_module
 
     lm_module.configure(None)
     monkeypatch.delenv("RLMKIT_MODEL", raising=False)

@@ -21,15 +21,9 @@ def local_lm(config: LocalServerConfig | None = None, *, progress=None, **lm_kwa
     ``lm_kwargs`` go to ``rlmkit.LM`` (temperature, max_tokens, cache, ...). Concurrency
     defaults to the server's parallel slots, so requests never queue inside llama.cpp.
     """
-    import threading
+    from rlmkit.lm import LM  # the OpenAI-compatible transport: no litellm involved
 
-    from rlmkit.lm import LM, _litellm
-
-    # litellm takes seconds to import: do it while the model server loads
-    warm = threading.Thread(target=_litellm, name="rlmkit-import-litellm", daemon=True)
-    warm.start()
     server = shared_server(ensure_model(progress=progress), config)
-    warm.join()
     lm_kwargs.setdefault("max_concurrency", server.config.parallel)
     lm_kwargs.setdefault("timeout", 600.0)  # a long prompt on 2 CPU cores takes minutes
     return LM(LOCAL_MODEL_NAME, api_base=server.url, api_key="local", **lm_kwargs)

@@ -1,5 +1,28 @@
-"""Test helpers that ship with rlmkit: a scripted OpenAI-compatible server on 127.0.0.1."""
+"""Test helpers that ship with rlmkit: an in-process model, a switch that refuses real model
+requests, and a scripted OpenAI-compatible server on 127.0.0.1."""
 
+from rlmkit.lm import FunctionLM
 from rlmkit.testing.server import Faults, ScriptedServer, chat_response, is_root_request, last_user_text
+from rlmkit.transports.base import ModelReply, ModelRequest, ProviderError
+from rlmkit.transports.function import (
+    ModelRequestsBlocked,
+    block_model_requests,
+    model_requests_allowed,
+    set_model_requests_allowed,
+)
 
-__all__ = ["Faults", "ScriptedServer", "chat_response", "is_root_request", "last_user_text"]
+__all__ = [
+    "Faults",
+    "FunctionLM",
+    "ModelReply",
+    "ModelRequest",
+    "ModelRequestsBlocked",
+    "ProviderError",
+    "ScriptedServer",
+    "block_model_requests",
+    "chat_response",
+    "is_root_request",
+    "last_user_text",
+    "model_requests_allowed",
+    "set_model_requests_allowed",
+]

@@ -1,0 +1,97 @@
+"""Which model rlmkit uses when none is passed, and one shared LM per model per process.
+
+With no ``lm=``: ``dspy.settings.lm``, then ``rlmkit.configure(...)``, then ``$RLMKIT_MODEL``,
+then a provider whose key is in the environment (``PROVIDER_DEFAULTS``), else the embedded
+local model (announced once). A model named by a string or a ``dspy.LM`` resolves to the
+same ``rlmkit.LM`` every time in a process, so every run shares its cache, its connection
+pool and its concurrency limit instead of building new ones.
+
+This module sits above both ``rlmkit.lm`` and ``rlmkit.local``: neither imports it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import sys
+import threading
+from typing import Any
+
+from rlmkit.errors import UserError
+from rlmkit.lm import LM
+
+log = logging.getLogger("rlmkit")
+
+# With no LM configured, a provider key in the environment picks that provider (first match).
+PROVIDER_DEFAULTS = (
+    ("OPENAI_API_KEY", "openai/gpt-5-mini"),
+    ("ANTHROPIC_API_KEY", "anthropic/claude-haiku-4-5"),
+    ("GEMINI_API_KEY", "gemini/gemini-2.5-flash"),
+)
+
+_configured: LM | None = None
+_shared: dict[str, LM] = {}
+_shared_lock = threading.Lock()
+
+
+def configure(lm: LM | Any | str | None) -> None:
+    """Set (or with None, clear) the LM that rlmkit uses when none is passed."""
+    global _configured
+    _configured = None if lm is None else resolve_lm(lm)
+
+
+def shared_lm(model: str, **kwargs: Any) -> LM:
+    """The one LM of this process for ``model`` built with ``kwargs`` (built on first use)."""
+    key = json.dumps([model, kwargs], sort_keys=True, default=repr)
+    with _shared_lock:
+        lm = _shared.get(key)
+        if lm is None:
+            lm = _shared[key] = LM(model, **kwargs)
+        return lm
+
+
+def _from_dspy(dspy_lm: Any) -> LM:
+    kwargs = dict(getattr(dspy_lm, "kwargs", {}) or {})
+    kwargs.pop("rollout_id", None)  # a per-call option in DSPy, not a model setting
+    api_base = kwargs.pop("api_base", None) or kwargs.pop("base_url", None)
+    return shared_lm(dspy_lm.model, api_base=api_base, cache=bool(getattr(dspy_lm, "cache", True)),
+                     num_retries=getattr(dspy_lm, "num_retries", 4), **kwargs)  # fmt: skip
+
+
+def resolve_lm(lm: LM | Any | str | None) -> LM:
+    """An rlmkit LM from an LM, a dspy.LM, a model string, or None (the configured default)."""
+    if isinstance(lm, LM):
+        return lm
+    if isinstance(lm, str):
+        return shared_lm(lm)
+    if lm is not None:
+        if hasattr(lm, "model") and hasattr(lm, "kwargs"):
+            return _from_dspy(lm)
+        raise UserError(f"lm must be an rlmkit.LM, a dspy.LM or a model string, got {type(lm).__name__}")
+    dspy = sys.modules.get("dspy")  # if dspy was never imported, nothing can be configured there
+    dspy_lm = getattr(getattr(dspy, "settings", None), "lm", None) if dspy else None
+    if dspy_lm is not None:
+        return resolve_lm(dspy_lm)
+    if _configured is not None:
+        return _configured
+    model = os.environ.get("RLMKIT_MODEL") or next(
+        (default for key, default in PROVIDER_DEFAULTS if os.environ.get(key)), None
+    )
+    if model is not None:  # a provider key in the environment: use that provider's default model
+        return shared_lm(model)
+    return embedded_lm()
+
+
+@functools.lru_cache(maxsize=1)
+def embedded_lm() -> LM:
+    """The embedded model's LM, built (and announced) once per process."""
+    from rlmkit.local import local_lm
+
+    log.warning("rlmkit: no LM configured; using the embedded local model (Qwen2.5-Coder-1.5B). "
+                "Pass lm=... or call rlmkit.configure(...) to use another.")  # fmt: skip
+    return local_lm()
+
+
+__all__ = ["PROVIDER_DEFAULTS", "configure", "embedded_lm", "resolve_lm", "shared_lm"]

@@ -1,0 +1,86 @@
+"""Dollar cost of a call, from the price map litellm ships, read as data (litellm never imported).
+
+litellm keeps its model prices in ``model_prices_and_context_window_backup.json`` inside
+its package. Reading that file (found with ``importlib.util.find_spec``, which locates a
+package without running it) gives every transport the same prices litellm itself would
+use with its cost map forced local, without the seconds litellm takes to import.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import logging
+import re
+import threading
+from pathlib import Path
+
+log = logging.getLogger("rlmkit")
+PRICE_FILE = "model_prices_and_context_window_backup.json"
+_TIER = re.compile(r"^input_cost_per_token_above_(\d+)k_tokens$")
+_lock = threading.Lock()
+
+
+def price_file() -> Path | None:
+    spec = importlib.util.find_spec("litellm")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        if (Path(folder) / PRICE_FILE).is_file():
+            return Path(folder) / PRICE_FILE
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _load() -> dict:
+    path = price_file()
+    if path is None:
+        log.warning("rlmkit: litellm's price map was not found; every call is priced at 0")
+        return {}
+    with path.open("rb") as handle:
+        return json.load(handle)
+
+
+def price_map() -> dict:
+    """``{model: {input_cost_per_token: ..., ...}}``, loaded once (thread-safe)."""
+    with _lock:
+        return _load()
+
+
+def warm() -> None:
+    """Load the map in a background thread (it takes tens of ms), e.g. while a run starts."""
+    if _load.cache_info().currsize == 0:
+        threading.Thread(target=price_map, name="rlmkit-prices", daemon=True).start()
+
+
+def model_prices(model: str, served_as: str | None = None) -> dict | None:
+    """The price entry for ``provider/name`` (litellm's lookup order: bare name, then the full string)."""
+    prices = price_map()
+    provider, _, name = model.partition("/")
+    candidates = [name, model] if name else [model]
+    if served_as and served_as not in candidates:  # e.g. a dated snapshot name the server answered with
+        candidates += [served_as, f"{provider}/{served_as}"] if name else [served_as]
+    for key in candidates:
+        entry = prices.get(key)
+        if isinstance(entry, dict) and "input_cost_per_token" in entry:
+            return entry
+    return None
+
+
+def call_cost(model: str, prompt_tokens: int, completion_tokens: int, cached_prompt_tokens: int = 0,
+              served_as: str | None = None) -> float:  # fmt: skip
+    """Dollars for one call; 0.0 for a model with no price (a local or self-hosted model)."""
+    entry = model_prices(model, served_as)
+    if entry is None:
+        return 0.0
+    suffix = _tier_suffix(entry, prompt_tokens)  # long prompts are billed at the tier's rate throughout
+    input_rate = entry.get("input_cost_per_token" + suffix, entry["input_cost_per_token"]) or 0.0
+    output_rate = entry.get("output_cost_per_token" + suffix, entry.get("output_cost_per_token")) or 0.0
+    cached_rate = entry.get("cache_read_input_token_cost" + suffix, entry.get("cache_read_input_token_cost"))
+    cached = min(cached_prompt_tokens, prompt_tokens) if cached_rate is not None else 0
+    return (prompt_tokens - cached) * input_rate + cached * (cached_rate or 0.0) + completion_tokens * output_rate
+
+
+def _tier_suffix(entry: dict, prompt_tokens: int) -> str:
+    tiers = sorted(int(m.group(1)) for key in entry if (m := _TIER.match(key)))
+    above = [k for k in tiers if prompt_tokens > k * 1000]
+    return f"_above_{above[-1]}k_tokens" if above else ""

@@ -1,0 +1,64 @@
+"""One long-lived event loop for sync calls (``RLM.__call__``, ``LM.complete``).
+
+Sync entry points run their async twin on this loop, in a daemon thread started on first
+use, so connection pools (one per loop) are reused across calls instead of leaked per
+call. A forked child has no loop thread: it starts its own on its first sync call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Coroutine
+from typing import Any
+
+_loop_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+
+
+def _forget_loop_after_fork() -> None:
+    global _loop, _loop_lock
+    _loop, _loop_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_loop_after_fork)
+
+
+def shared_loop() -> asyncio.AbstractEventLoop:
+    """The background loop of sync calls."""
+    global _loop
+    with _loop_lock:
+        if _loop is None:
+            _loop = asyncio.new_event_loop()
+            threading.Thread(target=_loop.run_forever, name="rlmkit-loop", daemon=True).start()
+        return _loop
+
+
+def run_sync(coro: Coroutine[Any, Any, Any]) -> Any:
+    """Run ``coro`` to completion from sync code and return its result.
+
+    Called from the shared loop's own thread (a sync callback inside a sync run) it cannot
+    wait on that loop, so it runs ``coro`` in a fresh thread with its own loop.
+    """
+    loop = shared_loop()
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is not loop:  # blocking another loop's thread is the caller's choice, as with any sync call
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="rlmkit-sync-call", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]

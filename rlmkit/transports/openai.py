@@ -1,0 +1,99 @@
+"""OpenAI-compatible servers (OpenAI, vLLM, SGLang, llama.cpp, the embedded model) over httpx.
+
+One ``httpx.AsyncClient`` per (event loop, base URL, pool size), shared by every LM that
+talks to that server: connections stay open between calls (keep-alive), and the pool is
+sized to the LM's concurrency so a burst of sub-calls never waits for a socket. A client
+belongs to one event loop (its connections do), so a new loop gets its own; the entry
+goes away with the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import weakref
+from typing import Any
+
+import httpx
+
+from rlmkit.transports.base import ModelReply, ModelRequest, ProviderError, retry_after_s
+
+_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loop -> {(url, pool): client}
+_clients_lock = threading.Lock()
+
+
+def shared_client(base_url: str, pool: int) -> httpx.AsyncClient:
+    """The running loop's client for ``base_url`` (made on first use)."""
+    loop = asyncio.get_running_loop()
+    with _clients_lock:
+        per_loop = _clients.setdefault(loop, {})
+        client = per_loop.get((base_url, pool))
+        if client is None or client.is_closed:
+            limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool, keepalive_expiry=60)
+            client = per_loop[(base_url, pool)] = httpx.AsyncClient(base_url=base_url, limits=limits)
+        return client
+
+
+class OpenAITransport:
+    """POST ``{base_url}/chat/completions`` with a bearer key; errors become ``ProviderError``."""
+
+    name = "openai"
+
+    def __init__(self, base_url: str, api_key: str | None, *, pool: int = 16, headers: dict | None = None):
+        self.base_url = base_url.rstrip("/")
+        self.pool = pool
+        self._headers = {"Content-Type": "application/json", **(headers or {})}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+
+    def __repr__(self) -> str:  # never the headers: they hold the key
+        return f"OpenAITransport({self.base_url!r})"
+
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        body: dict[str, Any] = {"model": request.model, "messages": request.messages, **request.params}
+        if request.max_tokens is not None:
+            body["max_tokens"] = request.max_tokens
+        if request.stop:
+            body["stop"] = request.stop
+        client = shared_client(self.base_url, self.pool)
+        try:
+            response = await client.post("/chat/completions", content=json.dumps(body), headers=self._headers,
+                                         timeout=request.timeout)  # fmt: skip
+        except (httpx.TimeoutException, httpx.TransportError) as exc:
+            raise ProviderError(f"{type(exc).__name__}: {exc or 'no answer'}", network=True) from exc
+        if response.status_code >= 400:
+            raise ProviderError(f"HTTP {response.status_code}: {_error_detail(response)}",
+                                status=response.status_code, retry_after=retry_after_s(response.headers))  # fmt: skip
+        try:
+            data = response.json()
+            choice = data["choices"][0]
+        except (ValueError, KeyError, IndexError, TypeError):
+            # a cut or garbled body from a live server is a server fault: retried like a 5xx
+            raise ProviderError(f"unreadable response body ({len(response.content)} bytes)", status=502) from None
+        return parse_chat_response(data, choice, request.model)
+
+
+def parse_chat_response(data: dict, choice: dict, model: str) -> ModelReply:
+    usage = data.get("usage") or {}
+    details = usage.get("prompt_tokens_details") or {}
+    return ModelReply(
+        text=(choice.get("message") or {}).get("content") or "",
+        model=data.get("model") or model,
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        completion_tokens=int(usage.get("completion_tokens") or 0),
+        cached_prompt_tokens=int(details.get("cached_tokens") or 0),
+        finish_reason=choice.get("finish_reason"),
+    )
+
+
+def _error_detail(response: httpx.Response) -> str:
+    try:
+        error = response.json().get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+        if error:
+            return str(error)
+    except (ValueError, AttributeError):
+        pass
+    return response.text[:200] or response.reason_phrase
