@@ -15,7 +15,7 @@ from typing import Any
 import dspy
 
 import rlmkit
-from rlmkit.lm import resolve_lm
+from rlmkit.defaults import resolve_lm
 from rlmkit.signature import OutputValidator, describe_outputs, make_signature, signature_text
 from rlmkit.trajectory import Message, RunMeta, Trajectory, Turn, describe_variable
 

@@ -20,7 +20,7 @@ import threading
 from typing import Any
 
 from rlmkit.errors import UserError
-from rlmkit.lm import LM
+from rlmkit.lm import LM, dspy_lm_options
 
 log = logging.getLogger("rlmkit")
 
@@ -52,14 +52,6 @@ def shared_lm(model: str, **kwargs: Any) -> LM:
         return lm
 
 
-def _from_dspy(dspy_lm: Any) -> LM:
-    kwargs = dict(getattr(dspy_lm, "kwargs", {}) or {})
-    kwargs.pop("rollout_id", None)  # a per-call option in DSPy, not a model setting
-    api_base = kwargs.pop("api_base", None) or kwargs.pop("base_url", None)
-    return shared_lm(dspy_lm.model, api_base=api_base, cache=bool(getattr(dspy_lm, "cache", True)),
-                     num_retries=getattr(dspy_lm, "num_retries", 4), **kwargs)  # fmt: skip
-
-
 def resolve_lm(lm: LM | Any | str | None) -> LM:
     """An rlmkit LM from an LM, a dspy.LM, a model string, or None (the configured default)."""
     if isinstance(lm, LM):
@@ -68,7 +60,7 @@ def resolve_lm(lm: LM | Any | str | None) -> LM:
         return shared_lm(lm)
     if lm is not None:
         if hasattr(lm, "model") and hasattr(lm, "kwargs"):
-            return _from_dspy(lm)
+            return shared_lm(lm.model, **dspy_lm_options(lm))
         raise UserError(f"lm must be an rlmkit.LM, a dspy.LM or a model string, got {type(lm).__name__}")
     dspy = sys.modules.get("dspy")  # if dspy was never imported, nothing can be configured there
     dspy_lm = getattr(getattr(dspy, "settings", None), "lm", None) if dspy else None

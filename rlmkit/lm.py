@@ -113,10 +113,8 @@ class LM:
 
     @classmethod
     def from_dspy(cls, lm: Any) -> LM:
-        """The shared LM for a ``dspy.LM``: same model string, sampling kwargs, key and api_base."""
-        from rlmkit.defaults import resolve_lm
-
-        return resolve_lm(lm)
+        """Build from a ``dspy.LM`` (``rlmkit.defaults.resolve_lm`` shares one per model instead)."""
+        return cls(lm.model, **dspy_lm_options(lm))
 
     def describe(self) -> dict:
         """What this LM is, safe to log: never the API key or headers."""
@@ -262,16 +260,13 @@ def FunctionLM(fn: Any, *, model: str = "function/model", **kwargs: Any) -> LM:
     return LM(model, transport=FunctionTransport(fn), **kwargs)
 
 
-_DEFAULT_POLICY = ("configure", "resolve_lm", "PROVIDER_DEFAULTS")
-
-
-def __getattr__(name: str) -> Any:
-    """``rlmkit.lm.configure`` / ``resolve_lm`` moved to ``rlmkit.defaults``; still found here."""
-    if name in _DEFAULT_POLICY:
-        from rlmkit import defaults
-
-        return getattr(defaults, name)
-    raise AttributeError(f"module 'rlmkit.lm' has no attribute {name!r}")
+def dspy_lm_options(lm: Any) -> dict[str, Any]:
+    """A ``dspy.LM``'s settings as ``LM`` keyword arguments: sampling kwargs, key, api_base, cache."""
+    kwargs = dict(getattr(lm, "kwargs", {}) or {})
+    kwargs.pop("rollout_id", None)  # a per-call option in DSPy, not a model setting
+    api_base = kwargs.pop("api_base", None) or kwargs.pop("base_url", None)
+    return {**kwargs, "api_base": api_base, "cache": bool(getattr(lm, "cache", True)),
+            "num_retries": getattr(lm, "num_retries", 4)}  # fmt: skip
 
 
 __all__ = ["LM", "Completion", "ConcurrencyLimit", "FunctionLM"]

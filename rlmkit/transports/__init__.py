@@ -12,7 +12,7 @@ import os
 from typing import Any
 
 from rlmkit.errors import LMConfigError, UserError
-from rlmkit.transports.base import ModelReply, ModelRequest, ProviderError, Transport
+from rlmkit.transports.base import PLACEHOLDER_KEY, ModelReply, ModelRequest, ProviderError, Transport
 from rlmkit.transports.function import (
     FunctionTransport,
     ModelRequestsBlocked,
@@ -24,7 +24,6 @@ from rlmkit.transports.function import (
 # Provider prefixes whose servers speak OpenAI's chat-completions API (litellm's names).
 OPENAI_COMPATIBLE = frozenset({"openai", "hosted_vllm", "openai_like", "lm_studio", "llamafile", "llamacpp"})
 OPENAI_URL = "https://api.openai.com/v1"
-PLACEHOLDER_KEY = "no-key"  # OpenAI-compatible servers without auth still need some key sent
 
 
 def make_transport(model: str, *, api_base: str | None, api_key: str | None, pool: int,

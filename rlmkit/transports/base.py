@@ -14,6 +14,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from rlmkit.errors import LMError
 
+PLACEHOLDER_KEY = "no-key"  # OpenAI-compatible servers without auth still need some key sent
+
 
 @dataclass(frozen=True)
 class ModelRequest:

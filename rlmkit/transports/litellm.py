@@ -19,8 +19,7 @@ import sys
 from typing import Any
 
 from rlmkit.errors import LMConfigError
-from rlmkit.transports import PLACEHOLDER_KEY
-from rlmkit.transports.base import ModelReply, ModelRequest, ProviderError, retry_after_s
+from rlmkit.transports.base import PLACEHOLDER_KEY, ModelReply, ModelRequest, ProviderError, retry_after_s
 
 log = logging.getLogger("rlmkit")
 
