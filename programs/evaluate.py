@@ -5,8 +5,10 @@
 
 ``out_dir`` holds ``config.json`` (the run's configuration and its hash),
 ``results.jsonl`` (one row per finished example, appended as each finishes) and
-``trajectories/`` (every run's trajectory, via ``rlmkit.TrajectoryLog``). Running again
-with the same configuration skips the examples already in ``results.jsonl``; a directory
+``trajectories/`` (every run's trajectory, via ``rlmkit.TrajectoryLog``). ``samples=K`` runs
+each example K times as K distinct samples (rollout ids 0..K-1: distinct LM cache entries),
+which rejection fine-tuning, GRPO groups and DPO pairs need. Running again
+with the same configuration skips the runs already in ``results.jsonl``; a directory
 holding another configuration is refused, so results are never mixed. An example whose
 program raises is recorded with its failure kind, and the others go on.
 """
@@ -14,6 +16,7 @@ program raises is recorded with its failure kind, and the others go on.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import inspect
 import io
 import json
@@ -40,6 +43,7 @@ from rlmkit.errors import (
     SandboxError,
     UserError,
 )
+from rlmkit.lm_cache import rollout
 from rlmkit.trajectory import Trajectory, TrajectoryLog, drop_torn_tail
 
 Metric = Callable[[Example, Any], float]
@@ -51,6 +55,7 @@ FAILURE_KINDS = ((BudgetExceeded, "budget_exceeded"), (MaxIterationsError, "max_
 class ExampleResult(BaseModel):
     id: str
     suite: str
+    sample: int = 0  # which of the example's ``samples`` runs (its rollout id)
     program: Literal["program", "baseline"] = "program"
     status: Literal["ok", "failed"] = "ok"
     failure: str | None = None  # kind, e.g. "lm_error", "max_iterations"
@@ -220,12 +225,30 @@ def _prediction_answer(prediction: Any) -> Any:
     return prediction
 
 
-def run_one(program: Callable[..., Any], example: Example, metric: Metric, kind: str) -> tuple[ExampleResult, Trajectory | None]:
+def scorer_spec(metric: Metric) -> str | None:
+    """``module:function`` naming ``metric`` when importing that gives it back (so a compiled RL
+    row can name its reward); None for a lambda or a local function."""
+    module, name = getattr(metric, "__module__", None), getattr(metric, "__qualname__", "")
+    if not module or not name or "<" in name:
+        return None
+    try:
+        found: Any = importlib.import_module(module)
+        for part in name.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError):
+        return None
+    return f"{module}:{name}" if found is metric else None
+
+
+def run_one(program: Callable[..., Any], example: Example, metric: Metric, kind: str,
+            sample: int = 0) -> tuple[ExampleResult, Trajectory | None]:
     started = time.monotonic()
-    row = ExampleResult(id=example.id, suite=example.suite, program=kind, gold=_json_safe(example.gold))
+    row = ExampleResult(id=example.id, suite=example.suite, sample=sample, program=kind,
+                        gold=_json_safe(example.gold))
     trajectory = None
     try:
-        prediction = program(**example.inputs)
+        with rollout(sample or None):  # sample 0 keeps rollout id None: a one-sample eval's cache entries
+            prediction = program(**example.inputs)
         trajectory = getattr(prediction, "trajectory", None) if not isinstance(prediction, dict) else None
         answer = _prediction_answer(prediction)
         row.answer = _json_safe(answer.get("answer", answer) if isinstance(answer, dict) else answer)
@@ -242,9 +265,13 @@ def run_one(program: Callable[..., Any], example: Example, metric: Metric, kind:
         row.subcalls = sum(1 for _ in trajectory.iter_subcalls())
         row.iterations, row.run_id = trajectory.n_turns, trajectory.meta.run_id
         trajectory.score = row.score
+        # what compiling needs without flags: the gold answer and the scorer (RL reward), the sample
+        scorer = scorer_spec(metric)
         trajectory.meta.task = {**trajectory.meta.task, "suite": example.suite, "example_id": example.id,
                                 "seed": example.seed, "length": example.length, "knobs": example.knobs,
-                                "program": kind}
+                                "program": kind, "sample": sample, "rollout_id": sample or None,
+                                "gold": row.gold, "meta": _json_safe(example.meta),
+                                **({"scorer": scorer} if scorer else {})}
     else:
         trajectory = None
     return row, trajectory
@@ -271,6 +298,7 @@ def evaluate(
     metric: Metric | None = None,
     baseline: Any = False,
     config: dict[str, Any] | None = None,
+    samples: int = 1,
     retry_failed: bool = False,
     on_result: Callable[[ExampleResult], None] | None = None,
     on_start: Callable[[int, int], None] | None = None,
@@ -278,12 +306,15 @@ def evaluate(
     """Run ``program`` (or a zero-argument factory of programs) on every example.
 
     ``baseline``: False, or a program (e.g. ``programs.baseline.BaselineLM``) run on the same
-    examples for comparison; its rows land in ``result.baseline``. ``on_result`` is called
+    examples for comparison; its rows land in ``result.baseline``. ``samples``: runs per example
+    (each a distinct sample; not part of the config, so raising it on resume adds samples). ``on_result`` is called
     in the caller's thread after each example, ``on_start(to_run, already_done)`` once
     before the first (progress bars).
     """
     if not isinstance(workers, int) or workers < 1:
         raise UserError(f"workers must be an int >= 1, got {workers!r}")
+    if not isinstance(samples, int) or samples < 1:
+        raise UserError(f"samples must be an int >= 1, got {samples!r}")
     if not examples:
         raise UserError("no examples to evaluate")
     ids = [e.id for e in examples]
@@ -296,31 +327,34 @@ def evaluate(
     jobs = [("program", program)] + ([("baseline", baseline)] if baseline is not False and baseline is not None else [])
     results = {kind: {} for kind, _ in jobs}
     for row in previous:
-        if row.program in results and row.id in ids and not (retry_failed and row.status == "failed"):
-            results[row.program][row.id] = row
+        if row.program in results and row.id in ids and row.sample < samples \
+                and not (retry_failed and row.status == "failed"):
+            results[row.program][(row.id, row.sample)] = row
     local = threading.local()
 
-    def work(kind: str, source: Any, example: Example) -> tuple[ExampleResult, Trajectory | None]:
+    def work(kind: str, source: Any, example: Example, sample: int) -> tuple[ExampleResult, Trajectory | None]:
         if _is_factory(source):  # one program per worker thread: programs need not be thread-safe
             cache = local.__dict__.setdefault("programs", {})
             if kind not in cache:
                 cache[kind] = source()
             source = cache[kind]
-        return run_one(source, example, metric, kind)
+        return run_one(source, example, metric, kind, sample)
 
-    todo = [(kind, source, e) for kind, source in jobs for e in examples if e.id not in results[kind]]
+    keys = [(e.id, k) for e in examples for k in range(samples)]
+    todo = [(kind, source, e, k) for kind, source in jobs for e in examples for k in range(samples)
+            if (e.id, k) not in results[kind]]
     if on_start:
         on_start(len(todo), sum(len(done) for done in results.values()))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rlmkit-eval") as pool:
-        futures = [pool.submit(work, kind, source, e) for kind, source, e in todo]
+        futures = [pool.submit(work, *job) for job in todo]
         for future in as_completed(futures):
             row, trajectory = future.result()
-            results[row.program][row.id] = row
+            results[row.program][(row.id, row.sample)] = row
             if run_dir:
                 run_dir.record(row, trajectory)
             if on_result:
                 on_result(row)
-    ordered = {kind: [results[kind][i] for i in ids] for kind in results}
+    ordered = {kind: [results[kind][key] for key in keys] for kind in results}
     result = EvalResult(config=config, rows=ordered["program"], out_dir=str(run_dir.path) if run_dir else None)
     if "baseline" in ordered:
         result.baseline = EvalResult(config=config, rows=ordered["baseline"])

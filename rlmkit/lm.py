@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlmkit.errors import LMConfigError, LMError, LMUnavailableError, UserError
-from rlmkit.lm_cache import cache_key, default_cache_dir, open_cache
+from rlmkit.lm_cache import cache_key, current_rollout_id, default_cache_dir, open_cache
 from rlmkit.lm_limits import ConcurrencyLimit
 from rlmkit.prices import call_cost
 from rlmkit.sync_loop import run_sync
@@ -180,6 +180,7 @@ class LM:
                                stop=stop_list, timeout=self.timeout)  # fmt: skip
         if self._cache is None:
             return request, None
+        rollout_id = current_rollout_id.get() if rollout_id is None else rollout_id
         answer_params = {**params, "max_tokens": max_tokens, "stop": stop_list}  # what changes the answer
         return request, cache_key(self.model, messages, answer_params, rollout_id)
 

@@ -8,10 +8,13 @@ are not part of it: the same model behind another URL answers the same.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import json
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,21 @@ TRANSPORT_PARAMS = frozenset({"api_base", "base_url", "api_key", "timeout", "num
 
 _open_caches: dict[Path, Any] = {}
 _open_lock = threading.Lock()
+
+
+# The rollout of the calls made in this context (``with rollout(k):``): K samples of one task get
+# K rollout ids, so each is a distinct cache entry (a fresh sample) instead of the first one's answer.
+current_rollout_id: contextvars.ContextVar[int | None] = contextvars.ContextVar("rlmkit_rollout_id", default=None)
+
+
+@contextlib.contextmanager
+def rollout(rollout_id: int | None) -> Iterator[None]:
+    """Calls in this block (LM calls, RLM runs and their sub-calls) are sample ``rollout_id``."""
+    token = current_rollout_id.set(rollout_id)
+    try:
+        yield
+    finally:
+        current_rollout_id.reset(token)
 
 
 def default_cache_dir() -> Path:

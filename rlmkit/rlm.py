@@ -22,6 +22,7 @@ import dspy
 import rlmkit
 from rlmkit.budget import Budget
 from rlmkit.errors import ConfigError, ContextError, MissingInputError, UserError
+from rlmkit.lm_cache import current_rollout_id
 from rlmkit.prompting import Display
 from rlmkit.protocols import Protocol, get_protocol
 from rlmkit.run import RunState, Tree, run_loop
@@ -133,19 +134,24 @@ class RLM(dspy.Module):
     def forward(self, **inputs: Any) -> dspy.Prediction:
         """Sync calls run on one long-lived event loop, shared by every RLM in the process, so
         connection pools (one per loop) are reused instead of leaked per call."""
+        inputs.setdefault("_rollout_id", current_rollout_id.get())  # the loop thread cannot see our context
         return run_sync(self.aforward(**inputs))
 
     async def aforward(self, **inputs: Any) -> dspy.Prediction:
         """The one entry point (``__call__`` and ``acall`` come here). ``_task={...}`` (optional)
-        is stored in ``trajectory.meta.task``: evaluation uses it for suite, example id and gold."""
+        is stored in ``trajectory.meta.task``: evaluation uses it for suite, example id and gold.
+        ``_rollout_id=k`` (default: the enclosing ``rlmkit.lm_cache.rollout(k)``) makes every LM call
+        of the run sample k, so K samples of one task are K distinct runs, not K cache hits."""
         task = inputs.pop("_task", None)
-        outputs, trajectory = await self.run_tree(inputs, task=task)
+        rollout_id = inputs.pop("_rollout_id", None)
+        rollout_id = current_rollout_id.get() if rollout_id is None else rollout_id
+        outputs, trajectory = await self.run_tree(inputs, task=task, rollout_id=rollout_id)
         _record_dspy_trace(self.root, inputs, outputs)
         return dspy.Prediction(**outputs, trajectory=trajectory)
 
     async def run_tree(
         self, inputs: dict[str, Any], *, tree: Tree | None = None, depth: int = 0,
-        parent_id: str | None = None, task: dict[str, Any] | None = None,
+        parent_id: str | None = None, task: dict[str, Any] | None = None, rollout_id: int | None = None,
     ) -> tuple[dict[str, Any], Trajectory]:
         """Run at ``depth`` inside ``tree`` (a new tree for a top-level call)."""
         variables, aliases = self._variables(inputs)
@@ -154,7 +160,7 @@ class RLM(dspy.Module):
             budget = dataclasses.replace(self.budget).start()  # fresh counters, same limits
             log = TrajectoryLog(self.log_dir) if self.log_dir is not None else None
             tree = Tree(loop=asyncio.get_running_loop(), budget=budget,
-                        semaphore=asyncio.Semaphore(self.max_concurrency), log=log)
+                        semaphore=asyncio.Semaphore(self.max_concurrency), log=log, rollout_id=rollout_id)
         meta = RunMeta(
             parent_id=parent_id, depth=depth, signature=signature_text(self.signature),
             instructions=self.instructions, protocol=self.protocol.name, sandbox=self.sandbox_name,

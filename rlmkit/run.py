@@ -36,6 +36,7 @@ class Tree:
     semaphore: asyncio.Semaphore
     log: TrajectoryLog | None = None
     t0: float = field(default_factory=time.monotonic)
+    rollout_id: int | None = None  # every LM call of the tree is this sample (distinct cache entries)
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
@@ -162,7 +163,7 @@ async def _turn(rlm: RLM, state: RunState, sandbox: Any, messages: list[Message]
     start = time.monotonic()
     tree.budget.check()
     async with tree.semaphore:
-        completion = await state.lm.acomplete([m.model_dump() for m in messages])
+        completion = await state.lm.acomplete([m.model_dump() for m in messages], rollout_id=tree.rollout_id)
     turn.lm_duration_s = time.monotonic() - start
     turn.reply, turn.model, turn.usage = completion.text, completion.model, completion.usage
     traj.usage = traj.usage.add(completion.usage)

@@ -117,7 +117,7 @@ class SubcallHost:
         try:
             tree.budget.check()
             async with tree.semaphore:
-                completion = await lm.acomplete(messages)
+                completion = await lm.acomplete(messages, rollout_id=tree.rollout_id)
             node.usage = completion.usage
             node.reply = bounded(completion.text, self.rlm.display.trajectory_chars)
             tree.budget.charge(tokens=completion.usage.total_tokens, cost=completion.usage.cost)

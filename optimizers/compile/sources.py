@@ -1,5 +1,8 @@
 """Where runs come from: JSONL files or folders of them (``TrajectoryLog``), or Trajectory objects.
 
+An ``rlmkit eval`` run folder is read as it is: its ``trajectories/``, not its ``results.jsonl``
+(one score row per run, not a trajectory).
+
 Loading keeps what the manifest needs (each file's sha256, its runs, its unreadable lines),
 drops a run seen twice (same run_id), and checks that one compile gets one signature.
 """
@@ -60,7 +63,7 @@ def load_runs(items: RunsLike) -> RunSet:
             continue
         path = Path(item)
         if path.is_dir():
-            paths = sorted(path.rglob("*.jsonl"))
+            paths = [file for file in sorted(path.rglob("*.jsonl")) if not _eval_results(file)]
         elif path.is_file():
             paths = [path]
         else:
@@ -95,6 +98,11 @@ def require_one_signature(runs: list[Trajectory]) -> str | None:
         + "\n".join(lines)
         + "\ncompile them separately, or group them (`--group-signatures`, or sources.by_signature())."
     )
+
+
+def _eval_results(file: Path) -> bool:
+    """The score rows of an eval run folder (beside its config.json), which are not trajectories."""
+    return file.name == "results.jsonl" and (file.parent / "config.json").is_file()
 
 
 def _sha256(path: Path) -> str:

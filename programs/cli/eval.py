@@ -2,6 +2,7 @@
 
     rlmkit eval aggregation --n 20 --length 200000 --lm openai/gpt-4o-mini --out runs/agg
     rlmkit eval needle --knob kind=uuids --lm local --baseline
+    rlmkit eval needle --n 20 --samples 4 --temperature 0.8 --lm local   # 4 distinct runs per example
 
 Re-running with the same arguments resumes from ``--out``: finished examples are not run again.
 """
@@ -38,6 +39,10 @@ def eval_command(
     baseline: bool = typer.Option(False, "--baseline", help="Also run the plain LM on the context cut to its window."),
     window_tokens: int = typer.Option(32_000, "--window-tokens", help="The baseline's context window, in tokens."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed examples again when resuming."),
+    samples: int = typer.Option(1, "--samples", min=1,
+                                help="Distinct runs per example (rollout ids 0..K-1), e.g. for compile sft/rl/dpo."),
+    temperature: float = typer.Option(None, "--temperature", min=0.0,
+                                      help="Sampling temperature of --lm and --sub-lm (default: the model's)."),
 ) -> None:
     """Evaluate a program on a generated task suite; prints score (95% CI), cost, tokens, failures."""
     with exit_on_error():
@@ -45,7 +50,7 @@ def eval_command(
 
 
 def _run(*, suite, n, length, seed, knob, lm, api_base, sub_lm, program, max_depth, max_iterations, workers,
-         out, baseline, window_tokens, retry_failed) -> None:
+         out, baseline, window_tokens, retry_failed, samples, temperature) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from programs.evaluate import evaluate
@@ -55,20 +60,24 @@ def _run(*, suite, n, length, seed, knob, lm, api_base, sub_lm, program, max_dep
     # Everything the command line can get wrong fails here, before any model call.
     knobs = parse_knobs(suite, knob or [])
     examples = generate(suite, n=n, length=length, seed=seed, **knobs)
-    root = lm_from_flag(lm, api_base)
-    sub = lm_from_flag(sub_lm, api_base) if sub_lm else None
+    sampling = {"temperature": temperature} if temperature is not None else {}
+    root = lm_from_flag(lm, api_base, **sampling)
+    sub = lm_from_flag(sub_lm, api_base, **sampling) if sub_lm else None
     factory = lambda: build_program(program, suite, lm=root, sub_lm=sub, max_depth=max_depth,
                                     max_iterations=max_iterations)
     factory()  # a bad program/suite pairing or knob fails now, not in every worker
     config = {"suite": suite, "length": length, "seed": seed, "knobs": knobs, "program": program, "lm": lm,
               "api_base": api_base, "sub_lm": sub_lm, "max_depth": max_depth, "max_iterations": max_iterations,
               "window_tokens": window_tokens}
+    if temperature is not None:  # only when set: older run folders keep their config hash
+        config["temperature"] = temperature
     out = Path(out) if out else Path("runs") / f"eval-{suite}-{length}-s{seed}"
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("correct {task.fields[correct]}"), TextColumn("${task.fields[cost]:.4f}"),
                TextColumn("ETA"), TimeRemainingColumn())
     with Progress(*columns, console=err) as progress:
-        task = progress.add_task(f"{suite} x{n}", total=None, correct=0, cost=0.0)
+        task = progress.add_task(f"{suite} x{n}" + (f" x{samples} samples" if samples > 1 else ""),
+                                 total=None, correct=0, cost=0.0)
 
         def on_start(todo: int, done: int) -> None:
             progress.update(task, total=todo + done, completed=done)
@@ -81,14 +90,14 @@ def _run(*, suite, n, length, seed, knob, lm, api_base, sub_lm, program, max_dep
             progress.update(task, advance=1, correct=fields["correct"] + right,
                             cost=fields["cost"] + row.cost)
             if row.status == "failed":
-                progress.console.print(f"[yellow]{row.id} ({row.program}) failed: {row.failure}[/yellow] "
+                progress.console.print(f"[yellow]{row.id}#{row.sample} ({row.program}) failed: {row.failure}[/yellow] "
                                        f"{escape((row.error or '')[:160])}")
 
         result = evaluate(factory, examples, workers=workers, out_dir=out, config=config,
                           baseline=baseline_for(suite, lm=root, window_tokens=window_tokens) if baseline else False,
-                          retry_failed=retry_failed, on_result=on_result, on_start=on_start)
+                          samples=samples, retry_failed=retry_failed, on_result=on_result, on_start=on_start)
     Console(width=max(Console().width, 130)).print(result.table(title=f"rlmkit eval {suite} (n={n}, length={length:,}, seed={seed})"))
-    summary = {"config": config, "summary": result.summary(),
+    summary = {"config": config, "samples": samples, "summary": result.summary(),
                "baseline": result.baseline.summary() if result.baseline else None}
     (Path(out) / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     print(f"results and trajectories: {out}  (view them: rlmkit view {out}/trajectories)")
