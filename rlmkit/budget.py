@@ -13,6 +13,11 @@ from dataclasses import dataclass, field
 
 from rlmkit.errors import BudgetExceeded
 
+# The LM-call cap of an RLM built without ``budget=``. dspy.RLM's 50 is too few for real RLM
+# work: 20 root turns plus fanning out over ~100 chunks of a large input a few times fits in
+# 500, while a runaway cell (``llm_query_batched(['hi'] * 5000)``) stops at 500 calls.
+DEFAULT_MAX_CALLS = 500
+
 
 @dataclass
 class Budget:
@@ -67,9 +72,21 @@ class Budget:
 
     # -- checks ----------------------------------------------------------------
     def check(self) -> None:
-        """Raise BudgetExceeded if any limit is already spent. Called before every LM call."""
+        """Raise BudgetExceeded if any limit is already spent."""
         with self._lock:
             self._check_locked(next_call=True)
+
+    def reserve(self) -> None:
+        """Count one LM call as it starts, or raise if no call is left. Counting at the start,
+        under the lock, is what stops a burst of 5,000 concurrent sub-calls at ``max_calls``."""
+        with self._lock:
+            self._check_locked(next_call=True)
+            self.calls += 1
+
+    def past_deadline(self) -> BudgetExceeded:
+        """The error for a call cancelled at ``max_seconds``."""
+        return BudgetExceeded(f"budget exceeded: seconds used {round(self.elapsed, 3)} of {self.max_seconds}",
+                              kind="seconds", limit=self.max_seconds, used=round(self.elapsed, 3))
 
     def charge(self, *, calls: int = 1, tokens: int = 0, cost: float = 0.0) -> None:
         """Record spending after a call. Raises once a limit is passed (the call itself is kept)."""
@@ -91,6 +108,7 @@ class Budget:
             over.append(("seconds", self.max_seconds, round(self.elapsed, 3)))
         if over:
             kind, limit, used = over[0]
+            hint = " (raise it with budget=rlmkit.Budget(max_calls=N), or max_calls=None for no cap)" if kind == "calls" else ""
             raise BudgetExceeded(
-                f"budget exceeded: {kind} used {used} of {limit}", kind=kind, limit=limit, used=used
+                f"budget exceeded: {kind} used {used} of {limit}{hint}", kind=kind, limit=limit, used=used
             )

@@ -57,6 +57,40 @@ def render_demos(demos: list[Any], display: Display) -> str:
     return "\n\nWorked examples:\n" + "\n\n".join(parts)
 
 
+# Generic moves, shown on every task: a small model imitates what it is shown, so show it the
+# moves (look, search, compute, delegate) and the habits that keep it honest. Task-agnostic on
+# purpose: no example computes any suite's answer.
+REPL_MOVES = """How to work, one small step per turn (examples; use your own input names and patterns):
+1. Look at a little of the data first:
+```repl
+print(type(context), len(context))
+lines = context.splitlines()
+print(len(lines)); print(lines[:3])
+```
+2. Search with code instead of reading everything:
+```repl
+import re
+hits = [line for line in lines if re.search(r"some pattern", line, re.IGNORECASE)]
+print(len(hits)); print(hits[:5])
+```
+3. Compute the answer with code, store it in a variable, print it to check it:
+```repl
+from collections import Counter
+counts = Counter(line.split()[0] for line in lines if line.strip())
+print(counts.most_common(5))
+```
+4. For meaning that code cannot find, split the input and ask sub-models about each chunk:
+```repl
+size = {chunk_chars}
+chunks = [context[i:i + size] for i in range(0, len(context), size)]
+notes = llm_query_batched([f"Quote every line about <topic> in this text, or say NONE.\\n\\n{{c}}" for c in chunks])
+print([n[:200] for n in notes])
+```
+Rules: compute from the input variables; never assign to them and never retype data from the
+preview. Run code and read its real output in the next message; never write the output you expect.
+When the printed result answers the question, finish with the variable that holds it."""
+
+
 def system_prompt(
     *, protocol: Protocol, signature: Any, instructions: str, function_docs: list[str], demos: list[Any], display: Display
 ) -> str:
@@ -64,6 +98,7 @@ def system_prompt(
         functions="\n".join(f"- {doc}" for doc in function_docs),
         finish=protocol.render_finish(describe_outputs(signature)),
     )
+    text += "\n\n" + REPL_MOVES.format(chunk_chars=f"{max(1_000, display.sub_model_chars // 2):_}")
     if instructions.strip():
         text += f"\n\nTask instructions:\n{instructions.strip()}"
     return text + render_demos(demos, display)

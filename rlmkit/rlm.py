@@ -20,9 +20,10 @@ from typing import Any
 import dspy
 
 import rlmkit
-from rlmkit.budget import Budget
+from rlmkit.budget import DEFAULT_MAX_CALLS, Budget
 from rlmkit.errors import ConfigError, ContextError, MissingInputError, UserError
 from rlmkit.lm_cache import current_rollout_id
+from rlmkit.guards import SUBCALL_MAX_TOKENS, TURN_MAX_TOKENS
 from rlmkit.prompting import Display
 from rlmkit.protocols import Protocol, get_protocol
 from rlmkit.run import RunState, Tree, run_loop
@@ -33,7 +34,7 @@ from rlmkit.subcalls import make_typed_subcalls
 from rlmkit.sync_loop import run_sync
 from rlmkit.trajectory import RunMeta, Trajectory, TrajectoryLog, describe_variable
 
-_KNOBS = ("max_iterations", "max_depth", "cell_timeout", "max_concurrency")
+_KNOBS = ("max_iterations", "max_depth", "cell_timeout", "max_concurrency", "max_tokens", "sub_max_tokens")
 
 
 class RLM(dspy.Module):
@@ -57,6 +58,8 @@ class RLM(dspy.Module):
         display: Display | None = None,
         log_dir: str | Path | None = None,
         instructions: str | None = None,
+        max_tokens: int | None = TURN_MAX_TOKENS,
+        sub_max_tokens: int | None = SUBCALL_MAX_TOKENS,
     ):
         super().__init__()
         self.signature = make_signature(signature)
@@ -64,7 +67,8 @@ class RLM(dspy.Module):
         if sandbox not in SANDBOXES:
             raise ConfigError(f"unknown sandbox {sandbox!r}; choose one of {list(SANDBOXES)}")
         for name, value, low in (("max_iterations", max_iterations, 1), ("max_depth", max_depth, 1),
-                                 ("max_concurrency", max_concurrency, 1)):
+                                 ("max_concurrency", max_concurrency, 1), ("max_tokens", max_tokens or 1, 1),
+                                 ("sub_max_tokens", sub_max_tokens or 1, 1)):
             if not isinstance(value, int) or value < low:
                 raise UserError(f"{name} must be an integer >= {low}, got {value!r}")
         if budget is not None and not isinstance(budget, Budget):
@@ -72,7 +76,9 @@ class RLM(dspy.Module):
         self.sandbox_name = sandbox
         self.max_iterations, self.max_depth = max_iterations, max_depth
         self.cell_timeout, self.max_concurrency = cell_timeout, max_concurrency
-        self.budget = budget or Budget()
+        # No budget given: a default call cap guards the wallet (Budget() explicitly: no cap).
+        self.budget = budget if budget is not None else Budget(max_calls=DEFAULT_MAX_CALLS)
+        self.max_tokens, self.sub_max_tokens = max_tokens, sub_max_tokens  # output caps: root turn, sub-call
         self.limits = limits or SandboxLimits()
         self.display = display or Display()
         self.log_dir = Path(log_dir) if log_dir is not None else None
@@ -127,7 +133,8 @@ class RLM(dspy.Module):
         child = RLM("context, question -> answer", lm=self._lm_spec, sub_lm=self._sub_lm_spec,
                     subcalls=self.subcalls, max_iterations=self.max_iterations, max_depth=self.max_depth,
                     protocol=dataclasses.replace(self.protocol), sandbox=self.sandbox_name, cell_timeout=self.cell_timeout,
-                    max_concurrency=self.max_concurrency, limits=self.limits, display=self.display)
+                    max_concurrency=self.max_concurrency, limits=self.limits, display=self.display,
+                    max_tokens=self.max_tokens, sub_max_tokens=self.sub_max_tokens)
         return child
 
     # -- calling -------------------------------------------------------------------------
@@ -200,8 +207,8 @@ class RLM(dspy.Module):
     def load_state(self, state: dict[str, Any], *args: Any, **kwargs: Any) -> RLM:
         knobs = state.get("rlm")
         if knobs:
-            for key in _KNOBS:
-                setattr(self, key, knobs[key])
+            for key in _KNOBS:  # knobs added later keep their defaults when loading older files
+                setattr(self, key, knobs.get(key, getattr(self, key)))
             self.protocol = get_protocol(knobs["protocol"])
             self.protocol.finish_prompt = knobs["finish_prompt"]
             self.sandbox_name = knobs["sandbox"]

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlmkit.budget import Budget
 from rlmkit.errors import BudgetExceeded, LMError, MaxIterationsError, RunError, SandboxError
+from rlmkit.guards import RESTORE_CALL, Progress, call_model, check_values, input_guard
 from rlmkit.prompting import feedback_message, system_prompt, task_message
 from rlmkit.sandbox import make_sandbox
 from rlmkit.sandbox.base import CellResult
@@ -91,6 +92,7 @@ class RunState:
 
     def submit(self, outputs: dict[str, Any]) -> None:
         """Validate outputs (ValueError goes back to the model) and keep them."""
+        check_values(outputs)
         self.submitted = self.rlm.validator.validate(outputs)
 
 
@@ -109,8 +111,9 @@ async def run_loop(rlm: RLM, variables: dict[str, Any], aliases: dict[str, str],
         tree.log.start(traj.meta)
     try:
         try:
+            guard = input_guard([*variables, *aliases])
             await in_thread(sandbox.start, {**variables, **{a: variables[n] for a, n in aliases.items()}},
-                            functions, "\n".join(p for p in (protocol.prelude, _SHOW_VARS, prelude) if p))
+                            functions, "\n".join(p for p in (protocol.prelude, _SHOW_VARS, guard, prelude) if p))
         except Exception as exc:
             raise SandboxError(f"sandbox {rlm.sandbox_name!r} failed to start: {exc}") from exc
         messages = [
@@ -121,17 +124,18 @@ async def run_loop(rlm: RLM, variables: dict[str, Any], aliases: dict[str, str],
                 inputs=variables, aliases=aliases, signature=rlm.signature, display=rlm.display,
                 max_iterations=rlm.max_iterations)),
         ]
-        new_messages, keep = list(messages), 0
+        new_messages, keep, progress = list(messages), 0, Progress()
         for index in range(rlm.max_iterations + 1):
-            last = index == rlm.max_iterations  # the one extra "answer now" turn
-            turn = await _turn(rlm, state, sandbox, messages, new_messages, keep, index, last)
+            # the one extra "answer now" turn, or earlier when the model keeps repeating itself
+            last = index == rlm.max_iterations or progress.force_answer
+            turn = await _turn(rlm, state, sandbox, messages, new_messages, keep, index, last, progress)
             if state.submitted is not None:
                 traj.outputs = state.submitted
                 traj.status = "ok"
                 return state.submitted
             if last:
-                raise MaxIterationsError(
-                    f"no valid answer after {rlm.max_iterations} turns and a final request", trajectory=traj)
+                why = "repeating itself" if index < rlm.max_iterations else f"{rlm.max_iterations} turns"
+                raise MaxIterationsError(f"no valid answer after {why} and a final request", trajectory=traj)
             keep = len(messages) + 1
             messages = messages + [Message(role="assistant", content=turn.reply),
                                    Message(role="user", content=turn.feedback or "")]
@@ -154,32 +158,40 @@ async def run_loop(rlm: RLM, variables: dict[str, Any], aliases: dict[str, str],
 
 
 async def _turn(rlm: RLM, state: RunState, sandbox: Any, messages: list[Message], new_messages: list[Message],
-                keep: int, index: int, last: bool) -> Turn:
+                keep: int, index: int, last: bool, progress: Progress) -> Turn:
     traj, tree = state.trajectory, state.tree
     if last:  # ask once for the answer, in the same user message (no two user messages in a row)
         messages[-1] = Message(role="user", content=f"{messages[-1].content}\n\n{rlm.protocol.answer_now}")
         new_messages = messages[keep:]
     turn = Turn(index=index, keep=keep, new_messages=new_messages, reply="", started_s=tree.elapsed())
     start = time.monotonic()
-    tree.budget.check()
-    async with tree.semaphore:
-        completion = await state.lm.acomplete([m.model_dump() for m in messages], rollout_id=tree.rollout_id)
-    turn.lm_duration_s = time.monotonic() - start
-    turn.reply, turn.model, turn.usage = completion.text, completion.model, completion.usage
-    traj.usage = traj.usage.add(completion.usage)
+
+    def record(completion: Any) -> None:
+        turn.lm_duration_s = time.monotonic() - start
+        turn.reply, turn.model, turn.usage = completion.text, completion.model, completion.usage
+        traj.usage = traj.usage.add(completion.usage)
+
     try:
-        tree.budget.charge(tokens=completion.usage.total_tokens, cost=completion.usage.cost)
+        completion = await call_model(tree, state.lm, [m.model_dump() for m in messages],
+                                      max_tokens=rlm.max_tokens, stop=list(rlm.protocol.stop), record=record,
+                                      rollout_id=tree.rollout_id)
     except BudgetExceeded:
-        _finish_turn(traj, turn, start, tree)
+        if turn.usage.calls:  # it answered, then passed a limit: keep the turn
+            _finish_turn(traj, turn, start, tree)
         raise
     parsed = rlm.protocol.parse(completion.text)
     outputs: list[str] = []
+    if completion.finish_reason == "length":
+        outputs.append("Your reply was cut at the output limit. Keep replies short: a little code per turn.")
     for code in parsed.code_blocks:
         block = CodeBlock(code=code)
         turn.blocks.append(block)
         state.current_block = block
+        sandbox.limits = rlm.sandbox_limits(tree.budget)  # a cell may not outlive the run's deadline
         cell: CellResult = await in_thread(sandbox.run, code)
         state.current_block = None
+        if not cell.finished and state.fatal is None and tree.budget.remaining_seconds() != 0:
+            cell.stdout += (await in_thread(sandbox.run, RESTORE_CALL)).stdout
         _fill_block(block, cell, rlm.display.trajectory_chars)
         outputs.append(_cell_text(cell, len(parsed.code_blocks) > 1, len(turn.blocks)))
         if state.fatal is not None:
@@ -196,6 +208,8 @@ async def _turn(rlm: RLM, state: RunState, sandbox: Any, messages: list[Message]
         outputs.append(_try_submit(state, found))
     if not parsed.code_blocks and parsed.final is None and parsed.final_var is None:
         outputs.append("Your reply had no ```repl code block. Write Python code in a ```repl block.")
+    if state.submitted is None and (nudge := progress.after(completion.text, parsed.code_blocks)):
+        outputs.append(nudge)
     turn.final = state.submitted is not None
     turn.feedback = feedback_message(outputs, turn=index, max_iterations=rlm.max_iterations,
                                      limit=rlm.display.max_output_chars)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import dspy
 
 from rlmkit.errors import BudgetExceeded, Finish, LMError, RunError, UserError
+from rlmkit.guards import call_model
 from rlmkit.protocols.base import FUNCTION_DOCS
 from rlmkit.signature import OutputValidator, describe_outputs, field_desc, make_signature, type_name
 from rlmkit.trajectory import Message, SubCall, bounded
@@ -115,12 +116,12 @@ class SubcallHost:
         node.model = lm.model
         start = time.monotonic()
         try:
-            tree.budget.check()
-            async with tree.semaphore:
-                completion = await lm.acomplete(messages, rollout_id=tree.rollout_id)
-            node.usage = completion.usage
-            node.reply = bounded(completion.text, self.rlm.display.trajectory_chars)
-            tree.budget.charge(tokens=completion.usage.total_tokens, cost=completion.usage.cost)
+            def record(completion: Any) -> None:
+                node.usage = completion.usage
+                node.reply = bounded(completion.text, self.rlm.display.trajectory_chars)
+
+            completion = await call_model(tree, lm, messages, max_tokens=self.rlm.sub_max_tokens, record=record,
+                                          rollout_id=tree.rollout_id)
             return completion.text
         except (LMError, BudgetExceeded) as exc:
             node.error = f"{type(exc).__name__}: {exc}"
@@ -140,7 +141,13 @@ class SubcallHost:
             except Exception as exc:  # one bad item must not sink the batch
                 return error(exc)
 
-        return list(await asyncio.gather(*(one(i, item) for i, item in enumerate(items))))
+        tasks = [asyncio.ensure_future(one(i, item)) for i, item in enumerate(items)]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BudgetExceeded:  # the budget is spent: the rest of the batch must not keep calling
+            for task in tasks:
+                task.cancel()
+            raise
 
     # -- llm_query -----------------------------------------------------------------
     async def _llm_query(self, prompt: Any, batch: int | None = None) -> str:

@@ -10,7 +10,7 @@ import pytest
 import rlmkit
 from rlmkit.errors import BudgetExceeded, ConfigError, ContextError, MaxIterationsError, MissingInputError, SignatureError
 from rlmkit.trajectory import read_runs
-from tests.conftest import Script
+from tests.conftest import Script, root_turn
 
 CODE = "```repl\n{}\n```"
 
@@ -178,7 +178,8 @@ def test_token_budget(serve):
 
 
 def test_cost_budget_uses_the_cost_map(serve):
-    server, _ = serve(Script([repl("print('spend')")]))
+    # a new cell each turn: the same code twice would be stopped as a loop before the money runs out
+    server, _ = serve(Script(lambda body: repl(f"print('spend', {root_turn(body)})")))
     lm = rlmkit.LM("openai/gpt-4o-mini", api_base=server.url, api_key="test-key", cache=False)
     rlm = rlmkit.RLM("context -> answer", lm=lm, budget=rlmkit.Budget(max_cost=0.0005))
     with pytest.raises(BudgetExceeded) as info:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from optimizers.compile.repair import PROTOCOLS, Unrepairable, repair_reply
 from optimizers.compile.turns import output_fields
 from rlmkit.trajectory import Trajectory
+from rlmkit.protocols import get_protocol
 
 SystemPrompt = str | Callable[[Trajectory], str] | None
 
@@ -104,16 +105,9 @@ class Renderer:
         match = src.pattern.search(content)
         if match is None:
             raise Unrepairable("system_prompt_not_recognised")
-        values = match.groupdict()
-        fields_text = values.get("fields") or ", ".join(
-            f"{n}={t}" for n, t in output_fields(trajectory).items()
-        )
-        first = values.get("first") or fields_text.split("=", 1)[0].strip()
-        return (
-            content[: match.start()]
-            + dst.finish.format(fields=fields_text, first=first)
-            + content[match.end() :]
-        )
+        # the target protocol renders its own finish text (each shows its fields its own way)
+        finish = get_protocol(target).render_finish(output_fields(trajectory))
+        return content[: match.start()] + finish + content[match.end() :]
 
 
 @dataclass
@@ -126,7 +120,6 @@ class _ProtocolText:
 def _protocol_texts() -> dict[str, _ProtocolText]:
     """Each protocol's finish template and answer-now text, from ``rlmkit.protocols``."""
     from rlmkit.protocols import PROTOCOLS as REGISTRY
-    from rlmkit.protocols import get_protocol
 
     texts = {}
     for name in REGISTRY:

@@ -68,10 +68,13 @@ class Protocol:
     finish_prompt: str = ""  # how to end a run; an optimizable parameter
     answer_now: str = "You are out of turns. Give your final answer now."
     prelude: str = ""
+    # Where a root reply is cut off. Our feedback starts with "REPL output:", so a model that
+    # writes it is inventing the output of its own code; nothing after it is worth running.
+    stop: tuple[str, ...] = ("REPL output:",)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def render_finish(self, output_fields: dict[str, str]) -> str:
-        fields = ", ".join(f"{name}={type_}" for name, type_ in output_fields.items())
+        fields = ", ".join(f"{name} ({type_})" for name, type_ in output_fields.items())
         return self.finish_prompt.format(fields=fields, first=next(iter(output_fields)))
 
     def host_functions(

@@ -17,12 +17,19 @@ from rlmkit.protocols.base import Protocol, finish_with
 class SubmitProtocol(Protocol):
     name: str = "submit"
     finish_prompt: str = (
-        "When you are done, call SUBMIT({fields}) inside a ```repl block, passing the final values "
-        "(variables or literals). Only call SUBMIT once you have checked the answer."
+        "When you are done, call SUBMIT({fields}) inside a ```repl block, passing the variables (or "
+        "literals) that hold your final values, never a type name such as str. Only call SUBMIT once you "
+        "have printed and checked the answer."
     )
     answer_now: str = (
         "You are out of turns. Reply now with one ```repl block that calls SUBMIT(...) with your best answer."
     )
+
+    def render_finish(self, output_fields: dict[str, str]) -> str:
+        """Show the call with values (``SUBMIT(answer=answer)``): small models copy a rendered
+        ``SUBMIT(answer=str)`` literally. The types are in the task message."""
+        fields = ", ".join(f"{name}={name}" for name in output_fields)
+        return self.finish_prompt.format(fields=fields, first=next(iter(output_fields)))
 
     def host_functions(self, submit: Callable[[dict[str, Any]], None], fields: list[str]):
         def SUBMIT(*args: Any, **kwargs: Any) -> None:  # noqa: N802 - the protocol's name for it

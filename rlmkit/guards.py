@@ -1,0 +1,126 @@
+"""Guard rails every run gets, whatever the model: small models copy prompt text literally,
+overwrite their inputs, loop, and write until they are stopped. The runtime, not the prompt,
+keeps them on track.
+
+- ``call_model``: one LM call under the tree's Budget. The call is counted when it starts (a
+  burst of concurrent sub-calls cannot overrun ``max_calls``), its output is capped, and the
+  run's ``max_seconds`` cancels it in flight.
+- ``input_guard``: REPL code that restores a rebound input variable and says so.
+- ``check_values``: ``SUBMIT(answer=str)`` hands over a type, not an answer: refuse it.
+- ``Progress``: the same code (or reply) twice gets one nudge; again, and the next turn must answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rlmkit.run import Tree
+
+# Output caps when an RLM is given none. Reasoning models spend part of the cap thinking, so
+# API models get room; the embedded model's LM sets a tighter cap of its own (the smaller wins).
+TURN_MAX_TOKENS = 8192
+SUBCALL_MAX_TOKENS = 4096
+
+
+def effective_cap(lm: Any, cap: int | None) -> int | None:
+    """The smaller of the RLM's cap and one set on the LM itself (a caller's tighter limit wins)."""
+    own = getattr(lm, "max_tokens", None)
+    caps = [c for c in (own, cap) if c]
+    return min(caps) if caps else None
+
+
+async def call_model(tree: Tree, lm: Any, messages: list[dict], *, max_tokens: int | None,
+                     stop: list[str] | None = None, record: Callable[[Any], None] | None = None,
+                     rollout_id: int | None = None) -> Any:
+    """One completion, counted, capped and bounded by the run's deadline. ``record(completion)``
+    runs before its tokens are charged, so a call that passes a limit is still in the trajectory."""
+    budget = tree.budget
+    budget.reserve()
+
+    async def call() -> Any:
+        async with tree.semaphore:
+            return await lm.acomplete(messages, rollout_id=rollout_id, max_tokens=effective_cap(lm, max_tokens),
+                                      stop=[*(getattr(lm, "stop", None) or []), *(stop or [])] or None)
+
+    remaining = budget.remaining_seconds()
+    try:
+        completion = await asyncio.wait_for(call(), timeout=remaining)
+    except TimeoutError:
+        raise budget.past_deadline() from None
+    if record is not None:
+        record(completion)
+    budget.charge(calls=0, tokens=completion.usage.total_tokens, cost=completion.usage.cost)
+    return completion
+
+
+# -- inputs stay what they were ------------------------------------------------------
+RESTORE_CALL = "_rlmkit_restore_inputs()"
+
+
+def input_guard(names: list[str]) -> str:
+    """Prelude source: keep each input object, and a function that puts back any input a cell
+    rebound (``context = '...'`` copied from the preview), printing which. Plain ``global``
+    statements, no ``globals()``: it runs in every sandbox backend."""
+    if not names:
+        return f"def {RESTORE_CALL[:-2]}():\n    pass\n"
+    keep = ", ".join(names)
+    lines = [f"_rlmkit_inputs = ({keep},)", f"def {RESTORE_CALL[:-2]}():",
+             f"    global {keep}", "    restored = []"]
+    for i, name in enumerate(names):
+        lines += ["    try:", f"        same = {name} is _rlmkit_inputs[{i}]", "    except NameError:",
+                  "        same = False", "    if not same:", f"        {name} = _rlmkit_inputs[{i}]",
+                  f"        restored.append({name!r})"]
+    lines += ["    if restored:",
+              "        print('Note: ' + ', '.join(restored) + ' is an input and was restored to its original '",
+              "              'value. Inputs are read-only: store your results under new names.')"]
+    return "\n".join(lines) + "\n"
+
+
+# -- submitted values are values -----------------------------------------------------
+_NOT_VALUES = (type, types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.ModuleType)
+
+
+def check_values(outputs: dict[str, Any]) -> None:
+    """Raise ValueError (fed back to the model) for a type, function or module given as an answer."""
+    for name, value in outputs.items():
+        if isinstance(value, _NOT_VALUES):
+            kind = "type" if isinstance(value, type) else "module" if isinstance(value, types.ModuleType) else "function"
+            raise ValueError(
+                f"{name}={getattr(value, '__name__', value)!s} is a {kind}, not a value. Compute the answer "
+                f"into a variable and pass the variable: {name} = ...  then  SUBMIT({name}={name})")
+
+
+# -- turns that go nowhere -------------------------------------------------------------
+NUDGE = ("You sent the same code as before, so it does the same thing again. Change approach: look at "
+         "the data with a different slice or search, or, if your answer is ready, SUBMIT it now.")
+
+
+@dataclass
+class Progress:
+    """Remembers each turn's moves (its code, or its reply when it has none)."""
+
+    seen: set[str] = field(default_factory=set)
+    nudged: bool = False
+    force_answer: bool = False  # set after a repeat that follows the nudge: the next turn is the last
+
+    def after(self, reply: str, code_blocks: list[str]) -> str | None:
+        """A nudge to add to the turn's feedback, or None."""
+        moves = "\n".join(block.strip() for block in code_blocks) or reply.strip()
+        repeated = moves in self.seen
+        self.seen.add(moves)
+        if not repeated:
+            return None
+        if self.nudged:
+            self.force_answer = True
+            return None
+        self.nudged = True
+        return NUDGE
+
+
+__all__ = ["RESTORE_CALL", "SUBCALL_MAX_TOKENS", "TURN_MAX_TOKENS", "Progress", "call_model", "check_values",
+           "effective_cap", "input_guard"]

@@ -1,0 +1,33 @@
+"""The default system prompt teaches generic REPL moves, and its examples really run."""
+
+from __future__ import annotations
+
+import re
+
+from rlmkit.prompting import REPL_MOVES, Display, system_prompt
+from rlmkit.protocols import get_protocol
+from rlmkit.signature import make_signature
+
+
+def prompt(protocol: str = "submit") -> str:
+    return system_prompt(protocol=get_protocol(protocol), signature=make_signature("context, question -> answer: str"),
+                         instructions="", function_docs=[], demos=[], display=Display(sub_model_chars=8_000))
+
+
+def test_the_worked_examples_run_on_any_text():
+    blocks = re.findall(r"```repl\n(.*?)```", prompt().split("How to work", 1)[1], re.DOTALL)
+    assert len(blocks) == 4
+    namespace = {"context": "alpha one\nbeta two\n\nalpha three\n" * 3000,
+                 "llm_query_batched": lambda prompts: ["NONE" for _ in prompts]}
+    for block in blocks:
+        exec(compile(block, "<example>", "exec"), namespace)  # noqa: S102 - our own prompt's code
+    assert namespace["counts"]["alpha"] == 6000
+    assert len(namespace["chunks"]) == -(-len(namespace["context"]) // 4_000)  # half a sub-model's reading
+
+
+def test_the_prompt_shows_a_call_with_a_value_and_no_task_answer_code():
+    for protocol in ("submit", "final", "answer"):
+        text = prompt(protocol)
+        assert "=str" not in text  # never SUBMIT(answer=str): small models copy it literally
+    assert "SUBMIT(answer=answer)" in prompt("submit")
+    assert "Label:" not in REPL_MOVES and "endswith(" not in REPL_MOVES
