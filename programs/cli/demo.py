@@ -26,16 +26,10 @@ from rlmkit.cli.common import EMBEDDED_FLAGS, exit_on_error, lm_from_flag
 console = Console(stderr=False, soft_wrap=True)
 
 # Spelled out for a small model: where the data is, what one line looks like, the shape of the code.
+# What the data looks like, nothing more: the answer's code is the model's job (the default
+# prompt's generic moves teach how); a demo that hands over the code measures nothing.
 DEMO_INSTRUCTIONS = """The records are in the REPL variable `context` (a str), one record per line:
-'Date: Mar 14, 2023 || User: 48213 || Instance: <question text> || Label: <label>'.
-Never print the whole context (print only a few lines if you must look). Do not retype or invent
-data: compute from `context`. Count and submit in one block, for example:
-```repl
-lines = context.splitlines()
-n = sum(1 for line in lines if line.endswith("|| Label: location"))
-print(n)
-SUBMIT(answer=str(n))
-```"""
+'Date: Mar 14, 2023 || User: 48213 || Instance: <question text> || Label: <label>'."""
 # REPL output shown to the model per turn: small, because every character is prompt the CPU must read
 DEMO_DISPLAY_OUTPUT_CHARS = 2_000
 
