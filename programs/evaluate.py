@@ -15,22 +15,22 @@ program raises is recorded with its failure kind, and the others go on.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
-import inspect
 import io
 import json
 import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Literal
 
 import dspy
 from pydantic import BaseModel, Field
 
+from programs.executors import make_executor
 from programs.tasks import Example
 from programs.tasks import score as suite_score
 from rlmkit.errors import (
@@ -277,17 +277,6 @@ def run_one(program: Callable[..., Any], example: Example, metric: Metric, kind:
     return row, trajectory
 
 
-def _is_factory(obj: Any) -> bool:
-    """A zero-argument callable that is not itself a program builds one program per worker."""
-    if isinstance(obj, dspy.Module) or not callable(obj):
-        return False
-    try:
-        params = inspect.signature(obj).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return not any(p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL) or p.default is p.empty for p in params)
-
-
 # ------------------------------------------------------------------ the API
 def evaluate(
     program: Any,
@@ -302,6 +291,7 @@ def evaluate(
     retry_failed: bool = False,
     on_result: Callable[[ExampleResult], None] | None = None,
     on_start: Callable[[int, int], None] | None = None,
+    ray: bool | str | None = None,
 ) -> EvalResult:
     """Run ``program`` (or a zero-argument factory of programs) on every example.
 
@@ -309,7 +299,9 @@ def evaluate(
     examples for comparison; its rows land in ``result.baseline``. ``samples``: runs per example
     (each a distinct sample; not part of the config, so raising it on resume adds samples). ``on_result`` is called
     in the caller's thread after each example, ``on_start(to_run, already_done)`` once
-    before the first (progress bars).
+    before the first (progress bars). ``ray``: run the examples as Ray tasks (True or
+    ``"local"``: a Ray instance started for the call; else a cluster address such as ``"auto"``),
+    see ``programs.executors``; rows still stream into ``out_dir`` here as each finishes.
     """
     if not isinstance(workers, int) or workers < 1:
         raise UserError(f"workers must be an int >= 1, got {workers!r}")
@@ -330,30 +322,17 @@ def evaluate(
         if row.program in results and row.id in ids and row.sample < samples \
                 and not (retry_failed and row.status == "failed"):
             results[row.program][(row.id, row.sample)] = row
-    local = threading.local()
-
-    def work(kind: str, source: Any, example: Example, sample: int) -> tuple[ExampleResult, Trajectory | None]:
-        if _is_factory(source):  # one program per worker thread: programs need not be thread-safe
-            cache = local.__dict__.setdefault("programs", {})
-            if kind not in cache:
-                cache[kind] = source()
-            source = cache[kind]
-        return run_one(source, example, metric, kind, sample)
-
     keys = [(e.id, k) for e in examples for k in range(samples)]
     todo = [(kind, source, e, k) for kind, source in jobs for e in examples for k in range(samples)
             if (e.id, k) not in results[kind]]
     if on_start:
         on_start(len(todo), sum(len(done) for done in results.values()))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rlmkit-eval") as pool:
-        futures = [pool.submit(work, *job) for job in todo]
-        for future in as_completed(futures):
-            row, trajectory = future.result()
-            results[row.program][(row.id, row.sample)] = row
-            if run_dir:
-                run_dir.record(row, trajectory)
-            if on_result:
-                on_result(row)
+    for row, trajectory in make_executor(workers, ray).run(todo, functools.partial(run_one, metric=metric)):
+        results[row.program][(row.id, row.sample)] = row
+        if run_dir:
+            run_dir.record(row, trajectory)
+        if on_result:
+            on_result(row)
     ordered = {kind: [results[kind][key] for key in keys] for kind in results}
     result = EvalResult(config=config, rows=ordered["program"], out_dir=str(run_dir.path) if run_dir else None)
     if "baseline" in ordered:

@@ -3,6 +3,7 @@
     rlmkit eval aggregation --n 20 --length 200000 --lm openai/gpt-4o-mini --out runs/agg
     rlmkit eval needle --knob kind=uuids --lm local --baseline
     rlmkit eval needle --n 20 --samples 4 --temperature 0.8 --lm local   # 4 distinct runs per example
+    rlmkit eval needle --n 500 --lm openai/gpt-4o-mini --ray auto   # examples as tasks on a Ray cluster
 
 Re-running with the same arguments resumes from ``--out``: finished examples are not run again.
 """
@@ -43,6 +44,9 @@ def eval_command(
                                 help="Distinct runs per example (rollout ids 0..K-1), e.g. for compile sft/rl/dpo."),
     temperature: float = typer.Option(None, "--temperature", min=0.0,
                                       help="Sampling temperature of --lm and --sub-lm (default: the model's)."),
+    ray: str = typer.Option(None, "--ray", metavar="ADDRESS", help=(
+        "Run examples as Ray tasks: 'local' starts a Ray instance on this machine for the call; 'auto', "
+        "host:port or ray://host:10001 joins a cluster. Needs the cluster extra.")),
 ) -> None:
     """Evaluate a program on a generated task suite; prints score (95% CI), cost, tokens, failures."""
     with exit_on_error():
@@ -50,7 +54,7 @@ def eval_command(
 
 
 def _run(*, suite, n, length, seed, knob, lm, api_base, sub_lm, program, max_depth, max_iterations, workers,
-         out, baseline, window_tokens, retry_failed, samples, temperature) -> None:
+         out, baseline, window_tokens, retry_failed, samples, temperature, ray) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from programs.evaluate import evaluate
@@ -95,7 +99,7 @@ def _run(*, suite, n, length, seed, knob, lm, api_base, sub_lm, program, max_dep
 
         result = evaluate(factory, examples, workers=workers, out_dir=out, config=config,
                           baseline=baseline_for(suite, lm=root, window_tokens=window_tokens) if baseline else False,
-                          samples=samples, retry_failed=retry_failed, on_result=on_result, on_start=on_start)
+                          samples=samples, retry_failed=retry_failed, on_result=on_result, on_start=on_start, ray=ray)
     Console(width=max(Console().width, 130)).print(result.table(title=f"rlmkit eval {suite} (n={n}, length={length:,}, seed={seed})"))
     summary = {"config": config, "samples": samples, "summary": result.summary(),
                "baseline": result.baseline.summary() if result.baseline else None}
