@@ -159,6 +159,21 @@ def test_instructions_are_read_between_tags_deduplicated():
     assert parse_instructions("no tags at all") == []
 
 
+@pytest.mark.parametrize("reply, instruction", [
+    # what the embedded model wrote in the README's own optimisation table
+    ("<instruction>To improve the instructions for the Recursive Language Model program, here is a revised "
+     "version:\n\n1. Look at a few lines.\n2. Count with code.</instruction>", "1. Look at a few lines.\n2. Count with code."),
+    ("<instruction>To improve the instructions for the Recursive Language Model, do this: Search first.</instruction>",
+     "Search first."),
+    ('<instruction>Sure! **Instruction 1:**\n"Print the count, then submit it."</instruction>',
+     "Print the count, then submit it."),
+    ("<instruction>To improve accuracy: use regex.</instruction>", "To improve accuracy: use regex."),  # the instruction itself
+    ("<instruction>Here is the revised instruction:</instruction>", None),  # only a preamble: nothing
+])
+def test_only_the_instruction_is_kept_from_a_proposal(reply, instruction):
+    assert parse_instructions(reply) == ([instruction] if instruction else [])
+
+
 # ------------------------------------------------------------------ storage
 def test_unreachable_storage_is_a_clear_config_error(tmp_path):
     with pytest.raises(ConfigError, match=r"cannot open study storage 'postgresql://user:\*\*\*@127.0.0.1:1/x'"):

@@ -50,16 +50,45 @@ def build_messages(
             parts.append(f"--- run {i} ({verdict})\n{render_transcript(run.trajectory, RUN_CHARS)}")
     parts.append(
         f"Write {n} different improved instructions. Put each one inside "
-        "<instruction>...</instruction> tags and write nothing else."
+        "<instruction>...</instruction> tags and write nothing else. Inside the tags write only the "
+        "instruction itself, addressed to the program's model (e.g. 'Look at ...'), with no introduction."
     )
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]
 
 
+# A proposer's own framing, which small models put inside the tags: "To improve the instructions
+# for the Recursive Language Model, ...:", "Here is the revised instruction:", "Sure!".
+_PREAMBLE = (
+    re.compile(r"^\s*(?:sure|certainly|okay|ok|of course)\s*[!.,]\s*", re.IGNORECASE),  # a bare "Sure!"
+    re.compile(r"^\s*(?:here(?:'s| is| are)|to improve|below|improved|revised|updated|the following|"
+               r"i (?:would|suggest|propose))\b[^\n]*[:!][ \t]*(?:\n+|\Z)", re.IGNORECASE),  # a framing line
+    re.compile(r"^\s*(?:to improve|here(?:'s| is| are))\b[^\n:]*\binstructions?\b[^\n:]*:\s+",
+               re.IGNORECASE),  # "To improve the instructions ..., do this: <instruction>" on one line
+    re.compile(r"^\s*(?:#+\s*|\*\*)?(?:improved |revised |new )?instructions?\s*\d*\s*:?\s*(?:\*\*)?\s*:?\s*\n",
+               re.IGNORECASE),  # a heading
+)
+
+
+def clean_instruction(text: str) -> str:
+    """Only the instruction: without the proposer's preamble, a heading, or wrapping quotes."""
+    text = text.strip()
+    while True:
+        cut = text
+        for pattern in _PREAMBLE:
+            cut = pattern.sub("", cut, count=1).strip()
+        if cut == text:
+            break
+        text = cut
+    if len(text) > 1 and text[0] == text[-1] and text[0] in "\"'`":
+        text = text[1:-1].strip()
+    return text
+
+
 def parse_instructions(text: str) -> list[str]:
-    """Candidates found between tags, stripped, de-duplicated, in order."""
+    """Candidates found between tags, cleaned, de-duplicated, in order."""
     found = []
     for match in TAG.findall(text or ""):
-        candidate = match.strip()[:MAX_INSTRUCTION_CHARS]
+        candidate = clean_instruction(match)[:MAX_INSTRUCTION_CHARS]
         if candidate and candidate not in found:
             found.append(candidate)
     return found
