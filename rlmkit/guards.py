@@ -42,10 +42,9 @@ async def call_model(tree: Tree, lm: Any, messages: list[dict], *, max_tokens: i
     budget = tree.budget
     budget.reserve()
 
-    async def call() -> Any:
-        async with tree.semaphore:
-            return await lm.acomplete(messages, rollout_id=rollout_id, max_tokens=effective_cap(lm, max_tokens),
-                                      stop=[*(getattr(lm, "stop", None) or []), *(stop or [])] or None)
+    async def call() -> Any:  # gated once, by the LM's own limit (the tree caps batched fan-out)
+        return await lm.acomplete(messages, rollout_id=rollout_id, max_tokens=effective_cap(lm, max_tokens),
+                                  stop=[*(getattr(lm, "stop", None) or []), *(stop or [])] or None)
 
     remaining = budget.remaining_seconds()
     try:

@@ -3,8 +3,9 @@
     start sandbox (inputs cross once) -> loop: ask the root LM -> parse -> run each code block
     (sub-calls dispatch back here) -> protocol says whether it is over -> feed output back
 
-A ``Tree`` holds what a whole call tree shares: the event loop, the Budget, the concurrency
-semaphore, the clock and the log. A ``RunState`` is one RLM run inside it (the root or a
+A ``Tree`` holds what a whole call tree shares: the event loop, the Budget, the fan-out
+semaphore (how many batched sub-call items run at once), the clock and the log. A
+``RunState`` is one RLM run inside it (the root or a
 child made by ``rlm_query``).
 """
 
@@ -82,6 +83,7 @@ class RunState:
         self.fatal: BaseException | None = None  # set by a sub-call that must end the run
         self.submitted: dict[str, Any] | None = None
         self.current_block: CodeBlock | None = None
+        self.sandbox_ready: asyncio.Future | None = None  # set by run_loop: the worker's start
         self._lock = threading.Lock()
 
     def record_subcall(self, node: SubCall) -> None:
@@ -109,13 +111,13 @@ async def run_loop(rlm: RLM, variables: dict[str, Any], aliases: dict[str, str],
     run_start = time.monotonic()
     if tree.log is not None:
         tree.log.start(traj.meta)
+    # The first request needs no REPL: it goes out while the inputs cross into the worker,
+    # and a turn waits for the worker only before it runs code (``state.sandbox_ready``).
+    guard = input_guard([*variables, *aliases])
+    state.sandbox_ready = asyncio.ensure_future(_start_sandbox(
+        rlm, sandbox, {**variables, **{a: variables[n] for a, n in aliases.items()}}, functions,
+        "\n".join(p for p in (protocol.prelude, _SHOW_VARS, guard, prelude) if p)))
     try:
-        try:
-            guard = input_guard([*variables, *aliases])
-            await in_thread(sandbox.start, {**variables, **{a: variables[n] for a, n in aliases.items()}},
-                            functions, "\n".join(p for p in (protocol.prelude, _SHOW_VARS, guard, prelude) if p))
-        except Exception as exc:
-            raise SandboxError(f"sandbox {rlm.sandbox_name!r} failed to start: {exc}") from exc
         messages = [
             Message(role="system", content=system_prompt(
                 protocol=protocol, signature=rlm.signature, instructions=rlm.instructions,
@@ -152,9 +154,19 @@ async def run_loop(rlm: RLM, variables: dict[str, Any], aliases: dict[str, str],
         raise
     finally:
         traj.duration_s = time.monotonic() - run_start
+        await asyncio.wait([state.sandbox_ready])  # never close a worker that is still starting
+        if not state.sandbox_ready.cancelled():
+            state.sandbox_ready.exception()  # a start failure after an LM failure: already reported
         await in_thread(sandbox.close)
         if tree.log is not None:
             tree.log.end(traj)
+
+
+async def _start_sandbox(rlm: RLM, sandbox: Any, variables: dict[str, Any], functions: dict, prelude: str) -> None:
+    try:
+        await in_thread(sandbox.start, variables, functions, prelude)
+    except Exception as exc:
+        raise SandboxError(f"sandbox {rlm.sandbox_name!r} failed to start: {exc}") from exc
 
 
 async def _turn(rlm: RLM, state: RunState, sandbox: Any, messages: list[Message], new_messages: list[Message],
@@ -179,6 +191,7 @@ async def _turn(rlm: RLM, state: RunState, sandbox: Any, messages: list[Message]
         if turn.usage.calls:  # it answered, then passed a limit: keep the turn
             _finish_turn(traj, turn, start, tree)
         raise
+    await state.sandbox_ready
     parsed = rlm.protocol.parse(completion.text)
     outputs: list[str] = []
     if completion.finish_reason == "length":

@@ -2,14 +2,16 @@
 
 REPL code runs in the sandbox's thread and calls these functions synchronously. Each one
 hands a coroutine to the run's event loop (``run_coroutine_threadsafe``) and waits, so all
-model calls of a whole tree share one loop, one Budget and one concurrency semaphore; a
-batched call is an ``asyncio.gather`` there. Every call becomes a ``SubCall`` node in the
+model calls of a whole tree share one loop and one Budget; a batched call is an
+``asyncio.gather`` there, at most ``max_concurrency`` items of the tree at once (each LM's
+own limit caps its requests in flight, process-wide). Every call becomes a ``SubCall`` node in the
 current code block of the trajectory (child RLMs nest their whole trajectory).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import time
@@ -130,12 +132,20 @@ class SubcallHost:
             node.duration_s = time.monotonic() - start
             self.run.record_subcall(node)
 
-    async def _batch(self, make: Callable[[Any, int], Awaitable[Any]], items: list[Any], error: Callable[[Exception], Any]):
-        """Run ``make(item, i)`` for all items concurrently; a failed item becomes ``error(exc)``."""
+    async def _batch(self, make: Callable[[Any, int], Awaitable[Any]], items: list[Any], error: Callable[[Exception], Any],
+                     gate: bool = True):  # fmt: skip
+        """Run ``make(item, i)`` for all items concurrently; a failed item becomes ``error(exc)``.
+
+        ``gate``: at most ``max_concurrency`` items of the whole tree run at once. Off for
+        child RLMs: a child holding a slot while its own batch waits for one could deadlock;
+        their leaf calls are gated instead.
+        """
+        semaphore = self.run.tree.semaphore if gate else contextlib.nullcontext()
 
         async def one(i: int, item: Any) -> Any:
             try:
-                return await make(item, i)
+                async with semaphore:
+                    return await make(item, i)
             except BudgetExceeded:
                 raise
             except Exception as exc:  # one bad item must not sink the batch
@@ -202,7 +212,8 @@ class SubcallHost:
         if contexts is not None and len(contexts) != len(prompts):
             raise ValueError(f"rlm_query_batched: {len(prompts)} prompts but {len(contexts)} contexts")
         pairs = list(zip(prompts, contexts if contexts is not None else [None] * len(prompts)))
-        return self._sync(self._batch(lambda pc, i: self._rlm_query(pc[0], pc[1], i), pairs, lambda e: f"Error: {e}"))
+        return self._sync(self._batch(lambda pc, i: self._rlm_query(pc[0], pc[1], i), pairs, lambda e: f"Error: {e}",
+                                      gate=False))
 
     # -- typed sub-calls and tools -------------------------------------------------------
     async def _typed(self, spec: TypedSubcall, kwargs: dict[str, Any], batch: int | None = None) -> Any:

@@ -16,13 +16,17 @@ ROOT = [
 ]
 
 
+TRANSPORTS = ["openai", "litellm"]  # the direct path and litellm must absorb the same faults
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_runs_complete_at_twenty_percent_faults(serve, seed):
+def test_runs_complete_at_twenty_percent_faults(serve, seed, transport):
     faults = Faults(rate=0.2, kinds=("429", "500", "timeout", "truncated_json", "empty", "no_code", "broken_code"),
                     seed=seed, timeout_s=1.5, retry_after=0.01)
     # every root turn is replayed from the turn count, so a fault just costs one more turn
     server, lm = serve(Script(lambda body: ROOT[min(_code_turns(body), len(ROOT) - 1)], sub=lambda p: "1"),
-                       faults=faults, lm_kwargs={"num_retries": 6, "timeout": 1.0})
+                       faults=faults, lm_kwargs={"num_retries": 6, "timeout": 1.0, "transport": transport})
     rlm = rlmkit.RLM("context -> answer", lm=lm, max_iterations=12)
     pred = rlm(context="x.." * 200)
     assert pred.answer == "200"
@@ -37,14 +41,15 @@ def _code_turns(body: dict) -> int:
     return sum(1 for m in body["messages"] if m["role"] == "assistant" and any(m["content"] == r for r in ROOT))
 
 
-def test_exhausted_retries_raise_typed_error_and_keep_the_trajectory(serve):
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_exhausted_retries_raise_typed_error_and_keep_the_trajectory(serve, transport):
     calls = {"n": 0}
 
     def responder(body):
         calls["n"] += 1
         return "```repl\nprint('turn')\n```"
 
-    server, lm = serve(responder, lm_kwargs={"num_retries": 1})
+    server, lm = serve(responder, lm_kwargs={"num_retries": 1, "transport": transport})
     rlm = rlmkit.RLM("context -> answer", lm=lm, max_iterations=5)
     # the first two root turns succeed, then every request fails
     original = server._reply

@@ -10,7 +10,9 @@ goes away with the loop.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import ssl
 import threading
 import weakref
 from typing import Any
@@ -31,8 +33,15 @@ def shared_client(base_url: str, pool: int) -> httpx.AsyncClient:
         client = per_loop.get((base_url, pool))
         if client is None or client.is_closed:
             limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool, keepalive_expiry=60)
-            client = per_loop[(base_url, pool)] = httpx.AsyncClient(base_url=base_url, limits=limits)
+            client = per_loop[(base_url, pool)] = httpx.AsyncClient(base_url=base_url, limits=limits,
+                                                                    verify=_ssl_context())
         return client
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """Built once: httpx would load the CA bundle again for every new client (tens of ms)."""
+    return httpx.create_ssl_context()
 
 
 class OpenAITransport:
