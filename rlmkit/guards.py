@@ -16,10 +16,7 @@ import asyncio
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from rlmkit.run import Tree
+from typing import Any
 
 # Output caps when an RLM is given none. Reasoning models spend part of the cap thinking, so
 # API models get room; the embedded model's LM sets a tighter cap of its own (the smaller wins).
@@ -34,7 +31,7 @@ def effective_cap(lm: Any, cap: int | None) -> int | None:
     return min(caps) if caps else None
 
 
-async def call_model(tree: Tree, lm: Any, messages: list[dict], *, max_tokens: int | None,
+async def call_model(tree: Any, lm: Any, messages: list[dict], *, max_tokens: int | None,
                      stop: list[str] | None = None, record: Callable[[Any], None] | None = None,
                      rollout_id: int | None = None) -> Any:
     """One completion, counted, capped and bounded by the run's deadline. ``record(completion)``

@@ -20,21 +20,20 @@ from typing import Any
 import dspy
 
 import rlmkit
-from rlmkit.budget import DEFAULT_MAX_CALLS, Budget
-from rlmkit.errors import ConfigError, ContextError, MissingInputError, UserError
-from rlmkit.lm_cache import current_rollout_id
+from rlmkit.budget import Budget
+from rlmkit.errors import ContextError, MissingInputError
 from rlmkit.guards import SUBCALL_MAX_TOKENS, TURN_MAX_TOKENS
+from rlmkit.lm_cache import current_rollout_id
 from rlmkit.prompting import Display
-from rlmkit.protocols import Protocol, get_protocol
-from rlmkit.run import RunState, Tree, run_loop
-from rlmkit.sandbox import BACKENDS as SANDBOXES
+from rlmkit.protocols import Protocol
+from rlmkit.run import run_loop
+from rlmkit.run_state import RunSpec, RunState, Tree
 from rlmkit.sandbox.base import SandboxLimits
+from rlmkit.settings import KNOBS, RunSettings
 from rlmkit.signature import OutputValidator, make_signature, signature_text
 from rlmkit.subcalls import make_typed_subcalls
 from rlmkit.sync_loop import run_sync
 from rlmkit.trajectory import RunMeta, Trajectory, TrajectoryLog, describe_variable
-
-_KNOBS = ("max_iterations", "max_depth", "cell_timeout", "max_concurrency", "max_tokens", "sub_max_tokens")
 
 
 class RLM(dspy.Module):
@@ -63,24 +62,12 @@ class RLM(dspy.Module):
     ):
         super().__init__()
         self.signature = make_signature(signature)
-        self.protocol = get_protocol(protocol)
-        if sandbox not in SANDBOXES:
-            raise ConfigError(f"unknown sandbox {sandbox!r}; choose one of {list(SANDBOXES)}")
-        for name, value, low in (("max_iterations", max_iterations, 1), ("max_depth", max_depth, 1),
-                                 ("max_concurrency", max_concurrency, 1), ("max_tokens", max_tokens or 1, 1),
-                                 ("sub_max_tokens", sub_max_tokens or 1, 1)):
-            if not isinstance(value, int) or value < low:
-                raise UserError(f"{name} must be an integer >= {low}, got {value!r}")
-        if budget is not None and not isinstance(budget, Budget):
-            raise UserError(f"budget must be an rlmkit.Budget, got {type(budget).__name__}")
-        self.sandbox_name = sandbox
-        self.max_iterations, self.max_depth = max_iterations, max_depth
-        self.cell_timeout, self.max_concurrency = cell_timeout, max_concurrency
-        # No budget given: a default call cap guards the wallet (Budget() explicitly: no cap).
-        self.budget = budget if budget is not None else Budget(max_calls=DEFAULT_MAX_CALLS)
-        self.max_tokens, self.sub_max_tokens = max_tokens, sub_max_tokens  # output caps: root turn, sub-call
-        self.limits = limits or SandboxLimits()
-        self.display = display or Display()
+        self.settings = RunSettings(
+            max_iterations=max_iterations, max_depth=max_depth, cell_timeout=cell_timeout,
+            max_concurrency=max_concurrency, max_tokens=max_tokens, sub_max_tokens=sub_max_tokens,
+            sandbox=sandbox, protocol=protocol, limits=limits or SandboxLimits(), display=display or Display(),
+            **({} if budget is None else {"budget": budget}),  # none given: the settings' default cap
+        )
         self.log_dir = Path(log_dir) if log_dir is not None else None
         self.subcalls = dict(subcalls or {})
         self.typed_subcalls, self.tools = make_typed_subcalls(self.subcalls)
@@ -91,8 +78,31 @@ class RLM(dspy.Module):
         # missing key fails now; None follows whatever is configured when the RLM is called.
         self._lm_spec = resolve_lm(lm) if lm is not None else None
         self._sub_lm_spec = resolve_lm(sub_lm) if sub_lm is not None else None
-        root_sig = self.signature.with_instructions(instructions if instructions is not None else self.signature.instructions)
+        root_sig = self.signature.with_instructions(
+            instructions if instructions is not None else self.signature.instructions
+        )
         self.root = dspy.Predict(root_sig)  # holds the optimizable instructions and demos
+
+    # -- knobs: each one is a field of the frozen settings, read and set by name ----------------
+    def __getattr__(self, name: str) -> Any:
+        settings = self.__dict__.get("settings")  # absent while copying or unpickling
+        if settings is not None and name in KNOBS:
+            return getattr(settings, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in KNOBS and "settings" in self.__dict__:
+            self.settings = self.settings.replace(**{name: value})  # checked like the constructor
+        else:
+            super().__setattr__(name, value)
+
+    @property
+    def sandbox_name(self) -> str:
+        return self.settings.sandbox
+
+    @sandbox_name.setter
+    def sandbox_name(self, name: str) -> None:
+        self.sandbox = name
 
     # -- what optimizers tune ------------------------------------------------------------
     @property
@@ -121,21 +131,16 @@ class RLM(dspy.Module):
 
         return resolve_lm(self._sub_lm_spec) if self._sub_lm_spec is not None else self.lm
 
-    def sandbox_limits(self, budget: Budget) -> SandboxLimits:
-        timeout = self.cell_timeout
-        remaining = budget.remaining_seconds()
-        if remaining is not None:  # a cell may not outlive the run's wall-clock budget
-            timeout = remaining if timeout is None else min(timeout, remaining)
-        return dataclasses.replace(self.limits, cell_timeout=timeout)
-
     def child(self) -> RLM:
-        """The RLM an ``rlm_query`` runs: same models, protocol and limits, a plain QA signature."""
+        """The RLM an ``rlm_query`` runs: same models, settings and sub-calls, a plain QA signature."""
         child = RLM("context, question -> answer", lm=self._lm_spec, sub_lm=self._sub_lm_spec,
-                    subcalls=self.subcalls, max_iterations=self.max_iterations, max_depth=self.max_depth,
-                    protocol=dataclasses.replace(self.protocol), sandbox=self.sandbox_name, cell_timeout=self.cell_timeout,
-                    max_concurrency=self.max_concurrency, limits=self.limits, display=self.display,
-                    max_tokens=self.max_tokens, sub_max_tokens=self.sub_max_tokens)
+                    subcalls=self.subcalls)
+        child.settings = self.settings.for_child()
         return child
+
+    async def _run_child(self, inputs: dict[str, Any], **where: Any) -> tuple[dict[str, Any], Trajectory]:
+        """``RunSpec.start_child``: one ``rlm_query``'s child run, inside the parent's tree."""
+        return await self.child().run_tree(inputs, **where)
 
     # -- calling -------------------------------------------------------------------------
     def forward(self, **inputs: Any) -> dspy.Prediction:
@@ -167,17 +172,22 @@ class RLM(dspy.Module):
             budget = dataclasses.replace(self.budget).start()  # fresh counters, same limits
             log = TrajectoryLog(self.log_dir) if self.log_dir is not None else None
             tree = Tree(loop=asyncio.get_running_loop(), budget=budget,
-                        semaphore=asyncio.Semaphore(self.max_concurrency), log=log, rollout_id=rollout_id)
+                        semaphore=asyncio.Semaphore(self.settings.max_concurrency), log=log, rollout_id=rollout_id)
         meta = RunMeta(
             parent_id=parent_id, depth=depth, signature=signature_text(self.signature),
             instructions=self.instructions, protocol=self.protocol.name, sandbox=self.sandbox_name,
             model=lm.model, sub_model=sub_lm.model, task=task or {},
-            limits={**tree.budget.limits(), **{k: getattr(self, k) for k in _KNOBS}},
+            limits={**tree.budget.limits(), **self.settings.record()},
             inputs=[describe_variable(name, value) for name, value in variables.items()],
             rlmkit_version=rlmkit.__version__,
         )
-        state = RunState(self, tree, depth, meta, lm, sub_lm)
-        outputs = await run_loop(self, variables, aliases, state)
+        spec = RunSpec(
+            signature=self.signature, instructions=self.instructions, demos=tuple(self.demos),
+            settings=self.settings, validator=self.validator, typed_subcalls=self.typed_subcalls,
+            tools=self.tools, lm=lm, sub_lm=sub_lm, start_child=self._run_child,
+        )
+        state = RunState(spec, tree, depth, meta)
+        outputs = await run_loop(state, variables, aliases)
         return outputs, state.trajectory
 
     def _variables(self, inputs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -191,29 +201,19 @@ class RLM(dspy.Module):
         variables = {name: _load_input(name, inputs[name]) for name in self.signature.input_fields}
         aliases: dict[str, str] = {}
         if "context" not in variables:
-            long_inputs = [n for n, v in variables.items() if _size(v) > self.display.full_input_chars]
+            shown_in_full = self.settings.display.full_input_chars
+            long_inputs = [n for n, v in variables.items() if _size(v) > shown_in_full]
             if long_inputs:
                 aliases["context"] = long_inputs[0]
         return variables, aliases
 
     # -- persistence -----------------------------------------------------------------------
     def dump_state(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        state = super().dump_state(*args, **kwargs)
-        state["rlm"] = {**{k: getattr(self, k) for k in _KNOBS}, "protocol": self.protocol.name,
-                        "finish_prompt": self.protocol.finish_prompt, "sandbox": self.sandbox_name,
-                        "display": dataclasses.asdict(self.display), "budget": self.budget.limits()}
-        return state
+        return {**super().dump_state(*args, **kwargs), "rlm": self.settings.to_state()}
 
     def load_state(self, state: dict[str, Any], *args: Any, **kwargs: Any) -> RLM:
-        knobs = state.get("rlm")
-        if knobs:
-            for key in _KNOBS:  # knobs added later keep their defaults when loading older files
-                setattr(self, key, knobs.get(key, getattr(self, key)))
-            self.protocol = get_protocol(knobs["protocol"])
-            self.protocol.finish_prompt = knobs["finish_prompt"]
-            self.sandbox_name = knobs["sandbox"]
-            self.display = Display(**knobs["display"])
-            self.budget = Budget(**knobs["budget"])
+        if state.get("rlm"):  # knobs an older file lacks keep their current values
+            self.settings = self.settings.from_state(state["rlm"])
         super().load_state({k: v for k, v in state.items() if k != "rlm"}, *args, **kwargs)
         return self
 

@@ -3,10 +3,8 @@
     start sandbox (inputs cross once) -> loop: ask the root LM -> parse -> run each code block
     (sub-calls dispatch back here) -> protocol says whether it is over -> feed output back
 
-A ``Tree`` holds what a whole call tree shares: the event loop, the Budget, the fan-out
-semaphore (how many batched sub-call items run at once), the clock and the log. A
-``RunState`` is one RLM run inside it (the root or a
-child made by ``rlm_query``).
+The loop reads a frozen ``RunSpec`` and fills a ``RunState`` (``run_state.py``), inside the
+``Tree`` its whole call tree shares; it never sees the ``RLM`` that built them.
 """
 
 from __future__ import annotations
@@ -15,33 +13,16 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from rlmkit.budget import Budget
 from rlmkit.errors import BudgetExceeded, LMError, MaxIterationsError, RunError, SandboxError
-from rlmkit.guards import RESTORE_CALL, Progress, call_model, check_values, input_guard
+from rlmkit.guards import RESTORE_CALL, Progress, call_model, input_guard
 from rlmkit.prompting import feedback_message, system_prompt, task_message
 from rlmkit.sandbox import make_sandbox
 from rlmkit.sandbox.base import CellResult
+from rlmkit.run_state import RunState, Tree
 from rlmkit.subcalls import SubcallHost
-from rlmkit.trajectory import CodeBlock, Message, RunMeta, SubCall, Trajectory, TrajectoryLog, Turn, bounded
-
-if TYPE_CHECKING:
-    from rlmkit.rlm import RLM
-
-
-@dataclass
-class Tree:
-    loop: asyncio.AbstractEventLoop
-    budget: Budget
-    semaphore: asyncio.Semaphore
-    log: TrajectoryLog | None = None
-    t0: float = field(default_factory=time.monotonic)
-    rollout_id: int | None = None  # every LM call of the tree is this sample (distinct cache entries)
-
-    def elapsed(self) -> float:
-        return time.monotonic() - self.t0
+from rlmkit.trajectory import CodeBlock, Message, Trajectory, Turn, bounded
 
 
 async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
@@ -71,43 +52,17 @@ def _settle(future: asyncio.Future, result: Any, exc: BaseException | None) -> N
         future.set_result(result)
 
 
-class RunState:
-    """One RLM run: its trajectory, sandbox and the code block sub-calls are recorded into."""
-
-    def __init__(self, rlm: RLM, tree: Tree, depth: int, meta: RunMeta, lm: Any, sub_lm: Any):
-        self.rlm = rlm
-        self.lm, self.sub_lm = lm, sub_lm  # resolved once per run: one cache and one limiter per model
-        self.tree = tree
-        self.depth = depth
-        self.trajectory = Trajectory(meta=meta)
-        self.fatal: BaseException | None = None  # set by a sub-call that must end the run
-        self.submitted: dict[str, Any] | None = None
-        self.current_block: CodeBlock | None = None
-        self.sandbox_ready: asyncio.Future | None = None  # set by run_loop: the worker's start
-        self._lock = threading.Lock()
-
-    def record_subcall(self, node: SubCall) -> None:
-        with self._lock:
-            if self.current_block is not None:
-                self.current_block.subcalls.append(node)
-            self.trajectory.usage = self.trajectory.usage.add(node.usage)
-
-    def submit(self, outputs: dict[str, Any]) -> None:
-        """Validate outputs (ValueError goes back to the model) and keep them."""
-        check_values(outputs)
-        self.submitted = self.rlm.validator.validate(outputs)
-
-
-async def run_loop(rlm: RLM, variables: dict[str, Any], aliases: dict[str, str], state: RunState) -> dict[str, Any]:
+async def run_loop(state: RunState, variables: dict[str, Any], aliases: dict[str, str]) -> dict[str, Any]:
     """Drive one run to validated outputs, or raise a RunError carrying the trajectory."""
+    spec, settings = state.spec, state.spec.settings
     traj = state.trajectory
     tree = state.tree
-    protocol = rlm.protocol
+    protocol = settings.protocol
     host = SubcallHost(state)
     functions, prelude = host.functions()
-    fields = rlm.validator.fields
+    fields = spec.validator.fields
     functions.update(protocol.host_functions(state.submit, fields))
-    sandbox = make_sandbox(rlm.sandbox_name, rlm.sandbox_limits(tree.budget))
+    sandbox = make_sandbox(settings.sandbox, settings.sandbox_limits(tree.budget))
     run_start = time.monotonic()
     if tree.log is not None:
         tree.log.start(traj.meta)
@@ -115,28 +70,29 @@ async def run_loop(rlm: RLM, variables: dict[str, Any], aliases: dict[str, str],
     # and a turn waits for the worker only before it runs code (``state.sandbox_ready``).
     guard = input_guard([*variables, *aliases])
     state.sandbox_ready = asyncio.ensure_future(_start_sandbox(
-        rlm, sandbox, {**variables, **{a: variables[n] for a, n in aliases.items()}}, functions,
+        settings.sandbox, sandbox, {**variables, **{a: variables[n] for a, n in aliases.items()}}, functions,
         "\n".join(p for p in (protocol.prelude, _SHOW_VARS, guard, prelude) if p)))
     try:
         messages = [
             Message(role="system", content=system_prompt(
-                protocol=protocol, signature=rlm.signature, instructions=rlm.instructions,
-                function_docs=host.docs(rlm.display.sub_model_chars), demos=rlm.demos, display=rlm.display)),
+                protocol=protocol, signature=spec.signature, instructions=spec.instructions,
+                function_docs=host.docs(settings.display.sub_model_chars), demos=list(spec.demos),
+                display=settings.display)),
             Message(role="user", content=task_message(
-                inputs=variables, aliases=aliases, signature=rlm.signature, display=rlm.display,
-                max_iterations=rlm.max_iterations)),
+                inputs=variables, aliases=aliases, signature=spec.signature, display=settings.display,
+                max_iterations=settings.max_iterations)),
         ]
         new_messages, keep, progress = list(messages), 0, Progress()
-        for index in range(rlm.max_iterations + 1):
+        for index in range(settings.max_iterations + 1):
             # the one extra "answer now" turn, or earlier when the model keeps repeating itself
-            last = index == rlm.max_iterations or progress.force_answer
-            turn = await _turn(rlm, state, sandbox, messages, new_messages, keep, index, last, progress)
+            last = index == settings.max_iterations or progress.force_answer
+            turn = await _turn(state, sandbox, messages, new_messages, keep, index, last, progress)
             if state.submitted is not None:
                 traj.outputs = state.submitted
                 traj.status = "ok"
                 return state.submitted
             if last:
-                why = "repeating itself" if index < rlm.max_iterations else f"{rlm.max_iterations} turns"
+                why = "repeating itself" if index < settings.max_iterations else f"{settings.max_iterations} turns"
                 raise MaxIterationsError(f"no valid answer after {why} and a final request", trajectory=traj)
             keep = len(messages) + 1
             messages = messages + [Message(role="assistant", content=turn.reply),
@@ -162,18 +118,20 @@ async def run_loop(rlm: RLM, variables: dict[str, Any], aliases: dict[str, str],
             tree.log.end(traj)
 
 
-async def _start_sandbox(rlm: RLM, sandbox: Any, variables: dict[str, Any], functions: dict, prelude: str) -> None:
+async def _start_sandbox(name: str, sandbox: Any, variables: dict[str, Any], functions: dict, prelude: str) -> None:
     try:
         await in_thread(sandbox.start, variables, functions, prelude)
     except Exception as exc:
-        raise SandboxError(f"sandbox {rlm.sandbox_name!r} failed to start: {exc}") from exc
+        raise SandboxError(f"sandbox {name!r} failed to start: {exc}") from exc
 
 
-async def _turn(rlm: RLM, state: RunState, sandbox: Any, messages: list[Message], new_messages: list[Message],
+async def _turn(state: RunState, sandbox: Any, messages: list[Message], new_messages: list[Message],
                 keep: int, index: int, last: bool, progress: Progress) -> Turn:
     traj, tree = state.trajectory, state.tree
+    settings, fields = state.spec.settings, state.spec.validator.fields
     if last:  # ask once for the answer, in the same user message (no two user messages in a row)
-        messages[-1] = Message(role="user", content=f"{messages[-1].content}\n\n{rlm.protocol.answer_now}")
+        answer_now = settings.protocol.answer_now
+        messages[-1] = Message(role="user", content=f"{messages[-1].content}\n\n{answer_now}")
         new_messages = messages[keep:]
     turn = Turn(index=index, keep=keep, new_messages=new_messages, reply="", started_s=tree.elapsed())
     start = time.monotonic()
@@ -184,15 +142,15 @@ async def _turn(rlm: RLM, state: RunState, sandbox: Any, messages: list[Message]
         traj.usage = traj.usage.add(completion.usage)
 
     try:
-        completion = await call_model(tree, state.lm, [m.model_dump() for m in messages],
-                                      max_tokens=rlm.max_tokens, stop=list(rlm.protocol.stop), record=record,
+        completion = await call_model(tree, state.spec.lm, [m.model_dump() for m in messages],
+                                      max_tokens=settings.max_tokens, stop=list(settings.protocol.stop), record=record,
                                       rollout_id=tree.rollout_id)
     except BudgetExceeded:
         if turn.usage.calls:  # it answered, then passed a limit: keep the turn
             _finish_turn(traj, turn, start, tree)
         raise
     await state.sandbox_ready
-    parsed = rlm.protocol.parse(completion.text)
+    parsed = settings.protocol.parse(completion.text)
     outputs: list[str] = []
     if completion.finish_reason == "length":
         outputs.append("Your reply was cut at the output limit. Keep replies short: a little code per turn.")
@@ -200,32 +158,32 @@ async def _turn(rlm: RLM, state: RunState, sandbox: Any, messages: list[Message]
         block = CodeBlock(code=code)
         turn.blocks.append(block)
         state.current_block = block
-        sandbox.limits = rlm.sandbox_limits(tree.budget)  # a cell may not outlive the run's deadline
+        sandbox.limits = settings.sandbox_limits(tree.budget)  # a cell may not outlive the run's deadline
         cell: CellResult = await in_thread(sandbox.run, code)
         state.current_block = None
         if not cell.finished and state.fatal is None and tree.budget.remaining_seconds() != 0:
             cell.stdout += (await in_thread(sandbox.run, RESTORE_CALL)).stdout
-        _fill_block(block, cell, rlm.display.trajectory_chars)
+        _fill_block(block, cell, settings.display.trajectory_chars)
         outputs.append(_cell_text(cell, len(parsed.code_blocks) > 1, len(turn.blocks)))
         if state.fatal is not None:
             _finish_turn(traj, turn, start, tree)
             raise state.fatal
         if state.submitted is None and not cell.finished:
-            found = rlm.protocol.after_cell(lambda name: sandbox.get(name), rlm.validator.fields)
+            found = settings.protocol.after_cell(lambda name: sandbox.get(name), fields)
             if found is not None:
                 outputs.append(_try_submit(state, found))
         if state.submitted is not None:
             break
     if state.submitted is None and (parsed.final is not None or parsed.final_var is not None):
-        found = _resolve_final(parsed, sandbox, rlm.validator.fields)
+        found = _resolve_final(parsed, sandbox, fields)
         outputs.append(_try_submit(state, found))
     if not parsed.code_blocks and parsed.final is None and parsed.final_var is None:
         outputs.append("Your reply had no ```repl code block. Write Python code in a ```repl block.")
     if state.submitted is None and (nudge := progress.after(completion.text, parsed.code_blocks)):
         outputs.append(nudge)
     turn.final = state.submitted is not None
-    turn.feedback = feedback_message(outputs, turn=index, max_iterations=rlm.max_iterations,
-                                     limit=rlm.display.max_output_chars)
+    turn.feedback = feedback_message(outputs, turn=index, max_iterations=settings.max_iterations,
+                                     limit=settings.display.max_output_chars)
     _finish_turn(traj, turn, start, tree)
     return turn
 

@@ -17,18 +17,16 @@ import re
 import time
 import types
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import dspy
 
 from rlmkit.errors import BudgetExceeded, Finish, LMError, RunError, UserError
 from rlmkit.guards import call_model
 from rlmkit.protocols.base import FUNCTION_DOCS
+from rlmkit.run_state import RunState
 from rlmkit.signature import OutputValidator, describe_outputs, field_desc, make_signature, type_name
 from rlmkit.trajectory import Message, SubCall, bounded
-
-if TYPE_CHECKING:
-    from rlmkit.run import RunState
 
 
 class TypedSubcall:
@@ -97,9 +95,9 @@ class SubcallHost:
 
     def __init__(self, run: RunState):
         self.run = run
-        self.rlm = run.rlm
-        self.typed = {name: spec for name, spec in run.rlm.typed_subcalls.items()}
-        self.tools = dict(run.rlm.tools)
+        self.settings = run.spec.settings
+        self.typed = dict(run.spec.typed_subcalls)
+        self.tools = dict(run.spec.tools)
 
     # -- plumbing ----------------------------------------------------------------
     def _sync(self, coro: Awaitable[Any]) -> Any:
@@ -120,9 +118,9 @@ class SubcallHost:
         try:
             def record(completion: Any) -> None:
                 node.usage = completion.usage
-                node.reply = bounded(completion.text, self.rlm.display.trajectory_chars)
+                node.reply = bounded(completion.text, self.settings.display.trajectory_chars)
 
-            completion = await call_model(tree, lm, messages, max_tokens=self.rlm.sub_max_tokens, record=record,
+            completion = await call_model(tree, lm, messages, max_tokens=self.settings.sub_max_tokens, record=record,
                                           rollout_id=tree.rollout_id)
             return completion.text
         except (LMError, BudgetExceeded) as exc:
@@ -163,8 +161,8 @@ class SubcallHost:
     async def _llm_query(self, prompt: Any, batch: int | None = None) -> str:
         text = prompt if isinstance(prompt, str) else str(prompt)
         node = SubCall(kind="llm_query", name="llm_query", depth=self.run.depth + 1, batch=batch,
-                       prompt=bounded(text, self.rlm.display.trajectory_chars))
-        return await self._call_lm(node, [{"role": "user", "content": text}], self.run.sub_lm)
+                       prompt=bounded(text, self.settings.display.trajectory_chars))
+        return await self._call_lm(node, [{"role": "user", "content": text}], self.run.spec.sub_lm)
 
     def llm_query(self, prompt: str) -> str:
         return self._sync(self._llm_query(prompt))
@@ -176,15 +174,14 @@ class SubcallHost:
     # -- rlm_query -----------------------------------------------------------------
     async def _rlm_query(self, prompt: Any, context: Any = None, batch: int | None = None) -> str:
         depth = self.run.depth + 1
-        if depth >= self.rlm.max_depth:  # no recursion left: a plain sub-model answers
+        if depth >= self.settings.max_depth:  # no recursion left: a plain sub-model answers
             return await self._llm_query(prompt if context is None else f"{prompt}\n\n{context}", batch)
         node = SubCall(kind="rlm_query", name="rlm_query", depth=depth, batch=batch,
-                       prompt=bounded(str(prompt), self.rlm.display.trajectory_chars))
+                       prompt=bounded(str(prompt), self.settings.display.trajectory_chars))
         node.started_s = self.run.tree.elapsed()
         start = time.monotonic()
-        child = self.rlm.child()
         try:
-            outputs, trajectory = await child.run_tree(
+            outputs, trajectory = await self.run.spec.start_child(
                 {"context": prompt if context is None else context, "question": str(prompt)},
                 tree=self.run.tree, depth=depth, parent_id=self.run.trajectory.meta.run_id,
             )
@@ -192,7 +189,7 @@ class SubcallHost:
             node.model = trajectory.meta.model
             node.usage = trajectory.usage
             answer = str(outputs["answer"])
-            node.reply = bounded(answer, self.rlm.display.trajectory_chars)
+            node.reply = bounded(answer, self.settings.display.trajectory_chars)
             return answer
         except RunError as exc:
             node.child = exc.trajectory
@@ -218,18 +215,18 @@ class SubcallHost:
     # -- typed sub-calls and tools -------------------------------------------------------
     async def _typed(self, spec: TypedSubcall, kwargs: dict[str, Any], batch: int | None = None) -> Any:
         messages = spec.messages(kwargs)
-        limit = self.rlm.display.trajectory_chars
+        limit = self.settings.display.trajectory_chars
         node = SubCall(kind="typed", name=spec.name, depth=self.run.depth + 1, batch=batch,
                        prompt=bounded(messages[-1]["content"], limit),
                        messages=[Message(role=m["role"], content=bounded(m["content"], limit)) for m in messages])
-        text = await self._call_lm(node, messages, self.run.sub_lm)
+        text = await self._call_lm(node, messages, self.run.spec.sub_lm)
         try:
             return spec.parse(text)
         except ValueError as exc:  # one repair round: tell the sub-model what was wrong
             retry = messages + [{"role": "assistant", "content": text}, {"role": "user", "content": f"{exc}. Reply with the JSON object only."}]
             node2 = node.model_copy(update={"id": node.id + "r", "prompt": str(exc), "reply": "", "error": None,
                                             "messages": [Message(**m) for m in retry]})
-            return spec.parse(await self._call_lm(node2, retry, self.run.sub_lm))
+            return spec.parse(await self._call_lm(node2, retry, self.run.spec.sub_lm))
 
     def _typed_function(self, spec: TypedSubcall) -> tuple[Callable[..., Any], Callable[..., Any]]:
         def call(**kwargs: Any) -> Any:
@@ -246,12 +243,12 @@ class SubcallHost:
     def _tool_function(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
             node = SubCall(kind="tool", name=name, depth=self.run.depth + 1,
-                           prompt=bounded(repr((args, kwargs)), self.rlm.display.trajectory_chars))
+                           prompt=bounded(repr((args, kwargs)), self.settings.display.trajectory_chars))
             node.started_s = self.run.tree.elapsed()
             start = time.monotonic()
             try:
                 result = fn(*args, **kwargs)
-                node.reply = bounded(repr(result), self.rlm.display.trajectory_chars)
+                node.reply = bounded(repr(result), self.settings.display.trajectory_chars)
                 return result
             except Exception as exc:
                 node.error = f"{type(exc).__name__}: {exc}"

@@ -11,14 +11,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 UPPER_PACKAGES = ("programs", "optimizers", "signatures")
-# Edges another issue is removing; each names who removes it. Keep this list short and shrinking.
-PENDING_EDGES = {
-    ("rlmkit.local", "rlmkit.lm"): "issue 16 moves the default-model policy out of lm.py",
-    ("rlmkit.lm", "rlmkit.local"): "issue 16 moves the default-model policy out of lm.py",
-    ("rlmkit.run", "rlmkit.rlm"): "issue 15: the loop gets a frozen run description",
-    ("rlmkit.subcalls", "rlmkit.rlm"): "issue 15: sub-calls get a function that starts a child",
-    ("rlmkit.subcalls", "rlmkit.run"): "issue 15: sub-calls get a function that starts a child",
-}
 
 
 def module_name(path: Path) -> str:
@@ -55,11 +47,10 @@ def imported_names(path: Path, known: set[str] = frozenset()) -> set[str]:
 
 def import_graph(package: str) -> dict[str, set[str]]:
     known = modules(package)
-    graph: dict[str, set[str]] = {}
-    for name, path in known.items():
-        targets = {target for target in imported_names(path, set(known)) if target in known} - {name}
-        graph[name] = {t for t in targets if (name, t) not in PENDING_EDGES}
-    return graph
+    return {
+        name: {target for target in imported_names(path, set(known)) if target in known} - {name}
+        for name, path in known.items()
+    }
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:

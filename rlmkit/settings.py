@@ -1,0 +1,112 @@
+"""Every knob of an RLM in one frozen object.
+
+``RLM(...)`` builds a ``RunSettings``; ``child()`` derives its own from it; ``dump_state`` /
+``load_state`` serialise it; ``RunMeta.limits`` records its numeric knobs. Adding a knob is
+a field here (checked in ``__post_init__`` if it needs a check) plus the constructor's
+keyword in ``rlm.py``; nothing else copies knobs by hand.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlmkit.budget import DEFAULT_MAX_CALLS, Budget
+from rlmkit.errors import ConfigError, UserError
+from rlmkit.guards import SUBCALL_MAX_TOKENS, TURN_MAX_TOKENS
+from rlmkit.prompting import Display
+from rlmkit.protocols import Protocol, get_protocol
+from rlmkit.sandbox import BACKENDS as SANDBOXES
+from rlmkit.sandbox.base import SandboxLimits
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How an RLM runs (the README lists what each knob does). Frozen: change one with ``replace``."""
+
+    max_iterations: int = 20
+    max_depth: int = 1
+    cell_timeout: float | None = 60.0
+    max_concurrency: int = 16
+    max_tokens: int | None = TURN_MAX_TOKENS  # output cap of a root turn
+    sub_max_tokens: int | None = SUBCALL_MAX_TOKENS  # output cap of a sub-call
+    sandbox: str = "process"
+    protocol: Protocol = field(default_factory=lambda: get_protocol("submit"))
+    # No budget given: a default call cap guards the wallet (Budget() explicitly: no cap).
+    budget: Budget = field(default_factory=lambda: Budget(max_calls=DEFAULT_MAX_CALLS))
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
+    display: Display = field(default_factory=Display)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "protocol", get_protocol(self.protocol))  # a name becomes its object
+        if self.sandbox not in SANDBOXES:
+            raise ConfigError(f"unknown sandbox {self.sandbox!r}; choose one of {list(SANDBOXES)}")
+        for name, optional in (("max_iterations", False), ("max_depth", False), ("max_concurrency", False),
+                               ("max_tokens", True), ("sub_max_tokens", True)):
+            value = getattr(self, name)
+            if optional and not value:
+                continue  # None (or 0): no cap
+            if not isinstance(value, int) or value < 1:
+                raise UserError(f"{name} must be an integer >= 1, got {value!r}")
+        if not isinstance(self.budget, Budget):
+            raise UserError(f"budget must be an rlmkit.Budget, got {type(self.budget).__name__}")
+
+    def replace(self, **changes: Any) -> RunSettings:
+        return dataclasses.replace(self, **changes)
+
+    def for_child(self) -> RunSettings:
+        """A child RLM's settings: the same knobs, its own protocol object (a protocol is mutable)."""
+        return self.replace(protocol=dataclasses.replace(self.protocol))
+
+    def record(self) -> dict[str, Any]:
+        """The numeric knobs, as ``RunMeta.limits`` records them next to the budget's limits."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if getattr(self, f.name) is None or type(getattr(self, f.name)) in (int, float)
+        }
+
+    def sandbox_limits(self, budget: Budget) -> SandboxLimits:
+        """The sandbox's limits for a run: a cell may not outlive the run's wall-clock budget."""
+        timeout = self.cell_timeout
+        remaining = budget.remaining_seconds()
+        if remaining is not None:
+            timeout = remaining if timeout is None else min(timeout, remaining)
+        return dataclasses.replace(self.limits, cell_timeout=timeout)
+
+    # -- saved with a program ------------------------------------------------------------
+    def to_state(self) -> dict[str, Any]:
+        """Plain JSON data; ``from_state`` reads it back (and older saves, field by field)."""
+        state: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, Protocol):
+                state[f.name], state["finish_prompt"] = value.name, value.finish_prompt
+            elif isinstance(value, Budget):
+                state[f.name] = value.limits()  # limits only: counters belong to a run
+            elif dataclasses.is_dataclass(value):
+                state[f.name] = dataclasses.asdict(value)
+            else:
+                state[f.name] = value
+        return state
+
+    def from_state(self, state: dict[str, Any]) -> RunSettings:
+        """These settings with every knob ``state`` holds read back; knobs it lacks keep their value."""
+        changes: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            if f.name not in state:
+                continue
+            value, current = state[f.name], getattr(self, f.name)
+            if isinstance(current, Protocol):
+                value = get_protocol(value)
+                value.finish_prompt = state.get("finish_prompt", value.finish_prompt)
+            elif dataclasses.is_dataclass(current):
+                value = type(current)(**value)
+            changes[f.name] = value
+        return self.replace(**changes)
+
+
+KNOBS = tuple(f.name for f in dataclasses.fields(RunSettings))
+
+__all__ = ["KNOBS", "RunSettings"]
