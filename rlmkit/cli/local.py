@@ -1,9 +1,7 @@
-"""``rlmkit local pull|serve``: assemble + verify the embedded model; serve it over HTTP."""
+"""``rlmkit local pull|serve|status|stop``: assemble + verify the embedded model; the machine's one server."""
 
 from __future__ import annotations
 
-import signal
-import threading
 from typing import Annotated
 
 import typer
@@ -32,30 +30,43 @@ def pull(
 
 @local_app.command()
 def serve(
-    port: Annotated[int, typer.Option(help="Port on 127.0.0.1; 0 picks a free one.")] = 8080,
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 if it starts a server; 0 picks a free one.")] = 0,
     ctx: Annotated[int, typer.Option(help="Total context tokens, shared by the slots.")] = 16384,
     parallel: Annotated[int, typer.Option(help="Parallel request slots.")] = 4,
 ) -> None:
-    """Serve the model as an OpenAI-compatible API until Ctrl-C (api_base printed below)."""
-    from rlmkit.local import LOCAL_MODEL_NAME, LocalServer, LocalServerConfig, ensure_model
+    """Start the machine's model server (or find the running one) and keep it up until `rlmkit local stop`."""
+    from rlmkit.local import LOCAL_MODEL_NAME, LocalServerConfig, ensure_model, machine_server
 
     with exit_on_error(code=1):
         with model_progress("assembling + verifying") as progress:
             path = ensure_model(progress=progress)
-        config = LocalServerConfig(ctx=ctx, parallel=parallel, port=port)
         with console.status("starting the model server"):
-            server = LocalServer(path, config).start()
-    console.print(
-        f"serving {LOCAL_MODEL_NAME} at api_base={server.url}  (logs: {escape(str(server.log_path))})"
-    )
-    console.print("Ctrl-C stops it.")
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # background jobs inherit SIG_IGN
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
+            server = machine_server(path, LocalServerConfig(ctx=ctx, parallel=parallel, port=port), pin=True)
+    console.print(f"serving {LOCAL_MODEL_NAME} at api_base={server.url}  (pid {server.pid}, "
+                  f"logs: {escape(str(server.log_path))}); every rlmkit process on this machine uses it")
+    console.print("`rlmkit local stop` stops it.")
+
+
+@local_app.command()
+def status() -> None:
+    """Show the machine's model server: url, pid, slots and the processes using it."""
+    from rlmkit.local import machine
+
+    info = machine.status()
+    if info is None:
+        console.print("no embedded model server is running")
+        raise typer.Exit(1)
+    console.print(f"api_base={info['url']}  pid {info['pid']}  ctx {info['ctx']}  parallel {info['parallel']}  "
+                  f"clients: {', '.join(info['clients']) or 'none'}")
+
+
+@local_app.command()
+def stop() -> None:
+    """Stop the machine's model server (processes still using it lose it)."""
+    from rlmkit.local import machine
+
+    pid = machine.stop()
+    console.print("no embedded model server was running" if pid is None else f"stopped the model server (pid {pid})")
 
 
 def register(app: typer.Typer) -> None:

@@ -1,7 +1,7 @@
 """The embedded default model: Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF) served by xllamacpp.
 
 ``local_lm()`` assembles and verifies the model file on first use (see ``model_file``),
-starts one OpenAI-compatible server per process on 127.0.0.1 (see ``server``), and returns
+finds or starts the machine's one OpenAI-compatible server on 127.0.0.1 (see ``machine``), and returns
 an ordinary ``rlmkit.LM`` pointed at it, so it goes through the same LM layer as any provider.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlmkit.local.model_file import EMBEDDED_MODEL, ModelSpec, ensure_model, models_dir
+from rlmkit.local.machine import MachineServer, machine_server
 from rlmkit.local.server import MODEL_ALIAS, LocalServer, LocalServerConfig, shared_server
 
 LOCAL_MODEL_NAME = f"openai/{MODEL_ALIAS}"
@@ -23,7 +24,7 @@ def local_lm(config: LocalServerConfig | None = None, *, progress=None, **lm_kwa
     """
     from rlmkit.lm import LM  # the OpenAI-compatible transport: no litellm involved
 
-    server = shared_server(ensure_model(progress=progress), config)
+    server = machine_server(ensure_model(progress=progress), config)  # one per machine, shared
     lm_kwargs.setdefault("max_concurrency", server.config.parallel)
     lm_kwargs.setdefault("timeout", 600.0)  # a long prompt on 2 CPU cores takes minutes
     return LM(LOCAL_MODEL_NAME, api_base=server.url, api_key="local", **lm_kwargs)
@@ -34,9 +35,11 @@ __all__ = [
     "LOCAL_MODEL_NAME",
     "LocalServer",
     "LocalServerConfig",
+    "MachineServer",
     "ModelSpec",
     "ensure_model",
     "local_lm",
+    "machine_server",
     "models_dir",
     "shared_server",
 ]

@@ -3,8 +3,14 @@
 Why a child process and not a thread: llama.cpp writes a line per slot event straight to
 file descriptor 2, which in-process would land in the user's terminal. Here fds 1 and 2 go
 to a log file, and the one line the parent needs (the listening URL) goes out on a saved
-copy of the original stdout. The child lives exactly as long as its parent: it blocks on
-stdin and exits at EOF, which also happens when the parent dies without cleaning up.
+copy of the original stdout.
+
+Two lifetimes:
+- per process (no ``--state``): it blocks on stdin and exits at EOF, which also happens when
+  the parent dies without cleaning up;
+- per machine (``--state DIR``, see ``machine.py``): detached, it writes ``DIR/server.json``
+  and serves every process on the machine until SIGTERM, or until no process registered in
+  ``DIR/clients`` is alive (a ``pinned`` entry, from ``rlmkit local serve``, keeps it up).
 """
 
 from __future__ import annotations
@@ -12,7 +18,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
+
+CLIENT_CHECK_S = 2.0  # how often a machine server looks for live clients
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -24,6 +34,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--parallel", type=int, default=4)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--alias", default="", help="model name the server reports (not its file path)")
+    parser.add_argument("--state", default="", help="machine-server state directory (see machine.py)")
+    parser.add_argument("--backend", choices=("xllamacpp", "scripted"), default="xllamacpp",
+                        help="scripted: a fake echo server, for tests of the lifecycle")
     return parser.parse_args(argv)
 
 
@@ -35,14 +48,12 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = _parse(argv)
-    ready = os.fdopen(os.dup(1), "w")
-    log_fd = os.open(args.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(log_fd, 1)
-    os.dup2(log_fd, 2)
-    sys.stdout = sys.stderr = os.fdopen(log_fd, "w", buffering=1)
+def _serve(args: argparse.Namespace, port: int) -> object:
+    """Start serving; the returned object keeps the server alive."""
+    if args.backend == "scripted":
+        from rlmkit.testing import ScriptedServer
 
+        return ScriptedServer(lambda body: "ok", port=port).start()
     import xllamacpp
 
     params = xllamacpp.CommonParams()
@@ -55,16 +66,41 @@ def main(argv: list[str] | None = None) -> None:
     params.cpuparams.n_threads = args.threads
     params.cpuparams_batch.n_threads = args.threads
     params.hostnames = ["127.0.0.1"]
-    params.port = args.port or _free_port()
+    params.port = port
+    return xllamacpp.Server(params)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parse(argv)
+    ready = os.fdopen(os.dup(1), "w")
+    log_fd = os.open(args.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    sys.stdout = sys.stderr = os.fdopen(log_fd, "w", buffering=1)
+    port = args.port or _free_port()
     try:
-        server = xllamacpp.Server(params)
+        server = _serve(args, port)
     except Exception as exc:  # reported to the parent through the ready line
         ready.write(json.dumps({"error": repr(exc)}) + "\n")
         ready.flush()
         raise SystemExit(1) from exc
-    ready.write(json.dumps({"url": f"http://127.0.0.1:{params.port}/v1"}) + "\n")
+    url = f"http://127.0.0.1:{port}/v1"
+    if args.state:
+        from rlmkit.local import machine
+
+        machine.announce(args.state, url, vars(args))
+    ready.write(json.dumps({"url": url}) + "\n")
     ready.flush()
-    sys.stdin.read()  # returns at EOF: the parent closed the pipe or died
+    ready.close()  # a detached server must not hold its starter's pipe open
+    if args.state:
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        while not stop.wait(CLIENT_CHECK_S):
+            if machine.retire_if_unused(args.state):
+                break
+        machine.retire(args.state)
+    else:
+        sys.stdin.read()  # returns at EOF: the parent closed the pipe or died
     del server
     os._exit(0)  # skip interpreter teardown of native threads
 
