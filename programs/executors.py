@@ -24,7 +24,7 @@ from typing import Any
 
 import dspy
 
-from rlmkit.errors import ConfigError, UserError
+from rlmkit.errors import ConfigError, UserError, install_hint
 
 Job = tuple[str, Any, Any, int]  # (kind, program or factory, example, sample)
 Runner = Callable[..., tuple[Any, Any]]  # runner(program, example, kind=, sample=) -> (row, trajectory)
@@ -83,8 +83,7 @@ class RayExecutor:
         try:
             import ray
         except ImportError as exc:
-            raise ConfigError(
-                "eval on Ray needs the cluster extra: pip install 'dspy-rlmkit[cluster]'") from exc
+            raise ConfigError(f"eval on Ray needs the cluster extra: {install_hint('cluster')}") from exc
         if not isinstance(address, str) or not address.strip():
             raise UserError(f"ray address must be 'local', 'auto' or host:port, got {address!r}")
         if num_cpus <= 0 or max_retries < 0:

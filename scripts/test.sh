@@ -8,9 +8,13 @@ cd "$(dirname "$0")/.."
 if ! command -v chromium >/dev/null 2>&1; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
+# Debian's PostgreSQL server: the tuner's tests start a throwaway one (initdb + pg_ctl in a temp dir).
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+fi
 # torch first, pinned to the CPU build on local disk, so the train extra pulls no CUDA build.
 python3 -m pip install -q --disable-pip-version-check torch==2.13.0
-python3 -m pip install -q --disable-pip-version-check -e ".[local,train,dev,cluster,monty,tinker]"
+python3 -m pip install -q --disable-pip-version-check -e ".[local,train,dev,cluster,postgres,monty,tinker]"
 # verifiers' classic API (0.1.x) pins an older `datasets` than TRL needs, so its export test
 # runs in a venv of its own (built once, reused). It must see the packages of the environment
 # running this script: `venv --system-site-packages` would expose the *base* interpreter's

@@ -216,7 +216,7 @@ def _tune(api_base: str, storage: str, n_trials: int):
     space = SearchSpace(knobs=[IntKnob("max_iterations", 1, 4)],
                         instructions=["Answer quickly.", KEYWORD + ": look first, then search."])
     return RLMTuner(base, secret_metric, secret_examples(2), space=space, n_trials=n_trials,
-                    cost_unit="tokens", storage=storage, study_name="crash", seed=0).fit()
+                    cost_unit="tokens", storage=storage, study_name="crash", seed=0, heartbeat_s=1).fit()
 
 
 def test_killed_study_resumes_from_its_storage(tmp_path):
@@ -256,7 +256,14 @@ def test_killed_study_resumes_from_its_storage(tmp_path):
         result = _tune(server.url, url, n_trials)  # the re-run, same storage
 
     study = optuna.load_study(study_name="crash", storage=url)
-    done_after = {t.number: t for t in study.get_trials(deepcopy=False, states=finished_states)}
+    # A trial the kill interrupted went stale (no heartbeat): it is FAIL now and its configuration
+    # was run again; it does not count towards n_trials, and nothing is left RUNNING.
+    interrupted = {t.system_attrs["failed_trial"] for t in study.trials if "failed_trial" in t.system_attrs}
+    assert len(interrupted) <= 1
+    assert not [t for t in study.trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+    assert all(row.state != "RUNNING" for row in result.rows)
+    done_after = {t.number: t for t in study.get_trials(deepcopy=False, states=finished_states)
+                  if t.number not in interrupted}
     assert len(done_after) == n_trials
     assert {row.number for row in result.rows} >= set(done_after)
     for number, record in done_before.items():  # the finished trials are kept as they were ...
@@ -265,6 +272,3 @@ def test_killed_study_resumes_from_its_storage(tmp_path):
     # ... and not run again: the re-run made exactly the trials that were missing
     rerun = [t for t in done_after.values() if t.user_attrs["worker"] == os.getpid()]
     assert len(rerun) == n_trials - len(done_before)
-    # A trial the kill interrupted stays RUNNING in optuna's storage (no heartbeat is configured);
-    # at most one exists, and it does not count towards n_trials.
-    assert len([t for t in study.trials if t.state == TrialState.RUNNING]) <= 1

@@ -32,7 +32,7 @@ def _int_range(text: str, option: str) -> tuple[int, int]:
 
 
 class _TrialProgress:
-    """One bar for the study's trials, one for the examples of the trial running now."""
+    """One bar for the study's trials (finished by any worker), one for the examples of this worker's trial."""
 
     def __init__(self, progress, n_trials: int):
         self.progress = progress
@@ -47,8 +47,10 @@ class _TrialProgress:
                                 description=f"trial {info['number']}")
         elif event == "example":
             self.progress.update(self.examples, completed=info["done"])
+        elif event == "study":  # the whole study's count: trials finished by every worker
+            others = f", {info['running']} running" if info["running"] else ""
+            self.progress.update(self.trials, completed=info["done"], description=f"trials (all workers{others})")
         elif event == "trial_end":
-            self.progress.advance(self.trials)
             note = info.get("error") or (
                 f"accuracy={info['accuracy']:.3g} cost={info['cost']:.4g}" if "accuracy" in info else "")
             self.progress.console.print(f"trial {info['number']}: {info['state']} {escape(str(note))[:160]}")

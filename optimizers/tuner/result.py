@@ -20,10 +20,15 @@ from rlmkit.errors import UserError
 def rows_from_study(study: Any) -> list[TrialRow]:
     """Every trial of ``study`` as a TrialRow (running ones included, marked RUNNING)."""
     rows = []
-    for trial in study.get_trials(deepcopy=False):
+    trials = study.get_trials(deepcopy=False)
+    # optuna's RetryFailedTrialCallback: a retry's retry_history ends with the trial it reruns
+    retries = {t.system_attrs["retry_history"][-1]: t.number for t in trials if t.system_attrs.get("retry_history")}
+    for trial in trials:
         attrs = trial.user_attrs
-        tally = attrs.get("tally", {})
+        tally = attrs.get("tally", {}) if trial.number not in retries else {}  # a dead worker's partial tally
         error = attrs.get("error") or trial.system_attrs.get("fail_reason")
+        if trial.number in retries and trial.state.name == "FAIL":
+            error = f"its worker stopped sending heartbeats; retried as trial {retries[trial.number]}"
         rows.append(
             TrialRow(
                 number=trial.number,

@@ -2,7 +2,12 @@
 
 - ``None``: an SQLite file ``study.db`` in the run's directory, so a stopped run resumes.
 - ``"sqlite:///..."``, ``"postgresql://..."``, any SQLAlchemy URL: optuna's RDBStorage; many
-  worker processes (on many machines, for a server database) share one study.
+  worker processes (on many machines, for a server database) share one study. A plain
+  ``postgresql://`` URL uses psycopg (3) when psycopg2 is not installed.
+- With ``heartbeat_s`` (RDB storages only), each running trial records a heartbeat that often;
+  a trial whose worker died (kill -9, a lost machine) goes stale after ``2 * heartbeat_s``, the
+  next worker to look marks it FAIL and optuna's RetryFailedTrialCallback enqueues its
+  configuration again, so a crash never leaves a trial RUNNING forever.
 - a path ending in ``.journal`` (or ``"journal:///path"``): optuna's JournalStorage on a
   JournalFileBackend, the file-lock based store optuna recommends when several processes on
   one machine would otherwise fight over SQLite's lock.
@@ -13,13 +18,17 @@ from __future__ import annotations
 import re
 import sqlite3
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
-from rlmkit.errors import ConfigError
+from optuna.exceptions import ExperimentalWarning
+
+from rlmkit.errors import ConfigError, install_hint
 
 JOURNAL_PREFIX = "journal:///"
 CONNECT_TIMEOUT_S = 10
+MAX_RETRIES = 2  # reruns of a configuration whose worker died mid-trial
 
 
 def redact(url: str) -> str:
@@ -41,7 +50,34 @@ def _sqlite_connection(path: Path) -> sqlite3.Connection:
     return connection
 
 
-def open_storage(storage: Any, out_dir: str | Path) -> Any:
+def _postgres_driver(url: str) -> str:
+    """``postgresql://`` means psycopg2 to SQLAlchemy; use psycopg (3) when only that is installed."""
+    if not url.startswith("postgresql://"):
+        return url
+    import importlib.util
+
+    if importlib.util.find_spec("psycopg2") is None and importlib.util.find_spec("psycopg") is not None:
+        return "postgresql+psycopg://" + url[len("postgresql://") :]
+    return url
+
+
+def _heartbeat_kwargs(heartbeat_s: int | None) -> dict[str, Any]:
+    """Heartbeats, and a retry of every trial whose heartbeat went stale (its worker died)."""
+    from optuna import storages
+
+    if not heartbeat_s:
+        return {}
+    # optuna 5 renamed the hook and its retry callback (4.x: failed_trial_callback, RetryFailedTrialCallback).
+    if hasattr(storages, "RetryHeartbeatStaleTrialCallback"):
+        hook, retry = "heartbeat_stale_trial_callback", storages.RetryHeartbeatStaleTrialCallback
+    else:
+        hook, retry = "failed_trial_callback", storages.RetryFailedTrialCallback
+    with warnings.catch_warnings():  # 'experimental' in optuna's words since 2.8
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        return {"heartbeat_interval": int(heartbeat_s), hook: retry(max_retry=MAX_RETRIES)}
+
+
+def open_storage(storage: Any, out_dir: str | Path, heartbeat_s: int | None = None) -> Any:
     """An optuna storage object for ``storage``; raises ConfigError if it cannot be reached."""
     from optuna.storages import JournalStorage, RDBStorage
     from optuna.storages.journal import JournalFileBackend
@@ -63,23 +99,26 @@ def open_storage(storage: Any, out_dir: str | Path) -> Any:
             engine_kwargs = {"connect_args": {"connect_timeout": CONNECT_TIMEOUT_S}}
         # RDBStorage connects and creates its tables here: an unreachable server fails now,
         # before the tuner spends anything on a model.
-        return _open_rdb(RDBStorage, url, engine_kwargs)
+        return _open_rdb(RDBStorage, _postgres_driver(url), engine_kwargs, _heartbeat_kwargs(heartbeat_s))
     except ImportError as exc:
         raise ConfigError(
             f"cannot open study storage {redact(url)!r}: its database driver is not installed ({exc}); "
-            "for PostgreSQL install psycopg (pip install 'psycopg[binary]') or use postgresql+psycopg2://"
+            f"for PostgreSQL: {install_hint('postgres')}"
         ) from exc
     except Exception as exc:  # SQLAlchemy, OS and optuna errors alike: all mean 'unreachable'
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"cannot open study storage {redact(url)!r}: {first_line}") from exc
 
 
-def _open_rdb(rdb_storage: Any, url: str, engine_kwargs: dict[str, Any], attempts: int = 5) -> Any:
+def _open_rdb(rdb_storage: Any, url: str, engine_kwargs: dict[str, Any], heartbeat: dict[str, Any],
+              attempts: int = 5) -> Any:
     """RDBStorage, retried while another worker is creating the same fresh database's tables
     (two first workers race on the schema: one gets a UNIQUE or 'locked' error, then finds it made)."""
     for attempt in range(attempts):
         try:
-            return rdb_storage(url, engine_kwargs=engine_kwargs or None)
+            with warnings.catch_warnings():  # heartbeats are 'experimental' in optuna's words
+                warnings.simplefilter("ignore", ExperimentalWarning)
+                return rdb_storage(url, engine_kwargs=engine_kwargs or None, **heartbeat)
         except Exception as exc:
             message = str(exc)  # two processes creating one fresh study race on its tables: retry
             transient = any(s in message for s in ("UNIQUE constraint", "database is locked", "already exists"))

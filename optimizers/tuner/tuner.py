@@ -26,6 +26,8 @@ from __future__ import annotations
 import logging
 import os
 import random
+import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,8 +100,14 @@ class RLMTuner:
         proposer_lm: Any = None,
         bootstrap: Bootstrap | None = None,
         seed: int = 0,
+        heartbeat_s: int | None = 10,
     ):
-        """``program``: a base RLM (copied per trial) or a factory ``Config -> RLM``."""
+        """``program``: a base RLM (copied per trial) or a factory ``Config -> RLM``.
+
+        ``heartbeat_s``: how often a running trial records a heartbeat in an RDB storage (SQLite
+        or a server); a trial silent for twice that (its worker was killed) becomes FAIL and its
+        configuration runs again. None turns heartbeats off.
+        """
         self.trainset = list(trainset or [])
         self.metric = metric
         self.space = space or SearchSpace()
@@ -109,6 +117,7 @@ class RLMTuner:
         self.n_trials = n_trials
         self.storage, self.study_name, self.out_dir = storage, study_name, Path(out_dir)
         self.pruner, self.sampler, self.seed = pruner, sampler, seed
+        self.heartbeat_s = heartbeat_s
         self.proposer_lm = proposer_lm
         self.bootstrap = bootstrap or Bootstrap(max_demos=0)
         self._notify: ProgressFn = _silent
@@ -160,7 +169,7 @@ class RLMTuner:
     def _open_study(self) -> Any:
         import optuna
 
-        storage = open_storage(self.storage, self.out_dir)  # fails before any LM call
+        storage = open_storage(self.storage, self.out_dir, self.heartbeat_s)  # fails before any LM call
         sampler = self.sampler
         if sampler is None:
             sampler = optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=5)
@@ -244,24 +253,47 @@ class RLMTuner:
 
     # ------------------------------------------------------------------ search
     def fit(self, on_progress: ProgressFn | None = None) -> TuningResult:
-        """Run (or resume) the study until it holds ``n_trials`` finished trials."""
-        from optuna.study import MaxTrialsCallback
-        from optuna.trial import TrialState
+        """Run (or resume) the study until it holds ``n_trials`` finished trials and none running.
 
+        Several processes (on several machines, with a server storage) may fit one study: each
+        stops when the study as a whole is done. A trial whose worker died is retried (see
+        ``heartbeat_s``), and this worker waits for other workers' running trials to end or go
+        stale, so the result never lists a trial as running.
+        """
         self._notify = on_progress or _silent
         study = self._open_study()
         space = self._prepare_space(study)
-        finished = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
-        done = len(study.get_trials(deepcopy=False, states=finished))
-        remaining = max(0, self.n_trials - done)
-        if remaining:
-            study.optimize(
-                lambda trial: self._objective(trial, space),
-                n_trials=remaining,
-                catch=(TrialFailure,),
-                callbacks=[MaxTrialsCallback(self.n_trials, states=finished)],
-            )
+        while True:
+            count = self._report(study)
+            if count.done < self.n_trials or count.waiting:
+                study.optimize(
+                    lambda trial: self._objective(trial, space),
+                    n_trials=max(1, self.n_trials - count.done + count.waiting),
+                    catch=(TrialFailure,),
+                    callbacks=[self._stop_when_done],
+                )
+            elif count.running and self._heartbeats_on(study):
+                # Other workers' trials: wait until they finish, or their heartbeats go stale.
+                time.sleep(self.heartbeat_s)
+                _fail_stale_trials(study)
+            else:
+                break
         return self._result(study, space)
+
+    def _stop_when_done(self, study: Any, trial: Any) -> None:
+        count = self._report(study)
+        if count.done >= self.n_trials and not count.waiting:
+            study.stop()
+
+    def _report(self, study: Any) -> StudyProgress:
+        count = study_progress(study)  # every worker's trials, not only this process's
+        self._notify("study", done=count.done, total=self.n_trials, running=count.running)
+        return count
+
+    def _heartbeats_on(self, study: Any) -> bool:
+        from optuna.storages._heartbeat import is_heartbeat_enabled
+
+        return bool(self.heartbeat_s) and is_heartbeat_enabled(study._storage)
 
     def _objective(self, trial: Any, space: SearchSpace) -> Any:
         import optuna
@@ -343,7 +375,38 @@ class RLMTuner:
 
 
 def _silent(event: str, **info: Any) -> None:
-    """The default progress callback: events are ``bootstrap``, ``trial_start``, ``example``, ``trial_end``."""
+    """The default progress callback: events are ``bootstrap``, ``trial_start``, ``example``, ``trial_end``,
+    and ``study`` (``done``/``total``/``running``: the whole study's count, every worker's trials included)."""
+
+
+@dataclass
+class StudyProgress:
+    done: int  # finished trials that count towards n_trials
+    waiting: int  # enqueued retries of trials whose worker died
+    running: int
+
+
+def study_progress(study: Any) -> StudyProgress:
+    """Count the study's trials across every worker. A trial that went stale and was retried
+    does not count (its retry does), so a crash never shortens the search."""
+    from optuna.trial import TrialState
+
+    trials = study.get_trials(deepcopy=False)
+    retried = {number for t in trials for number in t.system_attrs.get("retry_history", ())}
+    finished = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+    return StudyProgress(
+        done=sum(t.state in finished and t.number not in retried for t in trials),
+        waiting=sum(t.state == TrialState.WAITING for t in trials),
+        running=sum(t.state == TrialState.RUNNING for t in trials),
+    )
+
+
+def _fail_stale_trials(study: Any) -> None:
+    import optuna
+
+    with warnings.catch_warnings():  # 'experimental' in optuna's words
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)
 
 
 def _signature_text(signature: Any) -> str:
