@@ -192,8 +192,9 @@ class RLMTuner:
         attrs = study.user_attrs
         if ATTR_INSTRUCTIONS not in attrs:
             instructions, demos = self._bootstrap_candidates()
-            study.set_user_attr(ATTR_INSTRUCTIONS, instructions)
+            # Demos first: another worker that sees the instructions must find the demos too.
             study.set_user_attr(ATTR_DEMOS, [dict(demo) for demo in demos])
+            study.set_user_attr(ATTR_INSTRUCTIONS, instructions)
             attrs = study.user_attrs  # another worker may have written first: theirs wins
         space = SearchSpace(
             knobs=list(self.space.knobs),
