@@ -1,5 +1,6 @@
-"""The root's prompt: system message (REPL, functions, how to finish, instructions, demos) and
-the first user message (the inputs as REPL variables, the outputs wanted).
+"""Every text the model reads: the root's system message (REPL, functions, how to finish,
+instructions, demos), the first user message (the inputs as REPL variables, the outputs
+wanted), each protocol's finish and "answer now" texts, and the feedback after each turn.
 
 Inputs appear as type, size and a head/tail preview; short ones in full. The body of a long
 input never enters a prompt.
@@ -10,9 +11,73 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rlmkit.protocols.base import REPL_PROMPT, Protocol
 from rlmkit.signature import describe_outputs
 from rlmkit.trajectory import bounded
+
+REPL_PROMPT = """You are the root of a Recursive Language Model. You answer by writing Python code that \
+runs in a persistent REPL. The inputs are already loaded there as variables; they may be far too long \
+to read at once, so inspect them with code (len, slicing, regex, splitting) and delegate reading of \
+chunks to sub-models through the functions below. Variables persist between your turns.
+
+Write code in fenced blocks that start with ```repl and end with ```. All blocks in a reply run in \
+order, and you see their printed output in the next message (long output is cut, so print summaries, \
+not whole chunks). Use print() to see values.
+
+Functions available in the REPL:
+{functions}
+{finish}"""
+
+FUNCTION_DOCS = {
+    "llm_query": "llm_query(prompt: str) -> str: ask a sub-model one question; it sees only `prompt` "
+    "(include the text it must read). It can handle about {sub_chars} characters.",
+    "llm_query_batched": "llm_query_batched(prompts: list[str]) -> list[str]: many llm_query calls run "
+    "concurrently; a failed item comes back as a string starting with 'Error:'.",
+    "rlm_query": "rlm_query(prompt: str, context=None) -> str: a child RLM with its own REPL answers "
+    "`prompt` over `context` (any size).",
+    "rlm_query_batched": "rlm_query_batched(prompts: list[str], contexts: list | None = None) -> list[str]: "
+    "many rlm_query calls run concurrently.",
+    "SHOW_VARS": "SHOW_VARS() -> None: print the REPL's variables with their types and sizes.",
+}
+
+# How each protocol tells the model to finish ({fields}: the output fields), and the one-time
+# request at max_iterations. Protocol objects start from these; optimizers may rewrite them.
+FINISH_PROMPT = {
+    "submit": (
+        "When you are done, call SUBMIT({fields}) inside a ```repl block, passing the variables (or "
+        "literals) that hold your final values, never a type name such as str. Only call SUBMIT once you "
+        "have printed and checked the answer."
+    ),
+    "final": (
+        "When you are done, give the answer with FINAL(your answer) on its own line outside code, or with "
+        "FINAL_VAR(variable_name) to return a REPL variable you computed. Both also work inside a ```repl "
+        "block. Answer fields: {fields}."
+    ),
+    "answer": (
+        'The REPL has a dict `answer = {{"content": None, "ready": False}}`. When you are done, set '
+        'answer["content"] to your final answer ({fields}; a dict of them if there are several) and then '
+        'answer["ready"] = True inside a ```repl block. The run ends right after that block.'
+    ),
+}
+ANSWER_NOW = {
+    "base": "You are out of turns. Give your final answer now.",
+    "submit": (
+        "You are out of turns. Reply now with one ```repl block that calls SUBMIT(...) with your best answer."
+    ),
+    "final": "You are out of turns. Reply now with FINAL(your best answer) or FINAL_VAR(variable_name).",
+    "answer": (
+        'You are out of turns. Reply now with one ```repl block that sets answer["content"] and '
+        'answer["ready"] = True.'
+    ),
+}
+
+# Feedback after a turn.
+ANSWER_ACCEPTED = "Answer accepted."
+ANSWER_REJECTED = "Answer rejected: {error}"
+NO_CODE_BLOCK = "Your reply had no ```repl code block. Write Python code in a ```repl block."
+REPLY_CUT = "Your reply was cut at the output limit. Keep replies short: a little code per turn."
+NO_SUCH_VARIABLE = "FINAL_VAR({name}): no REPL variable named {name!r}"
+CELL_TIMED_OUT = "The cell was stopped: it ran past the cell time limit."
+WORKER_RESTARTED = "The REPL worker died and was restarted: variables you created are gone (inputs are back)."
 
 
 @dataclass
@@ -92,7 +157,7 @@ When the printed result answers the question, finish with the variable that hold
 
 
 def system_prompt(
-    *, protocol: Protocol, signature: Any, instructions: str, function_docs: list[str], demos: list[Any], display: Display
+    *, protocol: Any, signature: Any, instructions: str, function_docs: list[str], demos: list[Any], display: Display
 ) -> str:
     text = REPL_PROMPT.format(
         functions="\n".join(f"- {doc}" for doc in function_docs),
@@ -118,3 +183,21 @@ def feedback_message(outputs: list[str], *, turn: int, max_iterations: int, limi
     """The user message after a turn: each block's output, cut head + tail to ``limit``."""
     body = "\n\n".join(outputs) if outputs else "(no output)"
     return f"REPL output:\n{bounded(body, limit)}\n\n[turn {turn + 1} of {max_iterations} done]"
+
+
+def cell_output(cell: Any, *, number: int | None = None) -> str:
+    """What the model reads of one cell (a sandbox CellResult); ``number`` labels one of several blocks."""
+    parts = [f"[block {number}]"] if number is not None else []
+    if cell.stdout:
+        parts.append(cell.stdout.rstrip("\n"))
+    if cell.stderr:
+        parts.append(f"stderr:\n{cell.stderr.rstrip()}")
+    if cell.timed_out:
+        parts.append(CELL_TIMED_OUT)
+    if cell.restarted:
+        parts.append(WORKER_RESTARTED)
+    if cell.error:
+        parts.append(cell.error.rstrip())
+    if len(parts) == (0 if number is None else 1):
+        parts.append("(no output)")
+    return "\n".join(parts)

@@ -17,10 +17,20 @@ from typing import Any
 
 from rlmkit.errors import BudgetExceeded, LMError, MaxIterationsError, RunError, SandboxError
 from rlmkit.guards import RESTORE_CALL, Progress, call_model, input_guard
-from rlmkit.prompting import feedback_message, system_prompt, task_message
+from rlmkit.prompting import (
+    ANSWER_ACCEPTED,
+    ANSWER_REJECTED,
+    NO_CODE_BLOCK,
+    REPLY_CUT,
+    cell_output,
+    feedback_message,
+    system_prompt,
+    task_message,
+)
+from rlmkit.protocols import Answer
+from rlmkit.run_state import RunState, Tree
 from rlmkit.sandbox import make_sandbox
 from rlmkit.sandbox.base import CellResult
-from rlmkit.run_state import RunState, Tree
 from rlmkit.subcalls import SubcallHost
 from rlmkit.trajectory import CodeBlock, Message, Trajectory, Turn, bounded
 
@@ -92,7 +102,8 @@ async def run_loop(state: RunState, variables: dict[str, Any], aliases: dict[str
                 traj.status = "ok"
                 return state.submitted
             if last:
-                why = "repeating itself" if index < settings.max_iterations else f"{settings.max_iterations} turns"
+                turns = settings.max_iterations
+                why = "repeating itself" if index < turns else f"{turns} turns"
                 raise MaxIterationsError(f"no valid answer after {why} and a final request", trajectory=traj)
             keep = len(messages) + 1
             messages = messages + [Message(role="assistant", content=turn.reply),
@@ -118,7 +129,8 @@ async def run_loop(state: RunState, variables: dict[str, Any], aliases: dict[str
             tree.log.end(traj)
 
 
-async def _start_sandbox(name: str, sandbox: Any, variables: dict[str, Any], functions: dict, prelude: str) -> None:
+async def _start_sandbox(name: str, sandbox: Any, variables: dict[str, Any], functions: dict,
+                         prelude: str) -> None:
     try:
         await in_thread(sandbox.start, variables, functions, prelude)
     except Exception as exc:
@@ -129,8 +141,9 @@ async def _turn(state: RunState, sandbox: Any, messages: list[Message], new_mess
                 keep: int, index: int, last: bool, progress: Progress) -> Turn:
     traj, tree = state.trajectory, state.tree
     settings, fields = state.spec.settings, state.spec.validator.fields
+    protocol = settings.protocol
     if last:  # ask once for the answer, in the same user message (no two user messages in a row)
-        answer_now = settings.protocol.answer_now
+        answer_now = protocol.answer_now
         messages[-1] = Message(role="user", content=f"{messages[-1].content}\n\n{answer_now}")
         new_messages = messages[keep:]
     turn = Turn(index=index, keep=keep, new_messages=new_messages, reply="", started_s=tree.elapsed())
@@ -143,17 +156,17 @@ async def _turn(state: RunState, sandbox: Any, messages: list[Message], new_mess
 
     try:
         completion = await call_model(tree, state.spec.lm, [m.model_dump() for m in messages],
-                                      max_tokens=settings.max_tokens, stop=list(settings.protocol.stop), record=record,
-                                      rollout_id=tree.rollout_id)
+                                      max_tokens=settings.max_tokens, stop=list(protocol.stop),
+                                      record=record, rollout_id=tree.rollout_id)
     except BudgetExceeded:
         if turn.usage.calls:  # it answered, then passed a limit: keep the turn
             _finish_turn(traj, turn, start, tree)
         raise
     await state.sandbox_ready
-    parsed = settings.protocol.parse(completion.text)
+    parsed = protocol.parse(completion.text)
     outputs: list[str] = []
     if completion.finish_reason == "length":
-        outputs.append("Your reply was cut at the output limit. Keep replies short: a little code per turn.")
+        outputs.append(REPLY_CUT)
     for code in parsed.code_blocks:
         block = CodeBlock(code=code)
         turn.blocks.append(block)
@@ -164,21 +177,18 @@ async def _turn(state: RunState, sandbox: Any, messages: list[Message], new_mess
         if not cell.finished and state.fatal is None and tree.budget.remaining_seconds() != 0:
             cell.stdout += (await in_thread(sandbox.run, RESTORE_CALL)).stdout
         _fill_block(block, cell, settings.display.trajectory_chars)
-        outputs.append(_cell_text(cell, len(parsed.code_blocks) > 1, len(turn.blocks)))
+        outputs.append(cell_output(cell, number=len(turn.blocks) if len(parsed.code_blocks) > 1 else None))
         if state.fatal is not None:
             _finish_turn(traj, turn, start, tree)
             raise state.fatal
         if state.submitted is None and not cell.finished:
-            found = settings.protocol.after_cell(lambda name: sandbox.get(name), fields)
-            if found is not None:
-                outputs.append(_try_submit(state, found))
+            outputs += _take_answer(state, protocol.answer(parsed, sandbox.get, fields, turn_over=False))
         if state.submitted is not None:
             break
-    if state.submitted is None and (parsed.final is not None or parsed.final_var is not None):
-        found = _resolve_final(parsed, sandbox, fields)
-        outputs.append(_try_submit(state, found))
+    if state.submitted is None:
+        outputs += _take_answer(state, protocol.answer(parsed, sandbox.get, fields, turn_over=True))
     if not parsed.code_blocks and parsed.final is None and parsed.final_var is None:
-        outputs.append("Your reply had no ```repl code block. Write Python code in a ```repl block.")
+        outputs.append(NO_CODE_BLOCK)
     if state.submitted is None and (nudge := progress.after(completion.text, parsed.code_blocks)):
         outputs.append(nudge)
     turn.final = state.submitted is not None
@@ -195,25 +205,17 @@ def _finish_turn(traj: Trajectory, turn: Turn, start: float, tree: Tree) -> None
         tree.log.turn(traj.meta.run_id, turn)
 
 
-def _resolve_final(parsed: Any, sandbox: Any, fields: list[str]) -> dict[str, Any]:
-    missing = object()
-    if parsed.final_var is not None:
-        value = sandbox.get(parsed.final_var, missing)
-        if value is not missing:
-            return {fields[0]: value}
-        if parsed.final is None:
-            return {"__error__": f"FINAL_VAR({parsed.final_var}): no REPL variable named {parsed.final_var!r}"}
-    return {fields[0]: parsed.final["__value__"]}
-
-
-def _try_submit(state: RunState, outputs: dict[str, Any]) -> str:
-    if "__error__" in outputs:
-        return outputs["__error__"]
+def _take_answer(state: RunState, found: Answer | None) -> list[str]:
+    """Feedback on an answer the protocol found: accepted, rejected (why), or its problem."""
+    if found is None:
+        return []
+    if found.problem is not None:
+        return [found.problem]
     try:
-        state.submit(outputs)
-        return "Answer accepted."
+        state.submit(found.outputs)
+        return [ANSWER_ACCEPTED]
     except ValueError as exc:
-        return f"Answer rejected: {exc}"
+        return [ANSWER_REJECTED.format(error=exc)]
 
 
 def _fill_block(block: CodeBlock, cell: CellResult, limit: int) -> None:
@@ -221,23 +223,6 @@ def _fill_block(block: CodeBlock, cell: CellResult, limit: int) -> None:
     block.stderr = bounded(cell.stderr, limit)
     block.error = bounded(cell.error, limit) if cell.error else None
     block.timed_out, block.restarted, block.duration_s = cell.timed_out, cell.restarted, cell.duration_s
-
-
-def _cell_text(cell: CellResult, numbered: bool, number: int) -> str:
-    parts = [f"[block {number}]"] if numbered else []
-    if cell.stdout:
-        parts.append(cell.stdout.rstrip("\n"))
-    if cell.stderr:
-        parts.append(f"stderr:\n{cell.stderr.rstrip()}")
-    if cell.timed_out:
-        parts.append("The cell was stopped: it ran past the cell time limit.")
-    if cell.restarted:
-        parts.append("The REPL worker died and was restarted: variables you created are gone (inputs are back).")
-    if cell.error:
-        parts.append(cell.error.rstrip())
-    if len(parts) == (1 if numbered else 0):
-        parts.append("(no output)")
-    return "\n".join(parts)
 
 
 _SHOW_VARS = '''

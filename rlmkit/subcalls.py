@@ -23,7 +23,7 @@ import dspy
 
 from rlmkit.errors import BudgetExceeded, Finish, LMError, RunError, UserError
 from rlmkit.guards import call_model
-from rlmkit.protocols.base import FUNCTION_DOCS
+from rlmkit.prompting import FUNCTION_DOCS
 from rlmkit.run_state import RunState
 from rlmkit.signature import OutputValidator, describe_outputs, field_desc, make_signature, type_name
 from rlmkit.trajectory import Message, SubCall, bounded

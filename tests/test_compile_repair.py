@@ -22,7 +22,7 @@ def ending_of(reply: str, protocol: str) -> str:
     code = "\n".join(find_code_blocks(reply))
     if protocol == "final":
         parsed = get_protocol("final").parse(reply)
-        return parsed.final_var or parsed.final["__value__"]
+        return parsed.final_var or parsed.final
     if protocol == "submit":
         assert code.count("SUBMIT(") == 1, reply
         return code.split("SUBMIT(answer=", 1)[1].rsplit(")", 1)[0]
@@ -53,7 +53,7 @@ def test_templated_final_mistakes_are_fixed(mistake, fix):
     # exactly one clean ending remains, and nothing trails it
     assert result.reply.count("FINAL") == 1
     assert result.reply.rstrip().endswith(")")
-    assert (parsed.final_var or parsed.final["__value__"]) in ("total", "42")
+    assert (parsed.final_var or parsed.final) in ("total", "42")
 
 
 def test_both_forms_keep_final_var_unless_the_literal_is_the_recorded_answer():

@@ -20,11 +20,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-PROTOCOLS = ("submit", "final", "answer")
+from rlmkit.protocols import CODE_BLOCK
+from rlmkit.protocols import PROTOCOLS as _REGISTRY
+
+PROTOCOLS = tuple(_REGISTRY)  # submit, final, answer
 FINAL_VAR_NAME = "final_answer"  # variable created when an expression must become FINAL_VAR
 
-# same fences as rlmkit.protocols.base; group 1 is the code, an unclosed last block runs to the end
-_CODE_BLOCK = re.compile(r"```(?:repl|python|py)[ \t]*\r?\n(.*?)(?:```|\Z)", re.DOTALL)
+# rlmkit's own fences; group 1 is the code, an unclosed last block runs to the end
+_CODE_BLOCK = CODE_BLOCK
 # anywhere in prose, as rlmkit's final protocol reads it (not only at the start of a line)
 _PROSE_MARKER = re.compile(r"(?<![A-Za-z0-9_])(FINAL_VAR|FINAL|SUBMIT)\(")
 _QUOTES = "\"'` \t\n"

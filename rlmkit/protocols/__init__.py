@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from rlmkit.errors import ConfigError
 from rlmkit.protocols.answer import AnswerProtocol
-from rlmkit.protocols.base import REPL_PROMPT, Parsed, Protocol, find_code_blocks, strip_code_blocks
+from rlmkit.protocols.base import (
+    CODE_BLOCK,
+    REPL_PROMPT,
+    Answer,
+    Parsed,
+    Protocol,
+    find_code_blocks,
+    strip_code_blocks,
+)
 from rlmkit.protocols.final import FinalProtocol
 from rlmkit.protocols.submit import SubmitProtocol
 
@@ -25,4 +33,14 @@ def get_protocol(protocol: "str | Protocol") -> Protocol:
         raise ConfigError(f"unknown protocol {protocol!r}; choose one of {sorted(PROTOCOLS)}") from None
 
 
-__all__ = ["PROTOCOLS", "REPL_PROMPT", "Parsed", "Protocol", "get_protocol", "find_code_blocks", "strip_code_blocks"]
+__all__ = [
+    "CODE_BLOCK",
+    "PROTOCOLS",
+    "REPL_PROMPT",
+    "Answer",
+    "Parsed",
+    "Protocol",
+    "find_code_blocks",
+    "get_protocol",
+    "strip_code_blocks",
+]

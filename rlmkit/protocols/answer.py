@@ -7,30 +7,28 @@ fields, ``content`` is a dict of them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
 
-from rlmkit.protocols.base import Protocol
+from rlmkit.prompting import ANSWER_NOW, FINISH_PROMPT
+from rlmkit.protocols.base import Answer, Parsed, Protocol, ReadVar
 
 
 @dataclass
 class AnswerProtocol(Protocol):
     name: str = "answer"
-    finish_prompt: str = (
-        'The REPL has a dict `answer = {{"content": None, "ready": False}}`. When you are done, set '
-        'answer["content"] to your final answer ({fields}; a dict of them if there are several) and then '
-        'answer["ready"] = True inside a ```repl block. The run ends right after that block.'
-    )
-    answer_now: str = (
-        'You are out of turns. Reply now with one ```repl block that sets answer["content"] and '
-        'answer["ready"] = True.'
-    )
+    finish_prompt: str = FINISH_PROMPT["answer"]
+    answer_now: str = ANSWER_NOW["answer"]
     prelude: str = 'answer = {"content": None, "ready": False}\n'
 
-    def after_cell(self, read_var: Callable[[str], Any], fields: list[str]) -> dict[str, Any] | None:
-        answer = read_var("answer")
+    def answer(
+        self, parsed: Parsed, read_var: ReadVar, fields: list[str], *, turn_over: bool
+    ) -> Answer | None:
+        """After each cell (the run ends right after the block that sets ``ready``)."""
+        if turn_over:
+            return None
+        answer = read_var("answer", None)
         if not isinstance(answer, dict) or not answer.get("ready"):
             return None
         content = answer.get("content")
         if isinstance(content, dict) and set(content) == set(fields):
-            return content
-        return {fields[0]: content}
+            return Answer(outputs=content)
+        return Answer(outputs={fields[0]: content})

@@ -1,63 +1,52 @@
-"""What every protocol shares: finding code in a reply, and the REPL's own prompt text.
+"""What every protocol shares: finding code in a reply, and the ``Protocol`` interface.
 
 A protocol is a small object: the prompt text that tells the model how to finish, the
-host functions and prelude it adds to the REPL, how it reads a final answer out of a reply
-or the REPL, and the one-time "answer now" request sent at ``max_iterations``.
+host functions and prelude it adds to the REPL, ``answer()`` (the one rule for how a turn
+ends: the answer it found, if any), and the one-time "answer now" request sent at
+``max_iterations``. Every text the model reads lives in ``rlmkit.prompting``.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from rlmkit.errors import Finish
+from rlmkit.prompting import ANSWER_NOW, FUNCTION_DOCS, REPL_PROMPT  # noqa: F401 - re-exported
 
 # ```repl is the convention; ```python / ```py are accepted. A last block the model did not
 # close (it stopped mid-reply) still counts: the regex's second branch takes it to the end.
-_CODE_BLOCK = re.compile(r"```(?:repl|python|py)[ \t]*\r?\n(.*?)(?:```|\Z)", re.DOTALL)
+# Group 1 is the code. optimizers/compile/repair.py reads replies with this same pattern.
+CODE_BLOCK = re.compile(r"```(?:repl|python|py)[ \t]*\r?\n(.*?)(?:```|\Z)", re.DOTALL)
 
 
 def find_code_blocks(reply: str) -> list[str]:
-    return [block.strip("\n") for block in _CODE_BLOCK.findall(reply or "") if block.strip()]
+    return [block.strip("\n") for block in CODE_BLOCK.findall(reply or "") if block.strip()]
 
 
 def strip_code_blocks(reply: str) -> str:
     """The reply's prose: everything outside code blocks."""
-    return _CODE_BLOCK.sub("", reply or "")
+    return CODE_BLOCK.sub("", reply or "")
 
 
 @dataclass
 class Parsed:
     code_blocks: list[str]
-    final: dict[str, Any] | None = None  # an answer given outside code (final protocol)
+    final: str | None = None  # FINAL(value) outside code: the answer's text (final protocol)
     final_var: str | None = None  # FINAL_VAR(name) outside code: read ``name`` from the REPL
 
 
-REPL_PROMPT = """You are the root of a Recursive Language Model. You answer by writing Python code that \
-runs in a persistent REPL. The inputs are already loaded there as variables; they may be far too long \
-to read at once, so inspect them with code (len, slicing, regex, splitting) and delegate reading of \
-chunks to sub-models through the functions below. Variables persist between your turns.
+@dataclass
+class Answer:
+    """What ``Protocol.answer`` found: outputs to validate, or what is wrong with the attempt."""
 
-Write code in fenced blocks that start with ```repl and end with ```. All blocks in a reply run in \
-order, and you see their printed output in the next message (long output is cut, so print summaries, \
-not whole chunks). Use print() to see values.
+    outputs: dict[str, Any] | None = None
+    problem: str | None = None  # told to the model; no outputs were submitted
 
-Functions available in the REPL:
-{functions}
-{finish}"""
 
-FUNCTION_DOCS = {
-    "llm_query": "llm_query(prompt: str) -> str: ask a sub-model one question; it sees only `prompt` "
-    "(include the text it must read). It can handle about {sub_chars} characters.",
-    "llm_query_batched": "llm_query_batched(prompts: list[str]) -> list[str]: many llm_query calls run "
-    "concurrently; a failed item comes back as a string starting with 'Error:'.",
-    "rlm_query": "rlm_query(prompt: str, context=None) -> str: a child RLM with its own REPL answers "
-    "`prompt` over `context` (any size).",
-    "rlm_query_batched": "rlm_query_batched(prompts: list[str], contexts: list | None = None) -> list[str]: "
-    "many rlm_query calls run concurrently.",
-    "SHOW_VARS": "SHOW_VARS() -> None: print the REPL's variables with their types and sizes.",
-}
+# Reads a REPL variable: read_var(name, default) -> its value, or default when there is none.
+ReadVar = Callable[[str, Any], Any]
 
 
 @dataclass
@@ -66,12 +55,11 @@ class Protocol:
 
     name: str = "base"
     finish_prompt: str = ""  # how to end a run; an optimizable parameter
-    answer_now: str = "You are out of turns. Give your final answer now."
+    answer_now: str = ANSWER_NOW["base"]
     prelude: str = ""
     # Where a root reply is cut off. Our feedback starts with "REPL output:", so a model that
     # writes it is inventing the output of its own code; nothing after it is worth running.
     stop: tuple[str, ...] = ("REPL output:",)
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def render_finish(self, output_fields: dict[str, str]) -> str:
         fields = ", ".join(f"{name} ({type_})" for name, type_ in output_fields.items())
@@ -86,8 +74,12 @@ class Protocol:
     def parse(self, reply: str) -> Parsed:
         return Parsed(code_blocks=find_code_blocks(reply))
 
-    def after_cell(self, read_var: Callable[[str], Any], fields: list[str]) -> dict[str, Any] | None:
-        """Look in the REPL for an answer after a cell (the ``answer`` protocol's dict)."""
+    def answer(
+        self, parsed: Parsed, read_var: ReadVar, fields: list[str], *, turn_over: bool
+    ) -> Answer | None:
+        """How a turn ends: the answer found after a cell (``turn_over=False``) or after the
+        whole reply ran (``True``), else None. Answers given by calling a host function
+        (``SUBMIT``, ``FINAL``) arrive through ``host_functions``'s ``submit`` instead."""
         return None
 
 

@@ -12,7 +12,16 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from rlmkit.protocols.base import Parsed, Protocol, find_code_blocks, finish_with, strip_code_blocks
+from rlmkit.prompting import ANSWER_NOW, FINISH_PROMPT, NO_SUCH_VARIABLE
+from rlmkit.protocols.base import (
+    Answer,
+    Parsed,
+    Protocol,
+    ReadVar,
+    find_code_blocks,
+    finish_with,
+    strip_code_blocks,
+)
 
 _FINAL_VAR = re.compile(r"FINAL_VAR\(\s*(.*?)\s*\)", re.DOTALL)
 _FINAL = re.compile(r"(?<![A-Za-z_])FINAL\((.*)\)", re.DOTALL)
@@ -50,12 +59,8 @@ def _balanced_prefix(text: str) -> str:
 @dataclass
 class FinalProtocol(Protocol):
     name: str = "final"
-    finish_prompt: str = (
-        "When you are done, give the answer with FINAL(your answer) on its own line outside code, or with "
-        "FINAL_VAR(variable_name) to return a REPL variable you computed. Both also work inside a ```repl "
-        "block. Answer fields: {fields}."
-    )
-    answer_now: str = "You are out of turns. Reply now with FINAL(your best answer) or FINAL_VAR(variable_name)."
+    finish_prompt: str = FINISH_PROMPT["final"]
+    answer_now: str = ANSWER_NOW["final"]
     prelude: str = _PRELUDE
 
     def host_functions(self, submit: Callable[[dict[str, Any]], None], fields: list[str]):
@@ -74,5 +79,20 @@ class FinalProtocol(Protocol):
             parsed.final_var = _unquote(var.group(1))
         value = _FINAL.search(prose.replace("FINAL_VAR(", "_VAR("))
         if value:
-            parsed.final = {"__value__": _unquote(_balanced_prefix(value.group(1)))}
+            parsed.final = _unquote(_balanced_prefix(value.group(1)))
         return parsed
+
+    def answer(
+        self, parsed: Parsed, read_var: ReadVar, fields: list[str], *, turn_over: bool
+    ) -> Answer | None:
+        """After the whole reply ran (its code may compute the variable FINAL_VAR names)."""
+        if not turn_over or (parsed.final is None and parsed.final_var is None):
+            return None
+        if parsed.final_var is not None:
+            missing = object()
+            value = read_var(parsed.final_var, missing)
+            if value is not missing:
+                return Answer(outputs={fields[0]: value})
+            if parsed.final is None:
+                return Answer(problem=NO_SUCH_VARIABLE.format(name=parsed.final_var))
+        return Answer(outputs={fields[0]: parsed.final})

@@ -10,20 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from rlmkit.prompting import ANSWER_NOW, FINISH_PROMPT
 from rlmkit.protocols.base import Protocol, finish_with
 
 
 @dataclass
 class SubmitProtocol(Protocol):
     name: str = "submit"
-    finish_prompt: str = (
-        "When you are done, call SUBMIT({fields}) inside a ```repl block, passing the variables (or "
-        "literals) that hold your final values, never a type name such as str. Only call SUBMIT once you "
-        "have printed and checked the answer."
-    )
-    answer_now: str = (
-        "You are out of turns. Reply now with one ```repl block that calls SUBMIT(...) with your best answer."
-    )
+    finish_prompt: str = FINISH_PROMPT["submit"]
+    answer_now: str = ANSWER_NOW["submit"]
 
     def render_finish(self, output_fields: dict[str, str]) -> str:
         """Show the call with values (``SUBMIT(answer=answer)``): small models copy a rendered
