@@ -14,6 +14,7 @@ from rlmkit.local.machine import MachineServer, machine_server
 from rlmkit.local.server import MODEL_ALIAS, LocalServer, LocalServerConfig, shared_server
 
 LOCAL_MODEL_NAME = f"openai/{MODEL_ALIAS}"
+EMBEDDED_MAX_TOKENS = 1024
 
 
 def local_lm(config: LocalServerConfig | None = None, *, progress=None, **lm_kwargs: Any):
@@ -27,6 +28,9 @@ def local_lm(config: LocalServerConfig | None = None, *, progress=None, **lm_kwa
     server = machine_server(ensure_model(progress=progress), config)  # one per machine, shared
     lm_kwargs.setdefault("max_concurrency", server.config.parallel)
     lm_kwargs.setdefault("timeout", 600.0)  # a long prompt on 2 CPU cores takes minutes
+    # A small model's turn is a little code: a cap keeps one run-away reply from holding the
+    # CPU for minutes (RLM caps are ceilings; this tighter one wins, see rlmkit/guards.py).
+    lm_kwargs.setdefault("max_tokens", EMBEDDED_MAX_TOKENS)
     return LM(LOCAL_MODEL_NAME, api_base=server.url, api_key="local", **lm_kwargs)
 
 
