@@ -1,0 +1,93 @@
+"""How well the embedded model answers unseen long-context questions through the default RLM.
+
+    nice -n 10 python benchmarks/local_quality.py --n 5 --length 200000 --seed 1000
+
+The default program, nothing tuned: ``rlmkit.RLM("context, question -> answer: str",
+max_iterations=8)`` with no instructions, the embedded Qwen2.5-Coder-1.5B as the root (the
+machine's one local server), on the needle suite and the labelled aggregation suite
+(``labelled=True``, every question kind). Seeds from 1000 up are held out: no tuning or demo
+ever used them. Prints one row per example and a table (accuracy with a 95% Wilson interval,
+seconds and turns per example); ``--out`` also writes the rows as JSON lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import rlmkit  # noqa: E402
+from programs.tasks import generate, score  # noqa: E402
+from rlmkit.local import LocalServerConfig, local_lm  # noqa: E402
+
+SUITES = {"needle": {}, "aggregation": {"labelled": True}}
+
+
+def wilson(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    if n == 0:
+        return 0.0, 0.0
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def run_one(rlm: rlmkit.RLM, example) -> dict:
+    started = time.monotonic()
+    try:
+        pred = rlm(**example.inputs)
+        answer, trajectory, error = pred.answer, pred.trajectory, None
+    except rlmkit.errors.RunError as exc:
+        answer, trajectory, error = None, exc.trajectory, f"{type(exc).__name__}: {exc}"[:200]
+    return {"suite": example.suite, "id": example.id, "seed": example.seed, "gold": example.gold,
+            "answer": answer, "score": score(example, answer) if answer is not None else 0.0,
+            "seconds": round(time.monotonic() - started, 1), "turns": trajectory.n_turns if trajectory else 0,
+            "error": error}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=5, help="examples per suite")
+    parser.add_argument("--length", type=int, default=200_000, help="context characters")
+    parser.add_argument("--seed", type=int, default=1000, help="held-out seed (>= 1000)")
+    parser.add_argument("--suites", default=",".join(SUITES))
+    parser.add_argument("--max-iterations", type=int, default=8)
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--log-dir", type=Path, default=None, help="write each run's trajectory here (JSONL)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="llama.cpp threads if this starts the server (1 on a crowded machine: "
+                             "2 threads that keep losing the CPU to others wait on each other)")
+    args = parser.parse_args()
+    config = LocalServerConfig(threads=args.threads) if args.threads else None
+    lm = local_lm(config, cache=False, temperature=0.0)
+    rlm = rlmkit.RLM("context, question -> answer: str", lm=lm, max_iterations=args.max_iterations,
+                      log_dir=args.log_dir)
+    rows = []
+    per_suite = [generate(suite, n=args.n, length=args.length, seed=args.seed, **SUITES[suite])
+                 for suite in args.suites.split(",")]
+    for batch in zip(*per_suite):  # suites alternate, so a run cut short still measures each
+        for example in batch:
+            row = run_one(rlm, example)
+            rows.append(row)
+            print(json.dumps(row, default=str), flush=True)
+            if args.out:
+                with args.out.open("a") as handle:
+                    handle.write(json.dumps(row, default=str) + "\n")
+    print(f"\n| suite | length | n | accuracy (95% CI) | s/example | turns/example |\n|---|---|---|---|---|---|")
+    for suite in args.suites.split(","):
+        mine = [r for r in rows if r["suite"] == suite]
+        hits = sum(r["score"] for r in mine)
+        low, high = wilson(hits, len(mine))
+        print(f"| {suite}{' (labelled)' if suite == 'aggregation' else ''} | {args.length:,} | {len(mine)} | "
+              f"{hits / len(mine):.2f} ({low:.2f}-{high:.2f}) | {statistics.mean(r['seconds'] for r in mine):.0f} | "
+              f"{statistics.mean(r['turns'] for r in mine):.1f} |")
+
+
+if __name__ == "__main__":
+    main()
