@@ -7,8 +7,13 @@ Every case of ``rlmkit/sandbox/hostile_cases.py`` runs once per framework:
   model on 127.0.0.1 emits the case's code. Time to contain = the cell's duration.
 - ``rlms``: rlms 0.1.3 ``LocalREPL.execute_code`` (the reference RLM's local REPL).
 - ``dspy``: dspy 3.4.1 ``LocalInterpreter(execution_timeout=5).execute`` (dspy.RLM's local,
-  non-Deno interpreter). dspy's default Deno/Pyodide sandbox is not run here: its first start
-  downloads Deno packages from deno.land and npm, which this machine cannot reach.
+  non-Deno interpreter), which dspy documents as not a security sandbox (its docstring, and
+  https://dspy.ai/api/tools/LocalInterpreter/). dspy's default Deno/Pyodide sandbox is not run
+  here: its first start downloads Deno packages from deno.land and npm, which this machine cannot reach.
+Every framework is judged at the same boundary, what reaches the root model's next prompt:
+rlmkit's from the requests its scripted server received; the peers' by passing the REPL result
+through the function their own loop uses to build that prompt (rlms 0.1.3 ``format_iteration``,
+dspy 3.4.1 ``REPLHistory`` with ``dspy.RLM``'s default ``max_output_chars``).
 The peers are installed in their own venv, ``benchmarks/.peers-security/.venv`` (made on first use).
 
 Each case runs in its own process tree so a peer that hangs, kills its host or forks without
@@ -44,6 +49,7 @@ RESULTS = HERE / "results" / "security.md"
 PIDS_MAX, MEMORY_MAX, DISK_MAX = 128, 6 * 1024**3, 256 * 1024**2  # memory above rlmkit's own 4 GiB
 STARTUP_S = 180.0  # for a host to import its framework before the case's clock starts
 CELL_TIMEOUT = 5.0  # rlmkit's cell timeout and dspy's execution_timeout
+PROMPT_OUTPUT_MAX = 100_000  # more of one cell's output than this in the next prompt: not contained
 CGROUP = Path("/sys/fs/cgroup")
 
 
@@ -67,34 +73,37 @@ def host_rlmkit(code: str, ready) -> dict:
 
     import rlmkit
     from rlmkit.errors import RLMKitError
-    from rlmkit.prompting import Display
     from rlmkit.testing import ScriptedServer, is_root_request
 
     replies = [f"```repl\n{code}\n```", "```repl\nSUBMIT(answer=len(context))\n```"]
-    seen: list[str] = []
+    seen: list[list[dict]] = []
 
     def root(body: dict) -> str:
         turn = sum(1 for m in body["messages"] if m["role"] == "assistant") if is_root_request(body) else 1
-        seen.append(json.dumps(body["messages"]))
+        seen.append(body["messages"])
         return replies[min(turn, 1)]
 
     with ScriptedServer(root) as server:
         lm = rlmkit.LM("openai/scripted", api_base=server.url, api_key="test", cache=False)
-        rlm = rlmkit.RLM("context -> answer: int", lm=lm, cell_timeout=CELL_TIMEOUT, max_iterations=3,
-                         display=Display(trajectory_chars=1_100_000))
+        rlm = rlmkit.RLM("context -> answer: int", lm=lm, cell_timeout=CELL_TIMEOUT, max_iterations=3)
         ready()
         try:
             trajectory, ended = rlm(context="the inputs").trajectory, None
         except RLMKitError as exc:
             trajectory, ended = exc.trajectory, f"run ended: {type(exc).__name__}"
     block = trajectory.turns[0].blocks[0]
+    later = seen[1] if len(seen) > 1 else []  # the request after the case's turn
+    first_reply = next((i for i, m in enumerate(later) if m["role"] == "assistant"), len(later))
+    prompt_output = "".join(str(m["content"]) for m in later[first_reply + 1:first_reply + 2])
     return {"stdout": block.stdout, "stderr": block.stderr, "error": block.error, "timed_out": block.timed_out,
             "restarted": block.restarted, "contain_s": block.duration_s, "ended": ended,
-            "told_model": "\n".join(seen[1:])}
+            "prompt_output": prompt_output, "told_model": "\n".join(json.dumps(m) for m in seen[1:])}
 
 
 def host_rlms(code: str, ready) -> dict:
+    from rlm.core.types import CodeBlock, RLMIteration
     from rlm.environments.local_repl import LocalREPL
+    from rlm.utils.parsing import format_iteration  # how rlm.RLM's loop turns a cell into the next prompt
 
     repl = LocalREPL(context_payload="the inputs")
     ready()
@@ -102,26 +111,41 @@ def host_rlms(code: str, ready) -> dict:
     result = repl.execute_code(code)
     elapsed = time.monotonic() - t0
     lines = (result.stderr or "").strip().splitlines()
+    turn = RLMIteration(prompt="", response=f"```repl\n{code}\n```", code_blocks=[CodeBlock(code, result)])
+    prompt_output = format_iteration(turn)[-1]["content"]
     return {"stdout": result.stdout, "stderr": result.stderr, "error": lines[-1] if lines else None,
-            "contain_s": elapsed, "told_model": f"{result.stdout}\n{result.stderr}"}
+            "contain_s": elapsed, "prompt_output": prompt_output, "told_model": prompt_output}
 
 
 def host_dspy(code: str, ready) -> dict:
+    import inspect
+
+    from dspy.predict.rlm import RLM
+    from dspy.primitives.code_interpreter import CodeExecutionError
     from dspy.primitives.local_interpreter import LocalInterpreter
+    from dspy.primitives.repl_types import REPLHistory
+    from dspy.utils.exceptions import format_error_for_lm
 
     interp = LocalInterpreter(execution_timeout=CELL_TIMEOUT)
     interp.start()
     ready()
     t0 = time.monotonic()
-    stdout, error = "", None
+    stdout, error, fed_back = "", None, None
     try:
         stdout = str(interp.execute(code, variables={"context": "the inputs"}) or "")
-    except BaseException as exc:  # noqa: BLE001 - every way the interpreter reports a failure
+    except (CodeExecutionError, SyntaxError) as exc:  # dspy.RLM._execute_code tells the model these
+        error, fed_back = f"{type(exc).__name__}: {exc}", f"[Error] {format_error_for_lm(exc)}"
+    except BaseException as exc:  # noqa: BLE001 - the rest (CodeInterpreterError...) end dspy.RLM's run
         error = f"{type(exc).__name__}: {exc}"
     elapsed = time.monotonic() - t0
     interp.shutdown()
+    # dspy.RLM puts a cell's output into a REPLHistory, cut head + tail to max_output_chars.
+    limit = inspect.signature(RLM.__init__).parameters["max_output_chars"].default
+    output = fed_back or stdout or "(no output - did you forget to print?)"
+    prompt_output = "" if error and not fed_back else REPLHistory(max_output_chars=limit).append(
+        code=code, output=output).format()
     return {"stdout": stdout, "stderr": "", "error": error, "contain_s": elapsed,
-            "told_model": f"{stdout}\n{error or ''}"}
+            "prompt_output": prompt_output, "told_model": prompt_output}
 
 
 HOSTS = {"rlmkit": host_rlmkit, "rlms": host_rlms, "dspy": host_dspy}
@@ -251,8 +275,9 @@ def _judge(case, env, found: dict | None, code: int | None, hung: bool, hits: li
         shown = found.get("told_model") or ""
         if hostile.SECRET_TEXT in shown:
             problems.append("secret shown to the model")
-        if len(found.get("stdout") or "") > 5_000_000:
-            problems.append(f"kept {len(found['stdout']):,} characters of output")
+        prompt_chars = len(found.get("prompt_output") or "")
+        if prompt_chars > PROMPT_OUTPUT_MAX:
+            problems.append(f"{prompt_chars:,} characters of one cell's output reached the model's prompt")
         if "uid=" in shown:
             problems.append("a subprocess ran")
     if found is None:
@@ -280,8 +305,11 @@ def _describe(found: dict) -> str:
     if error:
         return error[-1][:90]
     out = (found.get("stdout") or "").strip()
-    if "characters truncated]" in out:
-        return f"output cut head + tail to {len(out):,} chars"
+    prompt = found.get("prompt_output") or ""
+    if "characters truncated]" in out or "characters cut]" in out:  # rlmkit: its trajectory keeps a bounded copy
+        return f"output cut head + tail; {len(prompt):,} chars reached the prompt"
+    if len(out) > len(prompt):
+        return f"{len(out):,} chars printed, {len(prompt):,} reached the prompt"
     return f"ran; printed {len(out):,} chars" if out else "ran"
 
 
@@ -293,9 +321,14 @@ def ensure_peers() -> None:
     subprocess.check_call([str(VENV_PYTHON), "-m", "pip", "install", "-q", *PEER_PACKAGES])
 
 
-def write_table(rows: dict[str, list[dict]], frameworks: list[str], timeout: float) -> str:
+COLUMNS = {"rlmkit": "rlmkit", "rlms": "rlms `LocalREPL`",
+           "dspy": "dspy `LocalInterpreter` (documented as not a sandbox)"}
+
+
+def write_table(rows: dict[str, list[dict]], frameworks: list[str], timeout: float, command: str) -> str:
     cases = [c for c in hostile.HOSTILE_CASES if any(r["case"] == c.name for fw in rows.values() for r in fw)]
-    lines = ["| case | " + " | ".join(frameworks) + " |", "| --- |" + " --- |" * len(frameworks)]
+    lines = ["| case | " + " | ".join(COLUMNS.get(fw, fw) for fw in frameworks) + " |",
+             "| --- |" + " --- |" * len(frameworks)]
     for case in cases:
         cells = []
         for fw in frameworks:
@@ -305,26 +338,37 @@ def write_table(rows: dict[str, list[dict]], frameworks: list[str], timeout: flo
             cells.append(f"{mark}: {row['outcome']} ({secs})")
         lines.append(f"| {case.name} | " + " | ".join(cells) + " |")
     totals = ", ".join(f"{fw} {sum(r['contained'] for r in rows[fw])}/{len(rows[fw])}" for fw in frameworks)
+    memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return "\n".join([
         "# Hostile code: rlmkit vs the rlms and DSPy local interpreters",
         "",
-        (f"Written by `python benchmarks/security_table.py` on {time.strftime('%Y-%m-%d')} "
-         f"({os.uname().sysname} {os.uname().release}, {os.cpu_count()} cores, as "
+        (f"Written by `{command}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
+         f"({os.uname().sysname} {os.uname().release}, {os.cpu_count()} cores, {memory_gib:.0f} GiB, as "
          f"{'root' if os.geteuid() == 0 else 'a user'}). Contained: {totals}."),
         "",
         ("Each cell: outcome (time to contain: the cell's duration when contained, else the wall time "
          "until the harness stopped it). rlmkit = `rlmkit.RLM`, default process sandbox, "
          f"cell_timeout={CELL_TIMEOUT:g} s; rlms = rlms 0.1.3 `LocalREPL`; dspy = dspy 3.4.1 "
-         f"`LocalInterpreter(execution_timeout={CELL_TIMEOUT:g})`. dspy's default Deno/Pyodide sandbox "
-         "was not run: its first start needs deno.land and npm."),
+         f"`LocalInterpreter(execution_timeout={CELL_TIMEOUT:g})`, which dspy documents as not a security "
+         "sandbox (\"A subprocess is not a security sandbox\": https://dspy.ai/api/tools/LocalInterpreter/, "
+         "and the class docstring in `dspy/primitives/local_interpreter.py`). dspy's default Deno/Pyodide "
+         "sandbox was not run: its first start needs deno.land and npm."),
+        "",
+        ("Output is judged for all three at one boundary, what reaches the root model's next prompt "
+         f"(more than {PROMPT_OUTPUT_MAX:,} characters of one cell's output: not contained): rlmkit's as its "
+         "scripted server received it; the peers' by passing the REPL result through the function their "
+         "own loop builds that prompt with (rlms 0.1.3 `rlm.utils.parsing.format_iteration`, 20,000 "
+         "characters per block; dspy 3.4.1 `REPLHistory` with `dspy.RLM`'s default `max_output_chars`, "
+         "10,000). A secret counts as shown when it is in that prompt text."),
         "",
         *lines,
         "",
         (f"Harness guards (never part of a framework): each host runs in its own pids cgroup "
          f"({PIDS_MAX} tasks), memory cgroup ({MEMORY_MAX // 2**30} GiB) and a {DISK_MAX // 2**20} MiB tmpfs "
          f"as working and temp dir, and is killed after {timeout:.0f} s. Hitting any of them counts as "
-         "not contained. `allocate_64_gib` is refused by the kernel's overcommit check on this 24 GiB "
-         "machine for every framework; only rlmkit sets a memory limit of its own (4 GiB address space)."),
+         "not contained. `allocate_64_gib` is refused by the kernel's overcommit check on this "
+         f"{memory_gib:.0f} GiB machine for every framework; only rlmkit sets a memory limit of its own "
+         "(4 GiB address space)."),
         "",
     ])
 
@@ -360,7 +404,8 @@ def main() -> None:
             print(f"{case.name:40s} {fw:7s} {'ok ' if row['contained'] else 'NOT'} {row['seconds']:6.2f}s "
                   f"{row['outcome'][:100]}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(write_table(rows, frameworks, args.timeout))
+    command = " ".join(["python benchmarks/security_table.py", *sys.argv[1:]])
+    args.out.write_text(write_table(rows, frameworks, args.timeout, command))
     print(f"wrote {args.out}")
 
 
