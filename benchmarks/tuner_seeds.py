@@ -23,10 +23,10 @@ import optuna
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import rlmkit  # noqa: E402
-from optimizers import IntKnob, RLMTuner, SearchSpace  # noqa: E402
-from optimizers.tuner.scripted import KEYWORD, KeywordResponder, secret_examples, secret_metric  # noqa: E402
-from rlmkit.testing import ScriptedServer  # noqa: E402
+import rlmkit
+from optimizers import IntKnob, RLMTuner, SearchSpace
+from optimizers.tuner.scripted import KEYWORD, KeywordResponder, secret_examples, secret_metric
+from rlmkit.testing import ScriptedServer
 
 CANDIDATES = [  # the candidate instructions of tests/test_tuner.py
     "Answer quickly.",
