@@ -168,11 +168,8 @@ FRAMEWORKS = {  # name -> (driver command line, which python, whose conventions 
     "rlmkit": (["rlmkit_driver.py"], sys.executable, "rlmkit"),
     "dspy.RLM": (["dspy_driver.py"], PEERS_PYTHON, "dspy.RLM"),
     "rlms": (["rlms_driver.py"], PEERS_PYTHON, "rlms"),
-    # Diagnostic, not a product: rlmkit with its model calls sent by one shared httpx client instead of
-    # litellm, to show how much of rlmkit's time per turn is its LM client (see rlmkit_driver.py).
-    "rlmkit+httpx": (["rlmkit_driver.py", "--httpx"], sys.executable, "rlmkit"),
 }
-DEFAULT_FRAMEWORKS = ["rlmkit", "dspy.RLM", "rlms", "rlmkit+httpx"]
+DEFAULT_FRAMEWORKS = ["rlmkit", "dspy.RLM", "rlms"]
 
 
 def busy_union(hits: list[Hit], lo: float, hi: float) -> float:

@@ -20,7 +20,6 @@ SUBCALL_CONCURRENCY = {
     "rlmkit": 16,  # RLM(max_concurrency=16) and LM(max_concurrency=16)
     "dspy.RLM": 8,  # llm_query_batched: ThreadPoolExecutor(max_workers=8), fixed in dspy 3.4.1
     "rlms": 16,  # LMHandler(batch_max_concurrent=16), its default
-    "rlmkit+httpx": 16,
 }
 
 

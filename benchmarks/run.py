@@ -40,7 +40,6 @@ DEPTH2_HOW = {
                 "and runs 16 of them in a ThreadPoolExecutor.",
     "rlms": "`rlm_query_batched` with `max_depth=2`, `max_concurrent_subcalls=16` (children in threads, "
             "in-process `local` REPLs).",
-    "rlmkit+httpx": "as rlmkit.",
 }
 
 

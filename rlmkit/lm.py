@@ -31,6 +31,7 @@ from rlmkit.errors import LMConfigError, LMError, LMUnavailableError, UserError
 from rlmkit.lm_cache import cache_key, current_rollout_id, default_cache_dir, open_cache
 from rlmkit.lm_limits import ConcurrencyLimit
 from rlmkit.prices import call_cost
+from rlmkit.prices import warm as warm_prices
 from rlmkit.sync_loop import run_sync
 from rlmkit.trajectory import Usage
 from rlmkit.transports import (
@@ -110,6 +111,8 @@ class LM:
         self.cache_dir = None if cache is False else (default_cache_dir() if cache is True else cache)
         self._cache = open_cache(self.cache_dir) if self.cache_dir is not None else None
         self._limit = ConcurrencyLimit(max_concurrency)
+        if self.transport.name != "function":
+            warm_prices()  # the price map loads (tens of ms) while the first request is prepared
 
     @classmethod
     def from_dspy(cls, lm: Any) -> LM:
