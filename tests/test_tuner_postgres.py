@@ -56,6 +56,8 @@ WORKER = textwrap.dedent(
     def progress(event, **info):
         if event in ("trial_start", "trial_end"):
             log.write(json.dumps({"event": event, "number": info["number"]}) + "\\n")
+        elif event == "study":  # what the CLI's trials bar shows: the whole study's count
+            log.write(json.dumps({"event": event, "done": info["done"]}) + "\\n")
 
     grid = {"max_iterations": [1, 2, 3, 4], INSTRUCTION_PARAM: [0, 1]}
     with ScriptedServer(KeywordResponder(), latency=0.01) as server:
@@ -134,6 +136,8 @@ def test_two_workers_share_a_study_and_find_the_single_process_front(postgres, t
     for worker in workers:  # each worker's result is the whole study's, and the same front
         rows = json.loads((logs / f"{worker.pid}.result.json").read_text())
         assert front(rows) == front(reference) and front(reference)
+        # its progress counted every worker's trials, not only the ones it ran
+        assert [e["done"] for e in events(logs, worker.pid) if e["event"] == "study"][-1] >= N_TRIALS
 
 
 def test_a_worker_killed_mid_trial_leaves_a_failed_trial_that_is_retried(postgres, tmp_path):
