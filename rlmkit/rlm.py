@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import pickle
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from rlmkit.budget import Budget
 from rlmkit.errors import ContextError, MissingInputError
 from rlmkit.guards import SUBCALL_MAX_TOKENS, TURN_MAX_TOKENS
 from rlmkit.lm_cache import current_rollout_id
+from rlmkit.observe.streaming import remember_caller_loop, stream_run
 from rlmkit.prompting import Display
 from rlmkit.protocols import Protocol
 from rlmkit.run import run_loop
@@ -147,7 +149,13 @@ class RLM(dspy.Module):
         """Sync calls run on one long-lived event loop, shared by every RLM in the process, so
         connection pools (one per loop) are reused instead of leaked per call."""
         inputs.setdefault("_rollout_id", current_rollout_id.get())  # the loop thread cannot see our context
-        return run_sync(self.aforward(**inputs))
+        with remember_caller_loop():  # under dspy.streamify: where status messages go
+            return run_sync(self.aforward(**inputs))
+
+    def stream(self, **inputs: Any) -> AsyncIterator[Any]:
+        """``async for item in rlm.stream(**inputs)``: the run's ``rlmkit.events`` as they
+        happen, then the ``dspy.Prediction`` (a failed run raises its error after its events)."""
+        return stream_run(self, inputs)
 
     async def aforward(self, **inputs: Any) -> dspy.Prediction:
         """The one entry point (``__call__`` and ``acall`` come here). ``_task={...}`` (optional)
@@ -184,7 +192,7 @@ class RLM(dspy.Module):
         spec = RunSpec(
             signature=self.signature, instructions=self.instructions, demos=tuple(self.demos),
             settings=self.settings, validator=self.validator, typed_subcalls=self.typed_subcalls,
-            tools=self.tools, lm=lm, sub_lm=sub_lm, start_child=self._run_child,
+            tools=self.tools, lm=lm, sub_lm=sub_lm, start_child=self._run_child, module=self,
         )
         state = RunState(spec, tree, depth, meta)
         outputs = await run_loop(state, variables, aliases)

@@ -10,11 +10,14 @@ The loop reads a frozen ``RunSpec`` and fills a ``RunState`` (``run_state.py``),
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from rlmkit import events as ev
 from rlmkit.errors import BudgetExceeded, LMError, MaxIterationsError, RunError, SandboxError
 from rlmkit.guards import RESTORE_CALL, Progress, call_model, input_guard
 from rlmkit.prompting import (
@@ -37,7 +40,9 @@ from rlmkit.trajectory import CodeBlock, Message, Trajectory, Turn, bounded
 
 async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
     """Run blocking ``fn`` in a fresh thread. Not the default executor: nested RLMs block
-    one thread each while their children run, and a bounded pool could deadlock."""
+    one thread each while their children run, and a bounded pool could deadlock. The thread
+    runs in a copy of the caller's context, so sub-calls made from a cell see the run's
+    DSPy settings and nest their events under the cell."""
     loop = asyncio.get_running_loop()
     future = loop.create_future()
 
@@ -49,7 +54,7 @@ async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
         else:
             loop.call_soon_threadsafe(_settle, future, result, None)
 
-    threading.Thread(target=target, daemon=True, name="rlmkit-cell").start()
+    threading.Thread(target=contextvars.copy_context().run, args=(target,), daemon=True, name="rlmkit-cell").start()
     return await future
 
 
@@ -76,6 +81,7 @@ async def run_loop(state: RunState, variables: dict[str, Any], aliases: dict[str
     run_start = time.monotonic()
     if tree.log is not None:
         tree.log.start(traj.meta)
+    ev.emit(ev.RunStarted(traj.meta, spec, variables))
     # The first request needs no REPL: it goes out while the inputs cross into the worker,
     # and a turn waits for the worker only before it runs code (``state.sandbox_ready``).
     guard = input_guard([*variables, *aliases])
@@ -124,17 +130,22 @@ async def run_loop(state: RunState, variables: dict[str, Any], aliases: dict[str
         await asyncio.wait([state.sandbox_ready])  # never close a worker that is still starting
         if not state.sandbox_ready.cancelled():
             state.sandbox_ready.exception()  # a start failure after an LM failure: already reported
+        ev.emit(ev.SandboxClosing(sandbox))
         await in_thread(sandbox.close)
+        ev.emit(ev.SandboxClosed(sandbox))
         if tree.log is not None:
             tree.log.end(traj)
+        ev.emit(ev.RunFinished(traj, sys.exc_info()[1]))
 
 
 async def _start_sandbox(name: str, sandbox: Any, variables: dict[str, Any], functions: dict,
                          prelude: str) -> None:
+    ev.emit(ev.SandboxStarting(sandbox))
     try:
         await in_thread(sandbox.start, variables, functions, prelude)
     except Exception as exc:
         raise SandboxError(f"sandbox {name!r} failed to start: {exc}") from exc
+    ev.emit(ev.SandboxStarted(sandbox))
 
 
 async def _turn(state: RunState, sandbox: Any, messages: list[Message], new_messages: list[Message],
@@ -147,15 +158,19 @@ async def _turn(state: RunState, sandbox: Any, messages: list[Message], new_mess
         messages[-1] = Message(role="user", content=f"{messages[-1].content}\n\n{answer_now}")
         new_messages = messages[keep:]
     turn = Turn(index=index, keep=keep, new_messages=new_messages, reply="", started_s=tree.elapsed())
+    ev.emit(ev.TurnStarted(turn, messages))
     start = time.monotonic()
 
     def record(completion: Any) -> None:
         turn.lm_duration_s = time.monotonic() - start
         turn.reply, turn.model, turn.usage = completion.text, completion.model, completion.usage
         traj.usage = traj.usage.add(completion.usage)
+        ev.emit(ev.ModelReply(turn, completion))
 
     try:
-        completion = await call_model(tree, state.spec.lm, [m.model_dump() for m in messages],
+        request = [m.model_dump() for m in messages]
+        ev.emit(ev.ModelRequest(turn, state.spec.lm, request))
+        completion = await call_model(tree, state.spec.lm, request,
                                       max_tokens=settings.max_tokens, stop=list(protocol.stop),
                                       record=record, rollout_id=tree.rollout_id)
     except BudgetExceeded:
@@ -172,11 +187,13 @@ async def _turn(state: RunState, sandbox: Any, messages: list[Message], new_mess
         turn.blocks.append(block)
         state.current_block = block
         sandbox.limits = settings.sandbox_limits(tree.budget)  # a cell may not outlive the run's deadline
+        ev.emit(ev.CellStarted(block, sandbox))
         cell: CellResult = await in_thread(sandbox.run, code)
         state.current_block = None
         if not cell.finished and state.fatal is None and tree.budget.remaining_seconds() != 0:
             cell.stdout += (await in_thread(sandbox.run, RESTORE_CALL)).stdout
         _fill_block(block, cell, settings.display.trajectory_chars)
+        ev.emit(ev.CellFinished(block, sandbox))
         outputs.append(cell_output(cell, number=len(turn.blocks) if len(parsed.code_blocks) > 1 else None))
         if state.fatal is not None:
             _finish_turn(traj, turn, start, tree)
@@ -203,6 +220,7 @@ def _finish_turn(traj: Trajectory, turn: Turn, start: float, tree: Tree) -> None
     traj.turns.append(turn)
     if tree.log is not None:
         tree.log.turn(traj.meta.run_id, turn)
+    ev.emit(ev.TurnFinished(turn))
 
 
 def _take_answer(state: RunState, found: Answer | None) -> list[str]:

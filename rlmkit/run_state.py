@@ -56,6 +56,7 @@ class RunSpec:
     lm: Any  # resolved once per run: one cache and one limiter per model
     sub_lm: Any
     start_child: StartChild
+    module: Any = None  # the RLM (a dspy.Module) this run is: what DSPy callbacks are shown
 
 
 class RunState:

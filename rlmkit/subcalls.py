@@ -21,6 +21,7 @@ from typing import Any
 
 import dspy
 
+from rlmkit import events as ev
 from rlmkit.errors import BudgetExceeded, Finish, LMError, RunError, UserError
 from rlmkit.guards import call_model
 from rlmkit.prompting import FUNCTION_DOCS
@@ -115,11 +116,14 @@ class SubcallHost:
         node.started_s = tree.elapsed()
         node.model = lm.model
         start = time.monotonic()
+        ev.emit(ev.SubcallStarted(node))
         try:
             def record(completion: Any) -> None:
                 node.usage = completion.usage
                 node.reply = bounded(completion.text, self.settings.display.trajectory_chars)
+                ev.emit(ev.ModelReply(node, completion))
 
+            ev.emit(ev.ModelRequest(node, lm, messages))
             completion = await call_model(tree, lm, messages, max_tokens=self.settings.sub_max_tokens, record=record,
                                           rollout_id=tree.rollout_id)
             return completion.text
@@ -129,6 +133,7 @@ class SubcallHost:
         finally:
             node.duration_s = time.monotonic() - start
             self.run.record_subcall(node)
+            ev.emit(ev.SubcallFinished(node))
 
     async def _batch(self, make: Callable[[Any, int], Awaitable[Any]], items: list[Any], error: Callable[[Exception], Any],
                      gate: bool = True):  # fmt: skip
@@ -180,6 +185,7 @@ class SubcallHost:
                        prompt=bounded(str(prompt), self.settings.display.trajectory_chars))
         node.started_s = self.run.tree.elapsed()
         start = time.monotonic()
+        ev.emit(ev.SubcallStarted(node))
         try:
             outputs, trajectory = await self.run.spec.start_child(
                 {"context": prompt if context is None else context, "question": str(prompt)},
@@ -200,6 +206,7 @@ class SubcallHost:
         finally:
             node.duration_s = time.monotonic() - start
             self.run.record_subcall(node)
+            ev.emit(ev.SubcallFinished(node))
 
     def rlm_query(self, prompt: str, context: Any = None) -> str:
         return self._sync(self._rlm_query(prompt, context))
@@ -246,6 +253,7 @@ class SubcallHost:
                            prompt=bounded(repr((args, kwargs)), self.settings.display.trajectory_chars))
             node.started_s = self.run.tree.elapsed()
             start = time.monotonic()
+            ev.emit(ev.SubcallStarted(node))
             try:
                 result = fn(*args, **kwargs)
                 node.reply = bounded(repr(result), self.settings.display.trajectory_chars)
@@ -256,6 +264,7 @@ class SubcallHost:
             finally:
                 node.duration_s = time.monotonic() - start
                 self.run.record_subcall(node)
+                ev.emit(ev.SubcallFinished(node))
 
         return call
 

@@ -8,6 +8,7 @@ call. A forked child has no loop thread: it starts its own on its first sync cal
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import threading
 from collections.abc import Coroutine
@@ -56,7 +57,7 @@ def run_sync(coro: Coroutine[Any, Any, Any]) -> Any:
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             box["error"] = exc
 
-    thread = threading.Thread(target=target, name="rlmkit-sync-call", daemon=True)
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(target,), name="rlmkit-sync-call", daemon=True)
     thread.start()
     thread.join()
     if "error" in box:

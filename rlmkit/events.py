@@ -1,0 +1,359 @@
+"""Events: what a run does, as it happens, for callbacks, tracers, usage trackers and streams.
+
+The run loop, sub-calls and sandbox each say what happens with a one-line ``emit(Event)``.
+Events come in start/end pairs that form spans: run -> turn -> model call / cell ->
+sub-call -> model call / child run. The first ``RunStarted`` of a call tree builds a
+``Dispatcher`` holding every listener that applies (rlmkit listeners, DSPy callbacks, the
+usage tracker and history, OpenTelemetry); with none, nothing is built and each ``emit`` is
+one context-variable read.
+
+The current span lives in a context variable, so concurrent async runs never see each
+other's events; cells run in threads that copy the context (``run.in_thread``), so
+sub-calls made from a cell nest under it.
+
+Events reference live trajectory nodes (``Turn``, ``CodeBlock``, ``SubCall``): an end
+event carries the finished node.
+
+    with rlmkit.events.listen(print):          # every event of every run started inside
+        rlm(context=..., question=...)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar, Token
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger("rlmkit")
+
+Listener = Callable[["Event"], None]
+
+
+# -- the events ----------------------------------------------------------------------------
+@dataclass(eq=False)
+class Event:
+    """Filled in by the dispatcher: which span this is, its parent, its run and when."""
+
+    span_id: str = field(default="", init=False)
+    parent_id: str | None = field(default=None, init=False)
+    run_id: str = field(default="", init=False)
+    depth: int = field(default=0, init=False)
+    time: float = field(default=0.0, init=False)  # time.time() when it was emitted
+    start: Event | None = field(default=None, init=False, repr=False)  # an end event's start event
+
+    starts = False  # a start event opens a span; its end event closes the span with the same key
+
+    def key(self) -> Any:
+        raise NotImplementedError
+
+
+@dataclass(eq=False)
+class RunStarted(Event):
+    """A run begins (``depth`` > 0: a child run made by ``rlm_query``)."""
+
+    meta: Any  # RunMeta
+    spec: Any  # the RunSpec: models, settings, signature
+    inputs: dict[str, Any]
+    starts = True
+
+    @property
+    def rlm(self) -> Any:
+        """The RLM (a dspy.Module) this run belongs to."""
+        return self.spec.module
+
+    def key(self) -> Any:
+        return ("run", self.meta.run_id)
+
+    def end(self, error: BaseException | None) -> Event:
+        raise AssertionError("a run is ended by run_loop itself")
+
+
+@dataclass(eq=False)
+class RunFinished(Event):
+    """A run is over: ``error`` is None on success; ``trajectory`` holds all it did either way."""
+
+    trajectory: Any  # Trajectory
+    error: BaseException | None = None
+
+    def key(self) -> Any:
+        return ("run", self.trajectory.meta.run_id)
+
+
+@dataclass(eq=False)
+class SandboxStarting(Event):
+    sandbox: Any
+    starts = True
+
+    def key(self) -> Any:
+        return ("sandbox-start", id(self.sandbox))
+
+    def end(self, error: BaseException | None) -> Event:
+        return SandboxStarted(self.sandbox, error)
+
+
+@dataclass(eq=False)
+class SandboxStarted(Event):
+    sandbox: Any
+    error: BaseException | None = None
+
+    def key(self) -> Any:
+        return ("sandbox-start", id(self.sandbox))
+
+
+@dataclass(eq=False)
+class SandboxClosing(Event):
+    sandbox: Any
+    starts = True
+
+    def key(self) -> Any:
+        return ("sandbox-close", id(self.sandbox))
+
+    def end(self, error: BaseException | None) -> Event:
+        return SandboxClosed(self.sandbox, error)
+
+
+@dataclass(eq=False)
+class SandboxClosed(Event):
+    sandbox: Any
+    error: BaseException | None = None
+
+    def key(self) -> Any:
+        return ("sandbox-close", id(self.sandbox))
+
+
+@dataclass(eq=False)
+class TurnStarted(Event):
+    """A root turn begins: ``messages`` is what the root model is about to read."""
+
+    turn: Any  # Turn (index, then reply, blocks, usage as it goes)
+    messages: list[Any]
+    starts = True
+
+    def key(self) -> Any:
+        return ("turn", id(self.turn))
+
+    def end(self, error: BaseException | None) -> Event:
+        return TurnFinished(self.turn, error)
+
+
+@dataclass(eq=False)
+class TurnFinished(Event):
+    turn: Any
+    error: BaseException | None = None
+
+    def key(self) -> Any:
+        return ("turn", id(self.turn))
+
+
+@dataclass(eq=False)
+class ModelRequest(Event):
+    """A model call: a root turn's (``owner`` is the Turn) or a sub-call's (the SubCall)."""
+
+    owner: Any
+    lm: Any  # rlmkit.LM
+    messages: list[dict[str, Any]]
+    starts = True
+
+    def key(self) -> Any:
+        return ("lm", id(self.owner))
+
+    def end(self, error: BaseException | None) -> Event:
+        return ModelReply(self.owner, None, error)
+
+    @property
+    def root(self) -> bool:
+        return not hasattr(self.owner, "kind")
+
+
+@dataclass(eq=False)
+class ModelReply(Event):
+    owner: Any
+    completion: Any  # rlmkit.lm.Completion (text, model, usage, cached); None on error
+    error: BaseException | None = None
+
+    def key(self) -> Any:
+        return ("lm", id(self.owner))
+
+
+@dataclass(eq=False)
+class CellStarted(Event):
+    block: Any  # CodeBlock: its code now, its output when finished
+    sandbox: Any
+    starts = True
+
+    def key(self) -> Any:
+        return ("cell", id(self.block))
+
+    def end(self, error: BaseException | None) -> Event:
+        return CellFinished(self.block, self.sandbox, error)
+
+
+@dataclass(eq=False)
+class CellFinished(Event):
+    block: Any
+    sandbox: Any
+    error: BaseException | None = None  # a host-side failure; the code's own errors are in block.error
+
+    def key(self) -> Any:
+        return ("cell", id(self.block))
+
+
+@dataclass(eq=False)
+class SubcallStarted(Event):
+    """``llm_query``, ``rlm_query``, a typed sub-call or a tool, called from a cell (one per batch item)."""
+
+    node: Any  # SubCall
+    starts = True
+
+    def key(self) -> Any:
+        return ("subcall", id(self.node))
+
+    def end(self, error: BaseException | None) -> Event:
+        return SubcallFinished(self.node, error)
+
+
+@dataclass(eq=False)
+class SubcallFinished(Event):
+    node: Any
+    error: BaseException | None = None
+
+    def key(self) -> Any:
+        return ("subcall", id(self.node))
+
+
+# -- dispatch --------------------------------------------------------------------------------
+@dataclass(eq=False)
+class Span:
+    id: str
+    parent: Span | None
+    start: Event
+    dispatcher: Dispatcher
+    run: Span | None = None  # the run span this one belongs to (itself for a run)
+    token: Token | None = None  # a tree's first run resets the context variable with it
+    children: list[Span] = field(default_factory=list)
+
+
+_active: ContextVar[Span | None] = ContextVar("rlmkit_active_span", default=None)
+_listeners: ContextVar[tuple[Listener, ...]] = ContextVar("rlmkit_listeners", default=())
+_instrumentations: list[Callable[[RunStarted], Listener | None]] = []  # process-wide (OpenTelemetry)
+_ids = itertools.count(1)
+
+
+def emit(event: Event) -> None:
+    """Hand ``event`` to the listeners of the current call tree (nothing to do without any)."""
+    span = _active.get()
+    if span is not None:
+        span.dispatcher.dispatch(event, span)
+    elif type(event) is RunStarted:
+        listeners = _collect(event)
+        if listeners:
+            Dispatcher(listeners).dispatch(event, None)
+
+
+class Dispatcher:
+    """The listeners of one call tree, and its open spans (to match ends and close leftovers)."""
+
+    def __init__(self, listeners: list[Listener]):
+        self.listeners = listeners
+        self.open: dict[Any, Span] = {}
+
+    def dispatch(self, event: Event, current: Span | None) -> None:
+        event.time = time.time()
+        if event.starts:
+            span = Span(f"{next(_ids):x}", current, event, self)
+            span.run = span if isinstance(event, RunStarted) else (current.run if current else None)
+            if current is not None:
+                current.children.append(span)
+            self.open[event.key()] = span
+            if current is None:
+                span.token = _active.set(span)
+            else:
+                _active.set(span)
+        else:
+            span = self.open.pop(event.key(), None)
+            if span is None:
+                return  # an end without its start (already closed): nothing to report
+            if span.children:
+                self._close_children(span, event.error)
+            if span.token is not None:
+                _active.reset(span.token)
+            else:
+                _active.set(span.parent)
+        self._fill(event, span)
+        self.deliver(event)
+
+    def _fill(self, event: Event, span: Span) -> None:
+        event.span_id = span.id
+        if event is not span.start:
+            event.start = span.start
+        event.parent_id = span.parent.id if span.parent is not None else None
+        run = span.run.start if span.run is not None else None
+        if run is not None:
+            event.run_id, event.depth = run.meta.run_id, run.meta.depth
+
+    def _close_children(self, span: Span, error: BaseException | None) -> None:
+        """End what an error left open inside ``span`` (a turn cut short, a model call that
+        raised ...), innermost first, so every start a listener saw gets its end."""
+        for child in reversed(span.children):
+            if self.open.get(child.start.key()) is child:
+                self._close_children(child, error)
+                del self.open[child.start.key()]
+                end = child.start.end(error or _Interrupted(f"ended with its {type(span.start).__name__[:-7].lower()}"))
+                end.time = time.time()
+                self._fill(end, child)
+                self.deliver(end)
+        span.children.clear()
+
+    def deliver(self, event: Event) -> None:
+        for listener in self.listeners:
+            try:
+                listener(event)
+            except Exception:
+                log.warning("rlmkit: event listener %r failed on %s", listener, type(event).__name__, exc_info=True)
+
+
+class _Interrupted(RuntimeError):
+    """The error given to a span that its parent's end closed."""
+
+
+def _collect(event: RunStarted) -> list[Listener]:
+    """Every listener that applies to a new call tree: rlmkit's own, instrumentations, DSPy's."""
+    from rlmkit.observe.dspy_bridge import dspy_listeners
+
+    found = list(_listeners.get())
+    found += [listener for make in _instrumentations if (listener := make(event)) is not None]
+    found += dspy_listeners(event)
+    return found
+
+
+@contextlib.contextmanager
+def listen(listener: Listener) -> Iterator[None]:
+    """Call ``listener(event)`` for every event of the runs started inside this block (this context only)."""
+    token = _listeners.set((*_listeners.get(), listener))
+    try:
+        yield
+    finally:
+        _listeners.reset(token)
+
+
+def instrument(make: Callable[[RunStarted], Listener | None]) -> Callable[[], None]:
+    """Add a process-wide listener factory (called once per call tree); returns its remover."""
+    _instrumentations.append(make)
+    return lambda: _instrumentations.remove(make) if make in _instrumentations else None
+
+
+def current_span_id() -> str | None:
+    span = _active.get()
+    return span.id if span is not None else None
+
+
+__all__ = [
+    "CellFinished", "CellStarted", "Event", "ModelReply", "ModelRequest", "RunFinished", "RunStarted",
+    "SandboxClosed", "SandboxClosing", "SandboxStarted", "SandboxStarting", "SubcallFinished", "SubcallStarted",
+    "TurnFinished", "TurnStarted", "emit", "instrument", "listen",
+]
