@@ -56,6 +56,11 @@ def dspy_listeners(start: ev.RunStarted) -> list[ev.Listener]:
     return found
 
 
+def safe_params(lm: Any) -> dict[str, Any]:
+    """The LM's sampling settings, as its ``describe()`` shows them (no keys, no headers)."""
+    return dict(lm.describe().get("params", {})) if hasattr(lm, "describe") else {}
+
+
 class LMView:
     """What a DSPy callback sees as the ``instance`` of ``on_lm_start``: the rlmkit LM's
     model and settings under the names a ``dspy.LM`` has (never its API key)."""
@@ -65,7 +70,7 @@ class LMView:
     def __init__(self, lm: Any):
         self.lm = lm
         self.model = lm.model
-        self.kwargs = dict(lm.describe().get("params", {})) if hasattr(lm, "describe") else {}
+        self.kwargs = safe_params(lm)
         self.cache = getattr(lm, "cache_dir", None) is not None
 
     def __repr__(self) -> str:
@@ -175,7 +180,7 @@ def record_history(event: ev.Event) -> None:
 
     completion, lm = event.completion, event.start.lm
     dspy_record(_NoClient(), {
-        "prompt": None, "messages": event.start.messages, "kwargs": dict(getattr(lm, "params", {}) or {}),
+        "prompt": None, "messages": event.start.messages, "kwargs": safe_params(lm),
         "response": None, "outputs": [completion.text], "usage": usage_entry(completion),
         "cost": completion.usage.cost, "timestamp": datetime.datetime.now().isoformat(),
         "uuid": str(uuid.uuid4()), "model": lm.model, "response_model": completion.model, "model_type": "chat",
