@@ -240,7 +240,7 @@ class Span:
 
 _active: ContextVar[Span | None] = ContextVar("rlmkit_active_span", default=None)
 _listeners: ContextVar[tuple[Listener, ...]] = ContextVar("rlmkit_listeners", default=())
-_instrumentations: list[Callable[[RunStarted], Listener | None]] = []  # process-wide (OpenTelemetry)
+_instrumentations: list[Callable[[RunStarted], Any]] = []  # process-wide: DSPy's, OpenTelemetry
 _ids = itertools.count(1)
 
 
@@ -322,12 +322,13 @@ class _Interrupted(RuntimeError):
 
 
 def _collect(event: RunStarted) -> list[Listener]:
-    """Every listener that applies to a new call tree: rlmkit's own, instrumentations, DSPy's."""
-    from rlmkit.observe.dspy_bridge import dspy_listeners
-
+    """Every listener that applies to a new call tree: rlmkit's own, then each instrumentation's
+    (DSPy's callbacks, usage and history register one in ``observe.dspy_bridge``)."""
     found = list(_listeners.get())
-    found += [listener for make in _instrumentations if (listener := make(event)) is not None]
-    found += dspy_listeners(event)
+    for make in _instrumentations:
+        made = make(event)
+        if made:
+            found.extend(made if isinstance(made, list) else [made])
     return found
 
 
@@ -341,8 +342,9 @@ def listen(listener: Listener) -> Iterator[None]:
         _listeners.reset(token)
 
 
-def instrument(make: Callable[[RunStarted], Listener | None]) -> Callable[[], None]:
-    """Add a process-wide listener factory (called once per call tree); returns its remover."""
+def instrument(make: Callable[[RunStarted], Listener | list[Listener] | None]) -> Callable[[], None]:
+    """Add a process-wide listener factory (called once per call tree, with its first event);
+    returns its remover."""
     _instrumentations.append(make)
     return lambda: _instrumentations.remove(make) if make in _instrumentations else None
 

@@ -25,6 +25,7 @@ from rlmkit.budget import Budget
 from rlmkit.errors import ContextError, MissingInputError
 from rlmkit.guards import SUBCALL_MAX_TOKENS, TURN_MAX_TOKENS
 from rlmkit.lm_cache import current_rollout_id
+from rlmkit.observe import dspy_bridge  # noqa: F401 - registers DSPy callbacks, usage and history
 from rlmkit.observe.streaming import remember_caller_loop, stream_run
 from rlmkit.prompting import Display
 from rlmkit.protocols import Protocol

@@ -25,6 +25,7 @@ from typing import Any
 import dspy
 
 from rlmkit import events as ev
+from rlmkit.observe.lm_view import LMView, safe_params
 
 log = logging.getLogger("rlmkit")
 
@@ -54,27 +55,6 @@ def dspy_listeners(start: ev.RunStarted) -> list[ev.Listener]:
     if not settings.get("disable_history"):
         found.append(record_history)
     return found
-
-
-def safe_params(lm: Any) -> dict[str, Any]:
-    """The LM's sampling settings, as its ``describe()`` shows them (no keys, no headers)."""
-    return dict(lm.describe().get("params", {})) if hasattr(lm, "describe") else {}
-
-
-class LMView:
-    """What a DSPy callback sees as the ``instance`` of ``on_lm_start``: the rlmkit LM's
-    model and settings under the names a ``dspy.LM`` has (never its API key)."""
-
-    model_type = "chat"
-
-    def __init__(self, lm: Any):
-        self.lm = lm
-        self.model = lm.model
-        self.kwargs = safe_params(lm)
-        self.cache = getattr(lm, "cache_dir", None) is not None
-
-    def __repr__(self) -> str:
-        return f"LMView({self.model!r})"
 
 
 class DspyCallbacks:
@@ -186,3 +166,6 @@ def record_history(event: ev.Event) -> None:
         "uuid": str(uuid.uuid4()), "model": lm.model, "response_model": completion.model, "model_type": "chat",
         "rlmkit": {"run_id": event.run_id, "depth": event.depth, "root": event.start.root},
     })
+
+
+ev.instrument(dspy_listeners)  # imported by rlmkit.rlm: every RLM call tree consults DSPy's settings

@@ -24,6 +24,7 @@ from typing import Any
 import dspy
 
 from rlmkit import events as ev
+from rlmkit.observe.lm_view import LMView
 
 _caller_loop: ContextVar[asyncio.AbstractEventLoop | None] = ContextVar("rlmkit_caller_loop", default=None)
 
@@ -104,8 +105,6 @@ class StatusSender:
     def __call__(self, event: ev.Event) -> None:
         kind = type(event)
         if kind is ev.ModelRequest and self.provider is not None:
-            from rlmkit.observe.dspy_bridge import LMView
-
             text = self.provider.lm_start_status_message(LMView(event.lm), {"messages": event.messages})
         elif kind is ev.ModelReply and self.provider is not None:
             text = self.provider.lm_end_status_message([event.completion.text] if event.completion else None)
