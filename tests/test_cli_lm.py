@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from typer.testing import CliRunner
 
@@ -49,3 +52,19 @@ def test_lm_check_without_a_model_answers_through_the_embedded_model(no_keys):
     assert result.exit_code == 0, result.output
     assert "embedded local model" in result.output and "openai/qwen2.5-coder-1.5b-instruct" in result.output
     assert "http://127.0.0.1:" in result.output
+
+
+@pytest.mark.parametrize("first", ["programs.cli.eval", "optimizers.cli.train", "rlmkit.cli.view"])
+def test_a_verb_module_imported_first_still_registers_every_verb(first):
+    """A verb module imports rlmkit.cli.common, which imports rlmkit.cli: registering verbs at
+    that import would load the verb's own half-initialised module (a circular import)."""
+    code = (
+        f"import {first}\n"
+        "import typer.main\n"
+        "from rlmkit.cli import app\n"
+        "print(sorted(typer.main.get_command(app).commands))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    for verb in ("eval", "demo", "optimize", "compile", "train", "train-loop", "lm", "local", "view"):
+        assert f"'{verb}'" in done.stdout

@@ -17,31 +17,45 @@ import typer
 COMMAND_GROUP = "rlmkit.commands"
 RUNTIME_VERBS = ("lm", "local", "view")
 
-app = typer.Typer(
+_app = typer.Typer(
     name="rlmkit",
     help="Recursive Language Models: run, evaluate, tune, compile and train.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,  # locals may hold API keys or huge contexts
 )
+_registered = False
 
 
-@app.callback()
+@_app.callback()
 def _root() -> None:
     """Recursive Language Models: run, evaluate, tune, compile and train."""
     # A callback keeps `rlmkit` a command group even when a single verb is registered.
 
 
-def _register_verbs() -> None:
-    for verb in RUNTIME_VERBS:
-        importlib.import_module(f"rlmkit.cli.{verb}").register(app)
-    # A verb whose package fails to import raises here: a broken install is never hidden.
-    for entry in sorted(entry_points(group=COMMAND_GROUP), key=lambda entry: entry.name):
-        entry.load()(app)
+def get_app() -> typer.Typer:
+    """The app with every verb registered (once).
+
+    Verbs are registered on first use, not when this package is imported: a verb's module
+    imports ``rlmkit.cli.common``, which imports this package first; registering here at
+    import time would load that verb's module while it is still half-initialised.
+    """
+    global _registered
+    if not _registered:
+        _registered = True
+        for verb in RUNTIME_VERBS:
+            importlib.import_module(f"rlmkit.cli.{verb}").register(_app)
+        # A verb whose package fails to import raises here: a broken install is never hidden.
+        for entry in sorted(entry_points(group=COMMAND_GROUP), key=lambda entry: entry.name):
+            entry.load()(_app)
+    return _app
 
 
-_register_verbs()
+def __getattr__(name: str) -> typer.Typer:
+    if name == "app":  # `from rlmkit.cli import app`, as the tests and users' scripts do
+        return get_app()
+    raise AttributeError(f"module 'rlmkit.cli' has no attribute {name!r}")
 
 
 def main() -> None:
-    app()
+    get_app()()
