@@ -301,7 +301,8 @@ def evaluate(
     in the caller's thread after each example, ``on_start(to_run, already_done)`` once
     before the first (progress bars). ``ray``: run the examples as Ray tasks (True or
     ``"local"``: a Ray instance started for the call; else a cluster address such as ``"auto"``),
-    see ``programs.executors``; rows still stream into ``out_dir`` here as each finishes.
+    see ``programs.executors``; rows still stream into ``out_dir`` here as each finishes, and
+    ``workers`` does not apply (Ray runs one example per cluster CPU).
     """
     if not isinstance(workers, int) or workers < 1:
         raise UserError(f"workers must be an int >= 1, got {workers!r}")

@@ -138,8 +138,9 @@ def test_cli_eval_with_ray_prints_the_same_table(cluster, server, tmp_path):
     from rlmkit.cli import app
 
     args = ["eval", "needle", "--ray", "local", "--n", "2", "--length", "8000", "--seed", "3", "--lm", "openai/scripted",
-            "--api-base", server.url, "--out", str(tmp_path), "--max-iterations", "3"]
+            "--api-base", server.url, "--out", str(tmp_path), "--max-iterations", "3", "--baseline",
+            "--window-tokens", "1000"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
-    assert "1.000 [1.000, 1.000]" in result.output
-    assert len((tmp_path / "results.jsonl").read_text().splitlines()) == 2
+    assert "1.000 [1.000, 1.000]" in result.output and "baseline" in result.output  # both pickled to workers
+    assert len((tmp_path / "results.jsonl").read_text().splitlines()) == 4

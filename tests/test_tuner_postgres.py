@@ -163,3 +163,14 @@ def test_a_worker_killed_mid_trial_leaves_a_failed_trial_that_is_retried(postgre
     rows = json.loads((logs / f"{healthy.pid}.result.json").read_text())
     assert "RUNNING" not in {r["state"] for r in rows}
     assert {r["number"]: r["state"] for r in rows}[lost.number] == "FAIL"
+
+
+def test_a_plain_postgresql_url_opens_with_heartbeats(postgres, tmp_path):
+    import importlib.util
+
+    storage = open_storage(postgres.url.replace("postgresql+psycopg://", "postgresql://"), tmp_path, heartbeat_s=5)
+    if importlib.util.find_spec("psycopg2") is None:  # SQLAlchemy's default driver is absent: psycopg 3 it is
+        assert storage.engine.url.drivername == "postgresql+psycopg"
+    assert storage.get_heartbeat_interval() == 5
+    assert storage.get_heartbeat_stale_trial_callback() is not None  # a stale trial is retried
+    assert open_storage(postgres.url, tmp_path, heartbeat_s=None).get_heartbeat_interval() is None

@@ -46,7 +46,8 @@ def eval_command(
                                       help="Sampling temperature of --lm and --sub-lm (default: the model's)."),
     ray: str = typer.Option(None, "--ray", metavar="ADDRESS", help=(
         "Run examples as Ray tasks: 'local' starts a Ray instance on this machine for the call; 'auto', "
-        "host:port or ray://host:10001 joins a cluster. Needs the cluster extra.")),
+        "host:port or ray://host:10001 joins a cluster; one example per cluster CPU at a time "
+        "(--workers is for threads). Needs the cluster extra.")),
 ) -> None:
     """Evaluate a program on a generated task suite; prints score (95% CI), cost, tokens, failures."""
     with exit_on_error():
