@@ -188,16 +188,20 @@ async def _turn(state: RunState, sandbox: Any, messages: list[Message], new_mess
         state.current_block = block
         sandbox.limits = settings.sandbox_limits(tree.budget)  # a cell may not outlive the run's deadline
         ev.emit(ev.CellStarted(block, sandbox))
-        cell: CellResult = await in_thread(sandbox.run, code)
+        try:
+            cell: CellResult = await in_thread(sandbox.run, code)
+        except RunError as exc:  # a sub-call ended the run (e.g. the budget): the cell stopped there
+            state.current_block = None
+            block.error = f"{type(exc).__name__}: {exc}"
+            ev.emit(ev.CellFinished(block, sandbox))
+            _finish_turn(traj, turn, start, tree)
+            raise
         state.current_block = None
-        if not cell.finished and state.fatal is None and tree.budget.remaining_seconds() != 0:
+        if not cell.finished and tree.budget.remaining_seconds() != 0:
             cell.stdout += (await in_thread(sandbox.run, RESTORE_CALL)).stdout
         _fill_block(block, cell, settings.display.trajectory_chars)
         ev.emit(ev.CellFinished(block, sandbox))
         outputs.append(cell_output(cell, number=len(turn.blocks) if len(parsed.code_blocks) > 1 else None))
-        if state.fatal is not None:
-            _finish_turn(traj, turn, start, tree)
-            raise state.fatal
         if state.submitted is None and not cell.finished:
             outputs += _take_answer(state, protocol.answer(parsed, sandbox.get, fields, turn_over=False))
         if state.submitted is not None:

@@ -67,7 +67,6 @@ class RunState:
         self.tree = tree
         self.depth = depth
         self.trajectory = Trajectory(meta=meta)
-        self.fatal: BaseException | None = None  # set by a sub-call that must end the run
         self.submitted: dict[str, Any] | None = None
         self.current_block: CodeBlock | None = None
         self.sandbox_ready: asyncio.Future | None = None  # set by run_loop: the worker's start

@@ -22,7 +22,7 @@ from typing import Any
 import dspy
 
 from rlmkit import events as ev
-from rlmkit.errors import BudgetExceeded, Finish, LMError, RunError, UserError
+from rlmkit.errors import BudgetExceeded, LMError, RunError, UserError
 from rlmkit.guards import call_model
 from rlmkit.prompting import FUNCTION_DOCS
 from rlmkit.run_state import RunState
@@ -102,14 +102,9 @@ class SubcallHost:
 
     # -- plumbing ----------------------------------------------------------------
     def _sync(self, coro: Awaitable[Any]) -> Any:
-        """Run ``coro`` on the tree's loop from the sandbox thread and wait for it."""
-        future = asyncio.run_coroutine_threadsafe(coro, self.run.tree.loop)
-        try:
-            return future.result()
-        except BudgetExceeded as exc:
-            # Stop the cell at once; the loop sees run.fatal after the cell and ends the run.
-            self.run.fatal = exc
-            raise Finish(None) from None
+        """Run ``coro`` on the tree's loop from the sandbox thread and wait for it. A RunError
+        (e.g. BudgetExceeded) propagates: every sandbox stops the cell and raises it on the host."""
+        return asyncio.run_coroutine_threadsafe(coro, self.run.tree.loop).result()
 
     async def _call_lm(self, node: SubCall, messages: list[dict[str, str]], lm: Any) -> str:
         tree = self.run.tree

@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Any, Self
 
-from rlmkit.errors import Finish
+from rlmkit.errors import Finish, RunError
 from rlmkit.sandbox import cells
 from rlmkit.sandbox.base import CellResult, HostFunction, Sandbox, check_names
 
@@ -74,6 +74,7 @@ class InlineSandbox(Sandbox):
         self._namespace: dict[str, Any] | None = None
         self._timer: _CellTimer | None = None
         self._finished = False
+        self._fatal: RunError | None = None  # a host function's RunError, raised after its cell stops
         self._count = 0
 
     def start(self, variables: dict[str, Any], functions: dict[str, HostFunction], prelude: str = "") -> None:
@@ -101,6 +102,9 @@ class InlineSandbox(Sandbox):
             except Finish as fin:
                 self._finished, self._finish_value = True, fin.value
                 raise
+            except RunError as exc:  # e.g. BudgetExceeded: stop the cell, then end the run on the host
+                self._finished, self._fatal = True, exc
+                raise Finish(None) from None
             finally:
                 if timer:
                     timer.in_host -= 1
@@ -120,7 +124,7 @@ class InlineSandbox(Sandbox):
         limit = self.limits.max_output_chars
         out, err = cells.BoundedText(limit), cells.BoundedText(limit)
         result = CellResult()
-        self._finished, self._finish_value = False, None
+        self._finished, self._finish_value, self._fatal = False, None, None
         t0 = time.monotonic()
         with _CellTimer(self.limits.cell_timeout) as timer:
             self._timer = timer
@@ -140,6 +144,8 @@ class InlineSandbox(Sandbox):
             result.error = (f"TimeoutError: the cell ran past its {self.limits.cell_timeout}s time limit and "
                             f"was interrupted (variables are kept).\n{result.error or ''}").rstrip()
         result.duration_s, result.host_s = time.monotonic() - t0, timer.host_s
+        if self._fatal is not None:
+            raise self._fatal
         return result
 
     def get(self, name: str, default: Any = None) -> Any:

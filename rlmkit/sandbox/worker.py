@@ -162,7 +162,7 @@ class Worker:
                 self.chan.send(("loaded", self.load_errors))
             elif kind == "functions":
                 self.install_functions(msg[1])
-            elif kind in ("prelude", "run"):
+            elif kind == "run":
                 self.chan.send(self.run_cell(msg[1]))
             elif kind == "get":
                 self.answer_get(msg[1])

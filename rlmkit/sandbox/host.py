@@ -1,0 +1,321 @@
+"""The host side of the worker conversation, written once for every launcher.
+
+A launcher (``Launcher``) starts ``worker.py`` somewhere (a confined local process, a
+container, another machine) and hands back a ``Worker``: its pipe (``wire.Channel``) and
+how to interrupt, describe and stop it. ``WorkerHost`` does everything else: the start
+handshake, sending the run's variables once, dispatching host-function calls, the cell
+timeout (code time only: time inside host functions does not count), interrupting a cell
+that runs too long (variables kept), restarting a worker that died or hung (variables reset
+to the inputs), and reading values back. A new backend is a launcher and a registry line.
+
+A host function ends the run by raising a ``RunError`` (e.g. ``BudgetExceeded``): the cell
+is stopped at once and ``run()`` raises that error on the host.
+"""
+
+from __future__ import annotations
+
+import pickle
+import threading
+import time
+from abc import ABC, abstractmethod
+from typing import Any
+
+from rlmkit.errors import ContextError, Finish, RunError, SandboxError
+from rlmkit.sandbox import wire
+from rlmkit.sandbox.base import CellResult, HostFunction, Sandbox, SandboxLimits, check_names
+
+START_TIMEOUT_S = 30.0
+GET_TIMEOUT_S = 60.0
+MAX_VALUE_BYTES = 256 * 1024**2  # largest pickled value get() accepts from the worker
+
+
+def max_frame(limits: SandboxLimits) -> int:
+    """What a worker may send in one frame (a cell's output, a value for get()): bounded, so model
+    code writing to the pipe itself cannot make the host allocate without limit."""
+    return max(MAX_VALUE_BYTES, 8 * limits.max_output_chars + (1 << 20))
+
+
+class Worker(ABC):
+    """One launched worker: its pipe, and how to interrupt, describe and stop it."""
+
+    channel: wire.Channel
+    pid: int | None = None
+    workdir: str | None = None
+
+    @abstractmethod
+    def interrupt(self) -> None:
+        """Raise KeyboardInterrupt in the running cell (a worker that ignores it is stopped)."""
+
+    @abstractmethod
+    def describe_exit(self, wait_s: float) -> str | None:
+        """How the worker ended ("exited with status 1", "killed by SIGKILL"), waiting up to
+        ``wait_s``; None when it is still alive."""
+
+    @abstractmethod
+    def stderr_tail(self) -> str:
+        """The end of what the worker wrote to stderr, or "(no output)"."""
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Kill the worker and remove what it left behind. Idempotent."""
+
+
+class Launcher(ABC):
+    """Starts ``worker.py`` under ``limits`` and connects its pipe; the worker then says ``ready``."""
+
+    @abstractmethod
+    def launch(self, limits: SandboxLimits) -> Worker: ...
+
+
+class WorkerHost(Sandbox):
+    """A sandbox whose namespace lives in a worker that ``launcher`` starts."""
+
+    def __init__(self, limits: SandboxLimits | None, launcher: Launcher):
+        super().__init__(limits)
+        self.launcher = launcher
+        self._lock = threading.RLock()  # re-entrant: a host function may call get() mid-cell
+        self._running = False
+        self._in_prelude = False
+        self._worker: Worker | None = None
+        self._chan: wire.Channel | None = None
+        self._variables: dict[str, Any] = {}
+        self._functions: dict[str, HostFunction] = {}
+        self._prelude = ""
+        self._protections: dict[str, bool | str] = {}
+        self.startup_s = 0.0  # seconds the last (re)start took, variables included
+
+    @property
+    def protections(self) -> dict[str, bool]:
+        """Which protections are active in the current worker (reasons in ``protection_notes``)."""
+        return {name: value is True for name, value in self._protections.items()}
+
+    @property
+    def protection_notes(self) -> dict[str, bool | str]:
+        return dict(self._protections)
+
+    @property
+    def pid(self) -> int | None:
+        return self._worker.pid if self._worker else None
+
+    @property
+    def workdir(self) -> str | None:
+        return self._worker.workdir if self._worker else None
+
+    # ------------------------------------------------------------ lifecycle
+    def start(self, variables: dict[str, Any], functions: dict[str, HostFunction], prelude: str = "") -> None:
+        check_names(variables, functions)
+        with self._lock:
+            self.close()
+            self._variables, self._functions, self._prelude = dict(variables), dict(functions), prelude
+            self._launch()
+
+    def _launch(self) -> None:
+        t0 = time.monotonic()
+        self._worker = self.launcher.launch(self.limits)
+        self._chan = self._worker.channel
+        try:
+            msg = self._chan.recv_plain(time.monotonic() + START_TIMEOUT_S)
+            if msg[0] != "ready":
+                raise SandboxError(f"the REPL worker could not start: {msg[1]}")
+            self._protections = msg[1]
+            self._send_inputs()
+        except (SandboxError, ContextError):
+            self.close()
+            raise
+        except (wire.ChannelTimeout, EOFError, OSError) as exc:
+            detail = self._worker.stderr_tail()
+            self.close()
+            raise SandboxError(f"the REPL worker could not start ({type(exc).__name__}): {detail}") from None
+        self.startup_s = time.monotonic() - t0
+
+    def _send_inputs(self) -> None:
+        chan = self._chan
+        chan.send(("functions", {name: (fn.__doc__ or "") for name, fn in self._functions.items()}))
+        sent: dict[int, str] = {}  # id -> first name: an input under two names crosses once
+        for name, value in self._variables.items():
+            if id(value) in sent:
+                chan.send(("alias", name, sent[id(value)]))
+                continue
+            sent[id(value)] = name
+            if isinstance(value, str):
+                chan.send(("var_str", name))
+                chan.send_text(value)
+                continue
+            chan.send(("var", name))
+            try:
+                chan.send_pickled(value)
+            except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as exc:
+                raise ContextError(f"variable {name!r} ({type(value).__name__}) cannot be sent into the "
+                                   f"sandbox: {exc}") from None
+        chan.send(("loaded",))
+        errors = chan.recv_plain(time.monotonic() + START_TIMEOUT_S)[1]
+        if errors:
+            raise ContextError("variables could not be rebuilt inside the sandbox (it has only the "
+                               "standard library): " + "; ".join(errors))
+        if self._prelude:
+            self._in_prelude = True  # a worker dying here is not restarted (it would die again)
+            try:
+                result = self._run_locked(self._prelude)
+            finally:
+                self._in_prelude = False
+            if result.error or result.restarted:
+                raise SandboxError(f"the sandbox prelude failed:\n{result.error}")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._worker is not None:
+                self._worker.stop()
+            self._worker = None
+            self._chan = None
+
+    def _restart(self) -> None:
+        self.close()
+        self._launch()
+
+    # ------------------------------------------------------------ cells
+    def run(self, code: str) -> CellResult:
+        with self._lock:
+            if self._chan is None:
+                raise SandboxError("the sandbox is not started (call start() first)")
+            if self._running:
+                raise SandboxError("run() called from inside a host function of the same sandbox")
+            self._running = True
+            try:
+                return self._run_locked(code)
+            except BaseException:
+                self.close()  # the pipe is mid-conversation: nothing sane can follow
+                raise
+            finally:
+                self._running = False
+
+    def _run_locked(self, code: str) -> CellResult:
+        result = CellResult()
+        t_start = time.monotonic()
+        timeout = self.limits.cell_timeout
+        code_s = 0.0
+        interrupted_until: float | None = None
+        fatal: BaseException | None = None
+        try:
+            self._chan.send(("run", code))
+        except OSError:
+            return self._after_death(result, t_start)
+        while True:
+            if interrupted_until is not None:
+                deadline = interrupted_until
+            else:
+                deadline = None if timeout is None else time.monotonic() + max(timeout - code_s, 0.0)
+            t_wait = time.monotonic()
+            try:
+                msg = self._chan.recv_plain(deadline)
+            except wire.ChannelTimeout:
+                code_s += time.monotonic() - t_wait
+                if interrupted_until is not None:  # it ignored the interrupt: kill, restart
+                    result.timed_out = True
+                    return self._after_death(result, t_start, reason=f"it ran past the {timeout}s cell "
+                                             "timeout and did not stop when interrupted")
+                self._worker.interrupt()  # KeyboardInterrupt in the cell; variables are kept
+                interrupted_until = time.monotonic() + self.limits.interrupt_grace
+                continue
+            except (EOFError, OSError):
+                return self._after_death(result, t_start)
+            except (wire.FrameTooLarge, pickle.UnpicklingError) as exc:  # model code wrote to the pipe itself
+                return self._after_death(result, t_start, reason=f"the worker broke the pipe protocol ({exc})")
+            code_s += time.monotonic() - t_wait
+            if not (isinstance(msg, tuple) and len(msg) == {"call": 4, "done": 5}.get(msg and msg[0], -1)):
+                # only model code writing to the pipe's fd produces this
+                return self._after_death(result, t_start, reason="the worker broke the pipe protocol")
+            if msg[0] == "call":
+                if interrupted_until is not None:  # late call from a cell being interrupted
+                    self._chan.send(("error", msg[1], "KeyboardInterrupt", "cell interrupted"))
+                    continue
+                t_call = time.monotonic()
+                fatal = self._dispatch(msg, result) or fatal
+                result.host_s += time.monotonic() - t_call
+            elif msg[0] == "done":
+                _, result.stdout, result.stderr, result.error, finished = msg
+                result.finished = result.finished or finished
+                if interrupted_until is not None:
+                    result.timed_out = True
+                    result.error = (f"TimeoutError: the cell ran past its {timeout}s time limit and was "
+                                    f"interrupted (variables are kept).\n{result.error or ''}").rstrip()
+                break
+        result.duration_s = time.monotonic() - t_start
+        if fatal is not None:
+            raise fatal
+        return result
+
+    def _dispatch(self, msg: tuple, result: CellResult) -> BaseException | None:
+        """Run one host function for the worker and reply. Returns an exception that must end the run."""
+        _, call_id, name, payload = msg
+        fn = self._functions.get(name)
+        try:
+            args, kwargs = wire.loads_plain(payload)
+        except Exception as exc:  # noqa: BLE001 - any malformed pickle from the worker is refused
+            self._chan.send(("error", call_id, "TypeError", f"arguments to {name}() must be plain data: {exc}"))
+            return None
+        if fn is None:
+            self._chan.send(("error", call_id, "NameError", f"no host function named {name!r}"))
+            return None
+        try:
+            value = fn(*args, **kwargs)
+        except Finish as fin:
+            result.finished, result.finish_value = True, fin.value
+            self._chan.send(("finish", call_id))
+            return None
+        except RunError as exc:  # e.g. BudgetExceeded: stop the cell, then end the run on the host
+            self._chan.send(("finish", call_id))
+            return exc
+        except Exception as exc:  # noqa: BLE001 - a host function's error goes to the cell as an exception
+            self._chan.send(("error", call_id, type(exc).__name__, str(exc)))
+            return None
+        except BaseException as exc:  # noqa: BLE001 - KeyboardInterrupt / SystemExit in the host
+            self._chan.send(("finish", call_id))
+            return exc
+        try:
+            reply = wire.dumps(("ok", call_id, wire.dumps(value)))
+        except Exception as exc:  # noqa: BLE001 - pickling can fail with any exception type
+            reply = wire.dumps(("error", call_id, "TypeError",
+                                f"the result of {name}() cannot be sent into the REPL: {exc}"))
+        self._chan.send_bytes(reply)
+        return None
+
+    def _after_death(self, result: CellResult, t_start: float, reason: str | None = None) -> CellResult:
+        """The worker died or was wedged: restart it from the inputs and say so in the result."""
+        if reason is None:
+            ended = self._worker.describe_exit(wait_s=0.5)
+            # alive, but it closed or corrupted its end of the pipe
+            reason = f"the worker {ended}" if ended else "the worker stopped answering on its pipe"
+            tail = self._worker.stderr_tail()
+            if tail != "(no output)":
+                reason += f" (stderr: {tail[-500:]})"
+        if self._in_prelude:
+            raise SandboxError(f"the sandbox prelude failed: {reason}")
+        self._restart()
+        result.restarted = True
+        prefix = "TimeoutError: " if result.timed_out else "SandboxCrash: "
+        result.error = (f"{prefix}{reason}; the REPL was restarted and its variables were reset to "
+                        f"the inputs.")
+        result.duration_s = time.monotonic() - t_start
+        return result
+
+    # ------------------------------------------------------------ values
+    def get(self, name: str, default: Any = None) -> Any:
+        with self._lock:
+            if self._chan is None:
+                raise SandboxError("the sandbox is not started (call start() first)")
+            try:
+                self._chan.send(("get", name))
+                msg = self._chan.recv_plain(time.monotonic() + GET_TIMEOUT_S)
+            except (wire.ChannelTimeout, EOFError, OSError) as exc:
+                self._restart()
+                raise SandboxError(f"reading {name!r} from the sandbox failed ({type(exc).__name__}); "
+                                   "the worker was restarted") from None
+            _, found, payload = msg
+            if not found:
+                return default
+            if isinstance(payload, str):
+                raise TypeError(f"variable {name!r} cannot leave the sandbox: {payload}")
+            try:
+                return wire.loads_plain(payload)
+            except Exception as exc:  # noqa: BLE001 - any malformed pickle from the worker is refused
+                raise TypeError(f"variable {name!r} cannot leave the sandbox: {exc}") from None
