@@ -23,12 +23,12 @@ SUBCALL_CONCURRENCY = {
 }
 
 
-def fanout_turn_s(hits: list, first_kind: str = "root") -> float | None:
-    """Seconds from the first root reply to the second root request (the fan-out turn)."""
+def fanout_turn_s(hits: list, first_kind: str = "root", turn: int = 1) -> float | None:
+    """Seconds from root reply ``turn - 1`` to root request ``turn`` (the fan-out turn)."""
     roots = [h for h in hits if h.kind == first_kind]
-    if len(roots) < 2:
+    if len(roots) < turn + 1:
         return None
-    return roots[1].start - roots[0].end
+    return roots[turn].start - roots[turn - 1].end
 
 
 def subcall_scaling(driver: Driver, server: RecordingServer, counts: list[int], latency: float,
@@ -46,7 +46,7 @@ def subcall_scaling(driver: Driver, server: RecordingServer, counts: list[int], 
                 rows[str(n)] = {"error": str(exc)}
                 return {"concurrency": concurrency, "latency_s": latency, "by_n": rows}
             hits = server.take_hits()
-            walls.append(fanout_turn_s(hits))
+            walls.append(fanout_turn_s(hits, turn=2))  # turn 1 only inspects (see scripts.subcall_steps)
         ideal = math.ceil(n / concurrency) * latency
         wall = min((w for w in walls if w is not None), default=None)
         rows[str(n)] = {

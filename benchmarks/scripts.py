@@ -35,7 +35,9 @@ FINISH = {
 
 
 def subcall_steps(n: int) -> list[str]:
-    return [f"rs = llm_query_batched(['BENCH-SUB %d' % i for i in range({n})])\nanswer_text = str(len(rs)); print(answer_text)"]
+    # A first turn that only looks at the context, so the fan-out turn (the second) times sub-calls,
+    # not whatever a framework still does to get its REPL ready after the first request.
+    return ["print(len(context))", f"rs = llm_query_batched(['BENCH-SUB %d' % i for i in range({n})])\nanswer_text = str(len(rs)); print(answer_text)"]
 
 
 def depth2_steps(framework: str, children: int) -> list[str]:
