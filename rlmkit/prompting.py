@@ -126,17 +126,20 @@ def render_demos(demos: list[Any], display: Display) -> str:
 # moves (look, search, compute, delegate) and the habits that keep it honest. Task-agnostic on
 # purpose: no example computes any suite's answer.
 REPL_MOVES = """How to work, one small step per turn (examples; use your own input names and patterns):
-1. Look at a little of the data first:
+1. Look at a little of the data first (print short pieces: every printed character costs time):
 ```repl
 print(type(context), len(context))
+print(context[:300])
 lines = context.splitlines()
-print(len(lines)); print(lines[:3])
+print(len(lines), [line[:100] for line in lines[:3]])
 ```
-2. Search with code instead of reading everything:
+2. Search with code instead of reading everything, and print only around each match:
 ```repl
 import re
-hits = [line for line in lines if re.search(r"some pattern", line, re.IGNORECASE)]
-print(len(hits)); print(hits[:5])
+matches = list(re.finditer(r"some pattern", context, re.IGNORECASE))
+print(len(matches))
+for m in matches[:5]:
+    print(context[max(0, m.start() - 100):m.end() + 100])
 ```
 3. Compute the answer with code, store it in a variable, print it to check it:
 ```repl
