@@ -1,5 +1,6 @@
 """One ready RLM per task suite: the right typed signature, typed sub-calls and a short
-strategy in the instructions (small models need the strategy spelled out).
+strategy in the instructions (small models need the strategy spelled out). Each family's
+recipe lives in its own module (``programs/tasks/<family>.py``, ``SUITE.program``).
 
     rlm = program_for("aggregation", lm="openai/gpt-4o-mini", sub_lm="openai/gpt-4o-mini")
     pred = rlm(**example.inputs)
@@ -7,25 +8,19 @@ strategy in the instructions (small models need the strategy spelled out).
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
 import dspy
 
 import rlmkit
-from programs.tasks import get_suite
+from programs.tasks import SUITES, ProgramRecipe, get_suite
 from programs.tasks.records import LABELS
-from signatures import (
-    AggregationQA,
-    CodeQA,
-    ConversationRecall,
-    MultiHopQA,
-    NeedleQA,
-    PairFinding,
-    classifier,
-)
+from rlmkit.errors import ConfigError
+from signatures import classifier
 
-ClassifyInstance = classifier(LABELS)
+ClassifyInstance = classifier(LABELS)  # the records families' typed sub-call (tasks/records.py names it)
 
 
 @dataclass(frozen=True)
@@ -35,34 +30,29 @@ class ProgramSpec:
     subcalls: dict[str, Any] = field(default_factory=dict)
 
 
-_RECORDS = ("`context` holds one record per line after a header: 'Date: ... || User: ... || Instance: ...'. "
-            "If lines end with '|| Label: x', read labels with code (split on ' || '). Otherwise label the "
-            "instances with classify.batched([{'text': t} for t in texts]) (each call costs time: classify each "
-            "distinct text once and reuse the result). Then compute the answer with Python, not by reading.")
+def _load(path: str) -> Any:
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
 
+
+def _spec(recipe: ProgramRecipe) -> ProgramSpec:
+    return ProgramSpec(_load(recipe.signature), recipe.instructions,
+                       {name: _load(path) for name, path in recipe.subcalls.items()})
+
+
+# Every family's program, read from its SUITE (programs/tasks/<family>.py).
 SPECS: dict[str, ProgramSpec] = {
-    "needle": ProgramSpec(NeedleQA, "Search `context` with code (re.findall on the key from the question); "
-                                    "print only the matching sentences, then SUBMIT the values as a list."),
-    "multi_needle": ProgramSpec(ConversationRecall, "Split `context` on blank lines into turns; find the user "
-                                "requests that match the question exactly (same form and topic), in order, and "
-                                "take the assistant reply that follows. Submit exactly what the question asks."),
-    "aggregation": ProgramSpec(AggregationQA, _RECORDS, {"classify": ClassifyInstance}),
-    "pairs": ProgramSpec(PairFinding, _RECORDS + " Build per-user label counts, then test every pair of users "
-                         "with itertools.combinations.", {"classify": ClassifyInstance}),
-    "multihop": ProgramSpec(MultiHopQA, "Documents start with '[Doc N] Title'. Resolve the question from the "
-                            "innermost entity outwards: find the sentence stating each hop with re, check the "
-                            "entity name matches exactly (look-alike names are traps), and note each document "
-                            "number for citations."),
-    "codeqa": ProgramSpec(CodeQA, "Split `context` into files on the '# ===== file: ' lines, parse them with "
-                          "the ast module, and answer from the parse (comments mention functions that are not "
-                          "called). Submit the option letter."),
+    name: _spec(suite.program) for name, suite in SUITES.items() if suite.program is not None
 }
 
 
 def program_for(suite: str, *, lm: Any = None, sub_lm: Any = None, **rlm_kwargs: Any) -> rlmkit.RLM:
     """The RLM for ``suite``; ``rlm_kwargs`` go to ``rlmkit.RLM`` (max_depth, budget, log_dir ...)."""
     get_suite(suite)  # unknown suite -> UnknownSuiteError before anything is built
-    spec = SPECS[suite]
+    spec = SPECS.get(suite)
+    if spec is None:
+        raise ConfigError(f"task family {suite!r} has no program: give its SUITE a "
+                          f"program=ProgramRecipe(signature, instructions) in programs/tasks/{suite}.py")
     instructions = f"{spec.signature.instructions.strip()}\n{spec.instructions}"
     return rlmkit.RLM(spec.signature, lm=lm, sub_lm=sub_lm, subcalls=dict(spec.subcalls),
                       instructions=instructions, **rlm_kwargs)

@@ -6,18 +6,23 @@
 
 Families (``SUITES``): needle (RULER S-NIAH), multi_needle (MRCR), aggregation (OOLONG),
 pairs (OOLONG-Pairs), multihop (BrowseComp-Plus), codeqa (LongBench-v2 CodeQA).
+
+A family is one module here defining ``SUITE = Suite(...)`` (generator, scorer, knobs and the
+``ProgramRecipe`` that answers it: signature, strategy, typed sub-calls), plus its line in
+``FAMILIES``. Everything else (``generate``, ``score``, ``program_for``, the CLI) reads it from there.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
-from programs.tasks import aggregation, codeqa, multi_needle, multihop, needle, pairs
 from programs.tasks.base import (
     MAX_LENGTH,
     MIN_LENGTH,
     Example,
     LengthError,
+    ProgramRecipe,
     Suite,
     TaskError,
     UnknownKnobError,
@@ -25,7 +30,19 @@ from programs.tasks.base import (
     prediction_value,
 )
 
-SUITES: dict[str, Suite] = {m.SUITE.name: m.SUITE for m in (needle, multi_needle, aggregation, pairs, multihop, codeqa)}
+# The registry: one line per family, the name of its module in programs/tasks/.
+FAMILIES = ("needle", "multi_needle", "aggregation", "pairs", "multihop", "codeqa")
+
+
+def _load_family(module_name: str) -> Suite:
+    suite = getattr(importlib.import_module(f"programs.tasks.{module_name}"), "SUITE", None)
+    if not isinstance(suite, Suite):
+        raise TaskError(f"programs/tasks/{module_name}.py is listed in FAMILIES but defines no "
+                        "SUITE = Suite(...)")
+    return suite
+
+
+SUITES: dict[str, Suite] = {suite.name: suite for suite in map(_load_family, FAMILIES)}
 
 
 def get_suite(name: str) -> Suite:
@@ -80,8 +97,10 @@ __all__ = [
     "MAX_LENGTH",
     "MIN_LENGTH",
     "SUITES",
+    "FAMILIES",
     "Example",
     "LengthError",
+    "ProgramRecipe",
     "Suite",
     "TaskError",
     "UnknownKnobError",

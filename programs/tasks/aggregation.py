@@ -17,6 +17,7 @@ from typing import Any
 
 from programs.tasks.base import (
     Example,
+    ProgramRecipe,
     Suite,
     as_text,
     build_examples,
@@ -25,8 +26,10 @@ from programs.tasks.base import (
     prediction_value,
 )
 from programs.tasks.records import (
+    CLASSIFY_INSTANCE,
     LABELS,
     MONTH_NAMES,
+    RECORDS_STRATEGY,
     Records,
     minimum_length,
     month_name,
@@ -121,4 +124,6 @@ def score(example: Example, prediction: Any) -> float:
     return oolong_score(example.gold, example.meta.get("answer_type", "choice"), prediction_value(prediction))
 
 
-SUITE = Suite(NAME, generate, score, KNOBS, CHOICES, "aggregation over inferred labels (OOLONG)")
+PROGRAM = ProgramRecipe("signatures:AggregationQA", RECORDS_STRATEGY, {"classify": CLASSIFY_INSTANCE})
+SUITE = Suite(NAME, generate, score, KNOBS, CHOICES,
+              "aggregation over inferred labels (OOLONG)", PROGRAM)

@@ -65,8 +65,20 @@ Scorer = Callable[[Example, Any], float]
 
 
 @dataclass(frozen=True)
+class ProgramRecipe:
+    """How a family runs as an RLM: its signature and typed sub-calls as ``"module:Name"`` paths
+    (imported only when a program is built, so generating examples never imports dspy), and the
+    strategy added to the signature's instructions (small models need it spelled out)."""
+
+    signature: str
+    instructions: str
+    subcalls: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Suite:
-    """A task family: how to generate it, how to score it, and which knobs it takes."""
+    """A task family, whole: how to generate it, how to score it, which knobs it takes, and the
+    program that answers it. One ``SUITE`` per family module, listed once in ``FAMILIES``."""
 
     name: str
     generate: Generator
@@ -74,6 +86,14 @@ class Suite:
     knobs: dict[str, Any]  # knob -> default
     choices: dict[str, tuple] = field(default_factory=dict)  # knob -> allowed values (when finite)
     description: str = ""
+    program: ProgramRecipe | None = None
+
+    def __post_init__(self) -> None:
+        for part in ("generate", "score"):
+            if not callable(getattr(self, part)):
+                raise TaskError(f"task family {self.name!r}: {part} must be a function")
+        if self.program is not None and not isinstance(self.program, ProgramRecipe):
+            raise TaskError(f"task family {self.name!r}: program must be a ProgramRecipe")
 
 
 # ------------------------------------------------------------------ checks

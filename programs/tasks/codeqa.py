@@ -24,6 +24,7 @@ from typing import Any
 from programs.tasks.base import (
     Example,
     LengthError,
+    ProgramRecipe,
     Suite,
     build_examples,
     exact_length,
@@ -255,4 +256,9 @@ def score(example: Example, prediction: Any) -> float:
     return float(parse_letter(prediction_value(prediction), example.meta["options"]) == example.gold)
 
 
-SUITE = Suite(NAME, generate, score, KNOBS, CHOICES, "four-option questions about a generated package (CodeQA)")
+PROGRAM = ProgramRecipe("signatures:CodeQA",
+                        "Split `context` into files on the '# ===== file: ' lines, parse them with the ast "
+                        "module, and answer from the parse (comments mention functions that are not called). "
+                        "Submit the option letter.")
+SUITE = Suite(NAME, generate, score, KNOBS, CHOICES,
+              "four-option questions about a generated package (CodeQA)", PROGRAM)

@@ -19,6 +19,7 @@ from typing import Any
 from programs.tasks.base import (
     SENTENCES,
     Example,
+    ProgramRecipe,
     Suite,
     TaskError,
     as_text,
@@ -109,4 +110,9 @@ def score(example: Example, prediction: Any) -> float:
                                    example.gold.removeprefix(tag).strip()).ratio()
 
 
-SUITE = Suite(NAME, generate, score, KNOBS, CHOICES, "repeated requests in a conversation (MRCR)")
+PROGRAM = ProgramRecipe("signatures:ConversationRecall",
+                        "Split `context` on blank lines into turns; find the user requests that match the "
+                        "question exactly (same form and topic), in order, and take the assistant reply that "
+                        "follows. Submit exactly what the question asks.")
+SUITE = Suite(NAME, generate, score, KNOBS, CHOICES,
+              "repeated requests in a conversation (MRCR)", PROGRAM)

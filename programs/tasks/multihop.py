@@ -18,6 +18,7 @@ from typing import Any
 from programs.tasks.base import (
     Example,
     LengthError,
+    ProgramRecipe,
     Suite,
     TaskError,
     build_examples,
@@ -182,4 +183,10 @@ def score(example: Example, prediction: Any) -> float:
     return float(_entity(prediction_value(prediction)) == _entity(example.gold))
 
 
-SUITE = Suite(NAME, generate, score, KNOBS, CHOICES, "multi-hop entity questions over documents (BrowseComp-Plus)")
+PROGRAM = ProgramRecipe("signatures:MultiHopQA",
+                        "Documents start with '[Doc N] Title'. Resolve the question from the innermost "
+                        "entity outwards: find the sentence stating each hop with re, check the entity name "
+                        "matches exactly (look-alike names are traps), and note each document number for "
+                        "citations.")
+SUITE = Suite(NAME, generate, score, KNOBS, CHOICES,
+              "multi-hop entity questions over documents (BrowseComp-Plus)", PROGRAM)

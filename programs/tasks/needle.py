@@ -14,7 +14,16 @@ import random
 import uuid
 from typing import Any
 
-from programs.tasks.base import Example, Suite, TaskError, as_text, build_examples, filler, prediction_value
+from programs.tasks.base import (
+    Example,
+    ProgramRecipe,
+    Suite,
+    TaskError,
+    as_text,
+    build_examples,
+    filler,
+    prediction_value,
+)
 
 NAME = "needle"
 KNOBS = {"kind": "numbers", "values": 1, "distractors": 2, "depth": None, "haystack": "essay"}
@@ -110,4 +119,8 @@ def score(example: Example, prediction: Any) -> float:
     return sum(1 for value in gold if value.lower() in text) / len(gold)
 
 
-SUITE = Suite(NAME, generate, score, KNOBS, CHOICES, "needle in a haystack (RULER S-NIAH)")
+PROGRAM = ProgramRecipe("signatures:NeedleQA",
+                        "Search `context` with code (re.findall on the key from the question); "
+                        "print only the matching sentences, then SUBMIT the values as a list.")
+SUITE = Suite(NAME, generate, score, KNOBS, CHOICES,
+              "needle in a haystack (RULER S-NIAH)", PROGRAM)

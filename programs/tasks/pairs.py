@@ -17,8 +17,16 @@ import random
 import re
 from typing import Any
 
-from programs.tasks.base import Example, Suite, as_text, build_examples, prediction_value
-from programs.tasks.records import LABELS, Records, minimum_length, records_context, users_check
+from programs.tasks.base import Example, ProgramRecipe, Suite, as_text, build_examples, prediction_value
+from programs.tasks.records import (
+    CLASSIFY_INSTANCE,
+    LABELS,
+    RECORDS_STRATEGY,
+    Records,
+    minimum_length,
+    records_context,
+    users_check,
+)
 
 NAME = "pairs"
 PREDICATES = ("both", "both_min", "cross")
@@ -123,4 +131,8 @@ def score(example: Example, prediction: Any) -> float:
     return pair_f1(gold, parse_pairs(prediction_value(prediction)))
 
 
-SUITE = Suite(NAME, generate, score, KNOBS, CHOICES, "pairs of users meeting a label predicate (OOLONG-Pairs)")
+PROGRAM = ProgramRecipe("signatures:PairFinding",
+                        RECORDS_STRATEGY + " Build per-user label counts, then test every pair of users "
+                        "with itertools.combinations.", {"classify": CLASSIFY_INSTANCE})
+SUITE = Suite(NAME, generate, score, KNOBS, CHOICES,
+              "pairs of users meeting a label predicate (OOLONG-Pairs)", PROGRAM)

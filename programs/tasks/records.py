@@ -143,3 +143,13 @@ def records_context(rng: random.Random, knobs: dict, length: int) -> tuple[Recor
 
     records = make_records(rng, length - len(header(knobs["labelled"])), knobs["users"], knobs["labelled"])
     return records, exact_length(render(records, knobs["labelled"]), length)
+
+
+# The aggregation and pairs programs: how to read records, and a typed sub-call over LABELS.
+RECORDS_STRATEGY = (
+    "`context` holds one record per line after a header: 'Date: ... || User: ... || Instance: ...'. "
+    "If lines end with '|| Label: x', read labels with code (split on ' || '). Otherwise label the "
+    "instances with classify.batched([{'text': t} for t in texts]) (each call costs time: classify each "
+    "distinct text once and reuse the result). Then compute the answer with Python, not by reading."
+)
+CLASSIFY_INSTANCE = "programs.suite_programs:ClassifyInstance"  # classifier(LABELS), built with dspy
