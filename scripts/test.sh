@@ -14,7 +14,7 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
 fi
 # torch first, pinned to the CPU build on local disk, so the train extra pulls no CUDA build.
 python3 -m pip install -q --disable-pip-version-check torch==2.13.0
-python3 -m pip install -q --disable-pip-version-check -e ".[local,train,dev,cluster,postgres,monty,tinker]"
+python3 -m pip install -q --disable-pip-version-check -e ".[local,train,dev,cluster,postgres,monty,tinker,observe]"
 # verifiers' classic API (0.1.x) pins an older `datasets` than TRL needs, so its export test
 # runs in a venv of its own (built once, reused). It must see the packages of the environment
 # running this script: `venv --system-site-packages` would expose the *base* interpreter's

@@ -69,7 +69,7 @@ class DspyCallbacks:
         for callback in self.callbacks:
             try:
                 getattr(callback, hook)(call_id=event.span_id, **kwargs)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - like DSPy: a failing callback is logged, never raised
                 log.warning("rlmkit: callback %r failed in %s: %s", callback, hook, exc)
 
     def __call__(self, event: ev.Event) -> None:
