@@ -15,19 +15,17 @@ fi
 # torch first, pinned to the CPU build on local disk, so the train extra pulls no CUDA build.
 python3 -m pip install -q --disable-pip-version-check torch==2.13.0
 python3 -m pip install -q --disable-pip-version-check -e ".[local,train,dev,cluster,postgres,monty,tinker,observe]"
-# verifiers' classic API (0.1.x) pins an older `datasets` than TRL needs, so its export test
-# runs in a venv of its own (built once, reused). It must see the packages of the environment
-# running this script: `venv --system-site-packages` would expose the *base* interpreter's
-# packages when python3 is itself a venv, so a .pth file adds this environment's site dirs
-# (after the venv's own, so verifiers' pins win there).
-if [ ! -x .venvs/verifiers-classic/bin/python ]; then
-  rm -rf .venvs/verifiers-classic
-  python3 -m venv .venvs/verifiers-classic
-  inner_site=$(.venvs/verifiers-classic/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-  python3 -c 'import sysconfig; p = sysconfig.get_paths(); print(p["purelib"]); print(p["platlib"])' \
-    > "$inner_site/outer-environment.pth"
-  echo "torch==2.13.0+cpu" > .venvs/torch-pin.txt   # never pull another torch
-  PIP_CONSTRAINT=.venvs/torch-pin.txt .venvs/verifiers-classic/bin/pip install -q --disable-pip-version-check verifiers==0.1.14
+# The verifiers export targets verifiers 0.4.x: its test pip-installs the exported environment
+# package into a clean venv holding only this checkout (dspy-rlmkit), verifiers and uv (which
+# verifiers runs its chat program with). `python3 -m venv` without --system-site-packages is clean
+# whether python3 is the system's or itself a venv's. Re-installed when pyproject.toml changes.
+vf_venv=.venvs/verifiers-v1
+vf_stamp="$vf_venv/.pyproject.sha256"
+if [ ! -x "$vf_venv/bin/vf-eval" ] || ! sha256sum -c --status "$vf_stamp" 2>/dev/null; then
+  rm -rf "$vf_venv"
+  python3 -m venv "$vf_venv"
+  "$vf_venv/bin/pip" install -q --disable-pip-version-check -e . 'verifiers>=0.4,<0.5' 'setuptools>=68' uv
+  sha256sum pyproject.toml > "$vf_stamp"
 fi
-export RLMKIT_VERIFIERS_CLASSIC_PYTHON="$PWD/.venvs/verifiers-classic/bin/python"
+export RLMKIT_VERIFIERS_PYTHON="$PWD/$vf_venv/bin/python"
 exec python3 -m pytest -q "$@"

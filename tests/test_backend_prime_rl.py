@@ -1,4 +1,5 @@
-"""prime-rl export: rl.toml / sft.toml + dataset folder, checked against the pinned 0.8.0 keys."""
+"""prime-rl export: rl.toml / sft.toml + dataset folder, validated against prime-rl's own schema
+(JSON schema of its config classes at a pinned commit: optimizers/backends/prime_rl_schema.json)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import tomllib
 import pytest
 
 from optimizers.backends.base import DatasetKindError, SchemaMismatchError, TrainJob, get_backend
-from optimizers.backends.prime_rl import PRIME_RL_VERSION, check_prime_rl_toml
+from optimizers.backends.prime_rl import check_prime_rl_toml, pinned_schema, prime_rl_version
 from optimizers.backends.testing import read_jsonl, write_dataset
 from optimizers.compile.schema import ChatMessage, DPORow, RewardSpec, RLRow, SFTRow
 
@@ -41,7 +42,7 @@ def test_rl_export_writes_pinned_keys_and_launch_line(tmp_path):
     result = get_backend("prime-rl").run(job)
 
     config = tomllib.loads(result.artifact.read_text())
-    assert result.artifact.name == "rl.toml" and PRIME_RL_VERSION in result.artifact.read_text()
+    assert result.artifact.name == "rl.toml" and prime_rl_version() in result.artifact.read_text()
     assert config["orchestrator"]["batch_size"] == 64 and config["orchestrator"]["group_size"] == 16
     assert config["orchestrator"]["train"]["sampling"]["max_completion_tokens"] == 512
     assert config["orchestrator"]["train"]["source"] == [
@@ -53,7 +54,7 @@ def test_rl_export_writes_pinned_keys_and_launch_line(tmp_path):
         "dropout": 0.0,
         "target_modules": ["q_proj", "v_proj"],
     }
-    assert config["max_steps"] == 40 and config["env_vars"]["RLMKIT_MAX_TURNS"] == "6"
+    assert config["max_steps"] == 40 and config["trainer"]["optim"] == {"type": "adamw", "lr": job.lr}
     assert "rollouts_per_example" not in result.artifact.read_text()
     records = read_jsonl(tmp_path / "out" / "prime-rl" / "data" / "train.jsonl")
     assert records[2]["answer"] == "2" and records[2]["info"]["reward"]["scorer"] == "tests.scorers:exact"
@@ -79,9 +80,9 @@ def test_sft_export_without_lora(tmp_path):
         (lambda c: c["orchestrator"].update(rollouts_per_example=8), "orchestrator.rollouts_per_example"),
         (
             lambda c: c["orchestrator"]["train"].update(env=c["orchestrator"]["train"].pop("source")),
-            "orchestrator.train.source",
+            "orchestrator.train.env",  # the pre-0.8 key: prime-rl no longer knows it
         ),
-        (lambda c: c["trainer"]["model"]["lora"].pop("rank"), "trainer.model.lora.rank"),
+        (lambda c: c["trainer"]["model"]["lora"].update(rank=0), "trainer.model.lora.rank"),
         (lambda c: c["orchestrator"].update(batch_size=0), "orchestrator.batch_size"),
     ],
 )
@@ -89,7 +90,7 @@ def test_schema_mismatch_names_the_key(tmp_path, edit, key):
     import tomli_w
 
     data = write_dataset(tmp_path / "data", {"train": rl_rows(1)})
-    job = TrainJob(kind="rl", dataset=data, base_model="m", output_dir=tmp_path / "o")
+    job = TrainJob(kind="rl", dataset=data, base_model="m", output_dir=tmp_path / "o", lora={"rank": 8})
     config = tomllib.loads(get_backend("prime-rl").prepare(job).artifact.read_text())
     edit(config)
     with pytest.raises(SchemaMismatchError) as info:
@@ -113,3 +114,18 @@ def test_dpo_is_not_a_prime_rl_job(tmp_path):
         get_backend("prime-rl").validate(
             TrainJob(kind="dpo", dataset=data, base_model="m", output_dir=tmp_path)
         )
+
+
+def test_the_schema_is_prime_rls_own_at_a_recorded_commit(tmp_path):
+    import re
+
+    import tomli_w
+
+    document = pinned_schema()
+    assert re.fullmatch(r"[0-9a-f]{40}", document["commit"]) and document["describe"].startswith("v0.")
+    assert {"rl", "sft"} <= set(document["schemas"])
+    data = write_dataset(tmp_path / "data", {"train": rl_rows(1)})
+    job = TrainJob(kind="rl", dataset=data, base_model="m", output_dir=tmp_path / "o", lora={"rank": 8})
+    config = tomllib.loads(get_backend("prime-rl").prepare(job).artifact.read_text())
+    config["trainer"]["model"]["lora"].pop("rank")  # upstream defaults the rank (a hand copy required it)
+    check_prime_rl_toml("rl", tomli_w.dumps(config))

@@ -151,3 +151,28 @@ def test_bad_rl_jobs(tmp_path, tiny_model):
     data = write_dataset(tmp_path / "bad", {"train": [bad]})
     with pytest.raises(ConfigError, match="tests.nowhere:score"):
         backend.validate(job_for(tmp_path, tiny_model, dataset=data))
+
+
+def test_only_the_top_root_is_the_policy_a_child_rlm_asks_the_frozen_model(tmp_path, tiny_model):
+    """Routing is by the model name the request carries: a child RLM's prompt names the REPL
+    exactly like the root's, but its calls must not be trained (or stitched) as policy tokens."""
+    from optimizers.backends.rlm_rollout import FROZEN_MODEL, POLICY_MODEL
+
+    SCORED.clear()
+    job = job_for(tmp_path, tiny_model)
+    job.options["max_depth"] = 2  # rlm_query runs a child RLM
+    rollout = RLMRollout(job, [rl_row(4)])
+    models = []
+
+    def respond(body):
+        models.append(body["model"])
+        if body["model"] == FROZEN_MODEL:  # the child RLM's root
+            return "```repl\nSUBMIT(answer=str(sum(int(x) for x in context.split())))\n```"
+        if not any(m["role"] == "assistant" for m in body["messages"]):
+            return "```repl\nfound = rlm_query('What is the sum?', context)\nprint(found)\n```"
+        return "```repl\nSUBMIT(answer=int(found))\n```"
+
+    with ScriptedServer(respond) as server:
+        reward = rollout.run_and_score(rl_row(4), server.url)
+    assert models == [POLICY_MODEL, FROZEN_MODEL, POLICY_MODEL], SCORED[-1][1].trajectory.model_dump_json()[-3000:]
+    assert reward == 1.0, SCORED[-1][1].trajectory

@@ -1,9 +1,11 @@
-"""verifiers export: an environment package that plays rlmkit's RLM loop, evaluated against a
-scripted OpenAI-compatible server on 127.0.0.1 by verifiers itself.
+"""verifiers export (verifiers 0.4.x, v1 Taskset API): the package `rlmkit train --backend verifiers`
+writes pip-installs into a clean venv and `vf-eval` evaluates it against a scripted server.
 
-verifiers' classic API (< 0.4) and the system's datasets/trl versions conflict, so the
-evaluation runs in a separate interpreter: RLMKIT_VERIFIERS_CLASSIC_PYTHON, or /tmp/vf01
-(python -m venv --system-site-packages /tmp/vf01 && /tmp/vf01/bin/pip install verifiers==0.1.14).
+The venv holds only this checkout (dspy-rlmkit), verifiers 0.4.x and uv: scripts/test.sh builds
+it (`.venvs/verifiers-v1`, or RLMKIT_VERIFIERS_PYTHON). verifiers runs its player's chat program
+as a PEP 723 script through uv, which fetches that script's few dependencies from the package
+index on first use. The rows are compiled from a real `programs.evaluate` run, so the export
+replays generated tasks (`programs.tasks.replay`).
 """
 
 from __future__ import annotations
@@ -11,195 +13,176 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from optimizers.backends.base import TrainJob, get_backend
 from optimizers.backends.testing import write_dataset
-from optimizers.compile.schema import ChatMessage, RewardSpec, RLRow, SFTRow
+from optimizers.compile.schema import ChatMessage, RewardSpec, RLRow
 from rlmkit.errors import ConfigError
+from rlmkit.testing.server import ScriptedServer, is_root_request
 
 REPO = Path(__file__).resolve().parents[1]
-CLASSIC_PYTHON = os.environ.get("RLMKIT_VERIFIERS_CLASSIC_PYTHON", "/tmp/vf01/bin/python")
+VENV_PYTHON = Path(os.environ.get("RLMKIT_VERIFIERS_PYTHON") or REPO / ".venvs/verifiers-v1/bin/python")
+REPLAY = {"example_fn": "programs.tasks.replay:example_of", "inputs_fn": "programs.tasks.replay:inputs_of"}
+
+LOOK = """```repl
+import re
+key = re.search(r"for (\\S+) mentioned", question).group(1)
+values = re.findall(r"special magic \\w+ for " + re.escape(key) + r" is: (\\S+?)\\.(?:\\s|$)", context)
+print(len(values))
+```"""
 
 
-def score(example, prediction) -> float:
-    return float(prediction.answer == example.gold)
+def policy(body: dict) -> str:
+    """Looks, then answers: right on every task (the env's reward is the suite's own scorer)."""
+    assert is_root_request(body)
+    if not any(m["role"] == "assistant" for m in body["messages"]):
+        return LOOK
+    return "```repl\nSUBMIT(answer=values)\n```"
 
 
-def numbers_input(row) -> dict:
-    return {"context": " ".join(str(i) for i in range(row.example["n"])), "question": "What is the sum?"}
+@pytest.fixture(scope="module")
+def rl_dataset(tmp_path_factory):
+    """RL rows compiled from a real two-example needle evaluation (what `rlmkit compile rl` makes)."""
+    import rlmkit
+    from optimizers.compile import compile_rl
+    from programs.evaluate import evaluate
+    from programs.registry import build_program
+    from programs.tasks import generate
+
+    folder = tmp_path_factory.mktemp("verifiers")
+    examples = generate("needle", n=2, length=4000, seed=1)
+    with ScriptedServer(policy) as server:
+        lm = rlmkit.LM("openai/scripted", api_base=server.url, api_key="test", cache=False)
+        result = evaluate(
+            lambda: build_program("rlm", "needle", lm=lm, max_iterations=3),
+            examples,
+            out_dir=folder / "run",
+            workers=2,
+        )
+    assert result.mean == 1.0
+    compiled = compile_rl(folder / "run", min_group_size=1)
+    compiled.write(folder / "rl", val_fraction=0.0)
+    return folder / "rl"
 
 
-def rl_row(n: int, scorer: str = "tests.test_backend_verifiers:score") -> RLRow:
-    return RLRow(
-        id=f"r{n}",
-        task_id=f"t{n}",
-        prompt=[ChatMessage(role="user", content=f"sum of 0..{n - 1}")],
-        answer=json.dumps(sum(range(n))),
-        example={"n": n},
-        reward=RewardSpec(scorer=scorer),
-        meta={"signature": "context, question -> answer: int", "protocol": "submit"},
-    )
-
-
-def export(tmp_path, **options):
-    data = write_dataset(tmp_path / "data", {"train": [rl_row(4), rl_row(5)], "validation": [rl_row(3)]})
+def export(tmp_path, dataset, **options) -> Path:
     job = TrainJob(
         kind="rl",
-        dataset=data,
+        dataset=dataset,
         base_model="Qwen/Qwen3-8B",
         output_dir=tmp_path / "out",
         max_turns=4,
-        options={"env_id": "sum-rlm", "inputs_fn": "tests.test_backend_verifiers:numbers_input", **options},
+        options={"env_id": "needle-rlm", **REPLAY, **options},
     )
-    return get_backend("verifiers").run(job)
+    return get_backend("verifiers").run(job).artifact
 
 
-def test_export_writes_an_installable_package(tmp_path):
-    import tomllib
-
-    result = export(tmp_path)
-    root = result.artifact
-    assert result.artifact_kind == "env_package" and root.name == "sum-rlm"
+def test_export_writes_an_installable_package(tmp_path, rl_dataset):
+    root = export(tmp_path, rl_dataset)
+    assert root.name == "needle-rlm"
     project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
-    assert project["name"] == "sum-rlm" and "verifiers>=0.1.11,<0.4" in project["dependencies"]
-    options = json.loads((root / "sum_rlm" / "options.json").read_text())
-    assert options == {"inputs_fn": "tests.test_backend_verifiers:numbers_input", "max_turns": 4}
-    rows = [json.loads(line) for line in (root / "sum_rlm" / "data" / "train.jsonl").read_text().splitlines()]
-    assert [r["id"] for r in rows] == ["r4", "r5"]
-    assert "vf-eval sum-rlm" in result.command
+    assert project["dependencies"] == ["dspy-rlmkit", "verifiers>=0.4,<0.5"]  # never the foreign `rlmkit`
+    options = json.loads((root / "needle_rlm" / "options.json").read_text())
+    assert options == {**REPLAY, "max_turns": 4}
+    rows = (root / "needle_rlm" / "data" / "train.jsonl").read_text().splitlines()
+    assert len(rows) == 2 and json.loads(rows[0])["reward"]["scorer"] == "programs.tasks:score"
 
 
-def run_script(python: str, script: str, *args: object) -> dict:
-    """Run ``script`` under another interpreter; it prints one line ``RESULT<json>``."""
-    done = subprocess.run(
-        [python, "-c", script, *map(str, args)],
-        check=False,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT")), None)
-    assert line, done.stderr[-3000:]
-    return json.loads(line[len("RESULT") :])
-
-
-def test_bad_env_id_and_scorer(tmp_path):
+def test_bad_env_id_and_scorer(tmp_path, rl_dataset):
     with pytest.raises(ConfigError, match="env_id"):
-        export(tmp_path / "a", env_id="Bad_Name")
-    data = write_dataset(tmp_path / "b", {"train": [rl_row(2, scorer="tests.nowhere:f")]})
+        export(tmp_path / "a", rl_dataset, env_id="Bad_Name")
+    row = RLRow(
+        id="r",
+        task_id="t",
+        prompt=[ChatMessage(role="user", content="q")],
+        answer="1",
+        reward=RewardSpec(scorer="tests.nowhere:f"),
+    )
     job = TrainJob(
         kind="rl",
-        dataset=data,
+        dataset=write_dataset(tmp_path / "b", {"train": [row]}),
         base_model="m",
         output_dir=tmp_path / "o",
-        options={"inputs_fn": "tests.test_backend_verifiers:numbers_input"},
+        options=REPLAY,
     )
     with pytest.raises(ConfigError, match="tests.nowhere:f"):
         get_backend("verifiers").validate(job)
 
 
-EVALUATE = """
-import json, os, sys
-sys.path[:0] = [sys.argv[1], sys.argv[2]]
-os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-os.environ["SCRIPTED_KEY"] = "test"
-import verifiers as vf
-from rlmkit.testing.server import ScriptedServer, is_root_request
-import sum_rlm
-
-def policy(body):
-    assert is_root_request(body)
-    if len(body["messages"]) <= 2:  # first turn: look at the data
-        return "```repl\\nnums = [int(x) for x in context.split()]\\nprint(len(nums))\\n```"
-    return "```repl\\nSUBMIT(answer=sum(nums))\\n```"
-
-with ScriptedServer(policy) as server:
-    env = sum_rlm.load_environment()
-    client = vf.ClientConfig(api_base_url=server.url, api_key_var="SCRIPTED_KEY")
-    out = env.evaluate_sync(client, "scripted", num_examples=2, rollouts_per_example=1)
-    rows = [{"reward": o["reward"], "turns": len(o["trajectory"]) if o.get("trajectory") else None,
-             "completion": len(o["completion"])} for o in out["outputs"]]
-    print("RESULT" + json.dumps({"rows": rows, "requests": len(server.requests), "version": vf.__version__}))
-"""
-
-
-def test_classic_environment_evaluates_against_a_scripted_server(tmp_path):
-    if not Path(CLASSIC_PYTHON).is_file():
-        pytest.skip(
-            f"no interpreter with verifiers {'>=0.1.11,<0.4'} at {CLASSIC_PYTHON} (see module docstring)"
-        )
-    root = export(tmp_path).artifact
-    result = run_script(CLASSIC_PYTHON, EVALUATE, root, REPO)
-    assert result["version"].startswith(("0.1.", "0.2.", "0.3."))
-    assert [r["reward"] for r in result["rows"]] == [1.0, 1.0]  # the scorer saw the RLM's typed answers
-    assert result["requests"] == 4  # two root turns per rollout: look, then SUBMIT
-    assert all(r["completion"] == 3 for r in result["rows"])  # reply, REPL output, reply
-    sys.stdout.write(json.dumps(result) + "\n")
-
-
-V1_PYTHON = os.environ.get("RLMKIT_VERIFIERS_V1_PYTHON", "/tmp/vf04/bin/python")
-V1_CHECK = """
-import json, os, sys, tomllib
-sys.path[:0] = [sys.argv[1], sys.argv[2]]
-os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-from verifiers.v1.configs.taskset import TasksetConfig
-from verifiers.v1.utils.loaders import environment_class, load_taskset
-from prime_rl.configs.rl import RLConfig
-from prime_rl.configs.sft import SFTConfig
-sft = SFTConfig.model_validate(tomllib.loads(open(sys.argv[4]).read()))
-tasks = list(load_taskset(TasksetConfig(id="sum-rlm")))
-config = RLConfig.model_validate(tomllib.loads(open(sys.argv[3]).read()))
-print("RESULT" + json.dumps({
-    "env": environment_class("sum-rlm").__mro__[1].__name__,
-    "prompts": [t.data.prompt[0].content for t in tasks],
-    "group_size": config.orchestrator.group_size,
-    "source_env": type(config.orchestrator.train.source[0].env).__name__,
-    "sft_lora_rank": sft.model.lora.rank,
-}))
-"""
-
-
-def test_v1_taskset_loads_and_prime_rl_accepts_the_rl_config(tmp_path):
-    """verifiers 0.4's own loaders find the package's Taskset and Env, and prime-rl 0.8.0's real
-    schema (prime-rl-configs, which imports the taskset named in the config) accepts rl.toml."""
-    if not Path(V1_PYTHON).is_file():
-        pytest.skip(f"no interpreter with verifiers 0.4 + prime-rl-configs at {V1_PYTHON}")
-    root = export(tmp_path).artifact
-    job = TrainJob(
-        kind="rl",
-        dataset=tmp_path / "data",
-        base_model="Qwen/Qwen3-0.6B",
-        output_dir=tmp_path / "out",
-        group_size=4,
-        lora={"rank": 8},
-        options={"env_id": "sum-rlm"},
+def in_venv(*args: str, program: str = "python", **kwargs) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}  # the venv alone
+    env["PATH"] = (
+        f"{VENV_PYTHON.parent}{os.pathsep}{env.get('PATH', '')}"  # its uv, for verifiers' chat program
     )
-    rl_toml = get_backend("prime-rl").run(job).artifact
-    sft_data = write_dataset(
-        tmp_path / "sft",
-        {
-            "train": [
-                SFTRow(
-                    id="s",
-                    task_id="t",
-                    prompt=[ChatMessage(role="user", content="q")],
-                    completion=[ChatMessage(role="assistant", content="a")],
-                    messages=[
-                        ChatMessage(role="user", content="q"),
-                        ChatMessage(role="assistant", content="a"),
-                    ],
-                )
-            ]
-        },
+    done = subprocess.run(
+        [str(VENV_PYTHON.with_name(program)), *args],
+        cwd=kwargs.pop("cwd"),
+        env={**env, **kwargs.pop("env", {})},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
-    sft_job = job.model_copy(update={"kind": "sft", "dataset": sft_data, "output_dir": tmp_path / "sft-out"})
-    sft_toml = get_backend("prime-rl").run(sft_job).artifact
-    result = run_script(V1_PYTHON, V1_CHECK, root, REPO, rl_toml, sft_toml)
-    assert result["env"] == "RLMEnv" and result["prompts"] == ["sum of 0..3", "sum of 0..4"]
-    assert result["group_size"] == 4 and result["source_env"] == "RLMEnvConfig"
-    assert result["sft_lora_rank"] == 8
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-5000:])
+    return done
+
+
+def test_package_installs_in_a_clean_venv_and_vf_eval_scores_it(tmp_path, rl_dataset):
+    if not VENV_PYTHON.is_file():
+        if os.environ.get("RLMKIT_VERIFIERS_PYTHON"):
+            pytest.fail(f"RLMKIT_VERIFIERS_PYTHON={VENV_PYTHON} does not exist")
+        pytest.skip("no verifiers 0.4 venv: run the suite with `bash scripts/test.sh`, which builds it")
+    root = export(tmp_path, rl_dataset)
+    # offline, against what the venv holds: the package's declared dependencies must already be met
+    in_venv("-m", "pip", "install", "-q", "--no-index", "--no-build-isolation", str(root), cwd=tmp_path)
+    try:
+        found = in_venv(
+            "-c",
+            "import rlmkit, verifiers, needle_rlm; print(rlmkit.__file__, verifiers.__version__)",
+            cwd=tmp_path,
+        ).stdout.split()
+        assert found[1].startswith("0.4.") and Path(found[0]).is_relative_to(REPO)
+        with ScriptedServer(policy) as server:
+            in_venv(
+                "needle-rlm",
+                "--env.id",
+                "needle-rlm",
+                "--model",
+                "scripted",
+                "--client.base-url",
+                server.url,
+                "--client.api-key-var",
+                "SCRIPTED_KEY",
+                "-n",
+                "2",
+                "-r",
+                "1",
+                "--no-push",
+                "--no-rich",
+                "-o",
+                str(tmp_path / "vf"),
+                program="vf-eval",
+                cwd=tmp_path,
+                env={"SCRIPTED_KEY": "test", "RLMKIT_CACHE_DIR": str(tmp_path / "cache")},
+            )
+            requests = len(server.requests)
+    finally:
+        in_venv("-m", "pip", "uninstall", "-q", "-y", "needle-rlm", cwd=tmp_path)
+    episodes = [
+        json.loads(line)
+        for path in (tmp_path / "vf").rglob("traces.jsonl")
+        for line in path.read_text().splitlines()
+        if line.strip()
+    ]
+    assert len(episodes) == 2 and all(e["ok"] for e in episodes), episodes
+    traces = [trace for episode in episodes for trace in episode["traces"]]
+    assert [t["rewards"]["rlm_score"]["score"] for t in traces] == [1.0, 1.0]  # the suite's scorer said so
+    assert sorted(json.loads(t["info"]["rlm_answer"])[0] for t in traces) == sorted(
+        json.loads(json.loads(line)["answer"])[0]
+        for line in (rl_dataset / "train.jsonl").read_text().splitlines()
+    )  # each task's own gold
+    assert requests == 4  # two root turns per task: look, then SUBMIT

@@ -72,14 +72,17 @@ def stitch(tokenizer: Any, calls: list[Call], max_len: int) -> Stitched:
     return out
 
 
+POLICY_MODEL = "rlmkit-policy"  # the model name a rollout's root LM sends: answered by the policy, recorded
+FROZEN_MODEL = "rlmkit-frozen"  # sub-calls and child RLMs: answered with the adapter off, not recorded
+
 Generate = Callable[[list[int], bool], tuple[list[int], "list[float] | None"]]
 """(prompt token ids, frozen) -> (completion token ids ending in end-of-turn, their logprobs or None)."""
 
 
 @dataclass
 class PolicyServer:
-    """Answers the RLM's OpenAI-style requests with ``generate``: root requests with the policy
-    (recorded as token ids), sub-call requests with the frozen model (not recorded)."""
+    """Answers the RLM's OpenAI-style requests with ``generate``: requests for ``POLICY_MODEL`` with
+    the policy (recorded as token ids), any other model (sub-calls, child RLMs) with the frozen model."""
 
     tokenizer: Any
     generate: Generate
@@ -87,9 +90,9 @@ class PolicyServer:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def respond(self, body: dict) -> str:
-        from rlmkit.testing.server import is_root_request
-
-        root = is_root_request(body)
+        # the model name is the marker: the rollout's root LM asks for POLICY_MODEL, its sub-calls
+        # and child RLMs for FROZEN_MODEL (a system prompt's words say nothing about who is asking)
+        root = body.get("model") == POLICY_MODEL
         messages = [{"role": m["role"], "content": _text(m.get("content"))} for m in body["messages"]]
         text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         ids = self.tokenizer(text, add_special_tokens=False).input_ids
@@ -156,7 +159,7 @@ def check_playable(job: TrainJob, rows: list[Any]) -> None:
     for key in ("inputs_fn", "example_fn"):
         if job.options.get(key):
             load_object(job.options[key])
-    if not job.options.get("inputs_fn"):
+    if not (job.options.get("inputs_fn") or job.options.get("example_fn")):
         for row in rows:
             if not isinstance(row.example.get("inputs"), dict):
                 raise ConfigError(
@@ -175,9 +178,6 @@ class RLMPlayer:
 
     def __init__(self, job: TrainJob):
         self.job = job
-        options = job.options
-        self.inputs_fn = load_object(options["inputs_fn"]) if options.get("inputs_fn") else None
-        self.example_fn = load_object(options["example_fn"]) if options.get("example_fn") else None
         self.scorers: dict[str, Any] = {}
         self.metrics: dict[str, list[float]] = {
             "rollout/turns": [],
@@ -210,21 +210,13 @@ class RLMPlayer:
         from rlmkit.errors import RunError
 
         options = self.job.options
-        policy_lm = rlmkit.LM("openai/policy", api_base=url, api_key="local", cache=False, num_retries=0)
-        sub_lm = policy_lm
+        policy_lm = rlmkit.LM(f"openai/{POLICY_MODEL}", api_base=url, api_key="local", cache=False, num_retries=0)
+        # sub-calls go to the frozen model: by default the same server, told apart by the model name
+        sub_lm = rlmkit.LM(f"openai/{FROZEN_MODEL}", api_base=url, api_key="local", cache=False, num_retries=0)
         if options.get("sub_lm"):
             sub_lm = rlmkit.LM(options["sub_lm"], api_base=options.get("sub_api_base"), cache=False)
-        rlm = rlmkit.RLM(
-            row.meta.get("signature") or options.get("signature", "context, question -> answer"),
-            lm=policy_lm,
-            sub_lm=sub_lm,
-            protocol=row.meta.get("protocol") or options.get("protocol", "submit"),
-            max_iterations=self.job.max_turns,
-            sandbox=options.get("sandbox", "process"),
-            cell_timeout=float(options.get("cell_timeout", 30.0)),
-        )
-        example = self.example_fn(row) if self.example_fn else RowExample.of(row)
-        inputs = self.inputs_fn(row) if self.inputs_fn else dict(example.inputs)
+        rlm = rollout_rlm(row, options, self.job.max_turns, policy_lm, sub_lm)
+        example, inputs = row_task(row, options)
         try:
             prediction = rlm(**inputs)
             self.metrics["rollout/failed"].append(0.0)
@@ -265,6 +257,44 @@ class RLMRollout(RLMPlayer):
             None  # no importance-sampling correction: rollouts come from the model being trained
         )
         return result
+
+
+def rollout_rlm(row: Any, options: dict[str, Any], max_turns: int, lm: Any, sub_lm: Any) -> Any:
+    """The RLM that plays ``row``: the row's signature and protocol, the job's limits."""
+    return _rollout_rlm_class()(
+        row.meta.get("signature") or options.get("signature", "context, question -> answer"),
+        lm=lm,
+        sub_lm=sub_lm,
+        protocol=row.meta.get("protocol") or options.get("protocol", "submit"),
+        max_iterations=int(max_turns),
+        max_depth=int(options.get("max_depth", 1)),  # 2+: rlm_query runs child RLMs (frozen, see below)
+        sandbox=options.get("sandbox", "process"),
+        cell_timeout=float(options.get("cell_timeout", 30.0)),
+    )
+
+
+def _rollout_rlm_class() -> type:
+    import rlmkit
+
+    class RolloutRLM(rlmkit.RLM):
+        """Only the top-level root is the policy: a child RLM (``rlm_query``) is part of the
+        environment, so its root calls go to the frozen sub-model too."""
+
+        def child(self) -> rlmkit.RLM:
+            child = super().child()
+            if child._sub_lm_spec is not None:
+                child._lm_spec = child._sub_lm_spec
+            return child
+
+    return RolloutRLM
+
+
+def row_task(row: Any, options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """(what the scorer gets, what the RLM gets) for ``row``: ``options.example_fn`` /
+    ``options.inputs_fn`` (``module:function`` of the row) when set, else the row's own fields."""
+    example = load_object(options["example_fn"])(row) if options.get("example_fn") else RowExample.of(row)
+    inputs = load_object(options["inputs_fn"])(row) if options.get("inputs_fn") else dict(example.inputs)
+    return example, inputs
 
 
 class RowExample(dict):

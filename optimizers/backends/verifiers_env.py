@@ -1,14 +1,15 @@
 """verifiers export: an installable environment package that plays rlmkit's RLM loop.
 
-    out/verifiers/<env_id>/pyproject.toml        name = env_id; depends on rlmkit
-    out/verifiers/<env_id>/<module>/__init__.py   load_environment(**kwargs) (classic API) and,
-                                                  under verifiers >= 0.4, Taskset + Env (v1 API)
+    out/verifiers/<env_id>/pyproject.toml        name = env_id; depends on dspy-rlmkit, verifiers 0.4.x
+    out/verifiers/<env_id>/<module>/__init__.py   Taskset + Env (verifiers' v1 API), found by id via __all__
     out/verifiers/<env_id>/<module>/data/*.jsonl  the canonical RL rows (train, validation)
     out/verifiers/<env_id>/<module>/options.json  the job's options (inputs_fn, sub_lm, ...)
 
-The environment's logic lives in ``optimizers.backends.verifiers_runtime`` (one copy, tested);
-the package is a thin, pinned entry point, so ``vf-eval <env_id>`` and prime-rl's classic
-environment loader find it by name. Install it with ``pip install -e out/verifiers/<env_id>``.
+The environment's logic lives in ``optimizers.backends.verifiers_v1`` and ``verifiers_runtime``
+(one copy, tested); the package is a thin, pinned entry point, so ``vf-eval <env_id>`` and
+prime-rl (``[orchestrator.train.source.env.taskset] id = <env_id>``) find it by name. Install it
+with ``pip install out/verifiers/<env_id>``. verifiers' classic API (< 0.4, ``load_environment``)
+is gone upstream and is not exported.
 """
 
 from __future__ import annotations
@@ -21,14 +22,14 @@ from optimizers.backends.base import Backend, TrainJob, TrainResult, canonical, 
 from optimizers.backends.rlm_rollout import check_playable
 from rlmkit.errors import DISTRIBUTION, ConfigError
 
-CLASSIC_RANGE = ">=0.1.11,<0.4"
+VERIFIERS_RANGE = ">=0.4,<0.5"
 
 PYPROJECT = """[project]
 name = "{env_id}"
 version = "0.1.0"
 description = "rlmkit RLM environment for verifiers (written by rlmkit train --backend verifiers)"
 requires-python = ">=3.11"
-dependencies = ["{distribution}", "verifiers{classic_range}"]
+dependencies = ["{distribution}", "verifiers{verifiers_range}"]
 
 [build-system]
 requires = ["setuptools>=68"]
@@ -44,39 +45,24 @@ include = ["{module}*"]
 MODULE = '''"""verifiers environment {env_id!r}: rlmkit's RLM loop, scored by the task's own scorer.
 
 Written by ``rlmkit train --backend verifiers``; the logic is in
-``optimizers.backends.verifiers_runtime`` (classic API, verifiers {classic_range}) and
-``optimizers.backends.verifiers_v1`` (v1 Taskset API, verifiers >= 0.4).
+``optimizers.backends.verifiers_v1`` (verifiers {verifiers_range}, v1 Taskset API).
 """
 
 import json
 from pathlib import Path
 
+from optimizers.backends import verifiers_v1
+
 _HERE = Path(__file__).parent
-OPTIONS = json.loads((_HERE / "options.json").read_text())
-__all__ = ["load_environment"]
+__all__ = ["Taskset", "Env"]
 
 
-def load_environment(**kwargs):
-    """Classic API: a verifiers MultiTurnEnv over this package's data; kwargs override options."""
-    from optimizers.backends.verifiers_runtime import load_environment as build
-
-    return build(str(_HERE / "data"), **{{**OPTIONS, **kwargs}})
+class Taskset(verifiers_v1.RLMTaskset):
+    DATA = _HERE / "data"
 
 
-from optimizers.backends.verifiers_runtime import has_v1_taskset_api
-
-_v1 = None
-if has_v1_taskset_api():  # v1 Taskset API: the taskset and its env, found by id through __all__
-    from optimizers.backends import verifiers_v1 as _v1
-if _v1 is not None:
-
-    class Taskset(_v1.RLMTaskset):
-        DATA = _HERE / "data"
-
-    class Env(_v1.RLMEnv):
-        OPTIONS = OPTIONS
-
-    __all__ += ["Taskset", "Env"]
+class Env(verifiers_v1.RLMEnv):
+    OPTIONS = json.loads((_HERE / "options.json").read_text())
 '''
 
 
@@ -107,22 +93,22 @@ class VerifiersBackend(Backend):
         options["max_turns"] = job.max_turns
         written = {
             root / "pyproject.toml": PYPROJECT.format(
-                env_id=env_id, module=module, classic_range=CLASSIC_RANGE, distribution=DISTRIBUTION
+                env_id=env_id, module=module, verifiers_range=VERIFIERS_RANGE, distribution=DISTRIBUTION
             ),
-            package / "__init__.py": MODULE.format(env_id=env_id, classic_range=CLASSIC_RANGE),
+            package / "__init__.py": MODULE.format(env_id=env_id, verifiers_range=VERIFIERS_RANGE),
             package / "options.json": json.dumps(options, indent=2),
         }
         for path, text in written.items():
             path.write_text(text)
         files += list(written)
-        command = f"pip install -e {root.resolve()} && vf-eval {env_id}"
+        command = f"pip install {root.resolve()} && vf-eval {env_id} --env.id {env_id}"
         return self.exported(
             validated,
             root,
             files,
             artifact_kind="env_package",
             command=command,
-            message=f"verifiers environment {env_id!r} (classic API, verifiers{CLASSIC_RANGE})",
+            message=f"verifiers environment {env_id!r} (v1 Taskset API, verifiers{VERIFIERS_RANGE})",
         )
 
     def run(self, job: TrainJob, dry_run: bool = False) -> TrainResult:

@@ -1,28 +1,22 @@
-"""The environment a ``verifiers`` export installs: rlmkit's RLM loop and the task's scorer.
+"""The RLM side of a ``verifiers`` export: one real ``rlmkit.RLM`` run, driven one root turn at a time.
 
-Classic API (verifiers >= 0.1.11, < 0.4): ``load_environment()`` returns a ``vf.MultiTurnEnv``
-in which a real ``rlmkit.RLM`` runs beside each rollout. Its root LM is a bridge: every
-prompt the RLM renders becomes the prompt of one verifiers turn, and the policy's reply
-(which verifiers samples and records with its tokens, as for any environment) goes back to
-the RLM, which runs the code in rlmkit's sandbox and renders the next prompt. When the RLM
-ends, the rollout ends and the rubric's reward is the row's scorer on the RLM's prediction.
-The loop is written once, in rlmkit; this module only passes messages across.
-
-Data: the canonical RL rows of the export's dataset folder (``RLMKIT_DATASET`` overrides).
+The RLM's root LM is a bridge: every prompt the RLM renders becomes one turn of the verifiers
+agent, and the policy's reply (which verifiers samples and records with its tokens, as for
+any environment) goes back to the RLM, which runs the code in rlmkit's sandbox and renders
+the next prompt. When the RLM ends, the row's scorer grades its prediction. The loop is
+written once, in rlmkit; this module only passes messages across. It imports no verifiers:
+``verifiers_v1`` holds the verifiers 0.4 classes built on it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
-from pathlib import Path
 from typing import Any
 
-import rlmkit
-from optimizers.backends.base import load_object, read_rows
-from optimizers.backends.rlm_rollout import RowExample
+from optimizers.backends.base import load_object
+from optimizers.backends.rlm_rollout import rollout_rlm, row_task
 from rlmkit.lm import LM, Completion
 from rlmkit.trajectory import Usage
 
@@ -53,21 +47,8 @@ class BridgeLM(LM):
         )
 
 
-def rows_as_dataset(path: str | Path) -> list[dict[str, Any]]:
-    """Canonical RL rows -> verifiers dataset records (prompt, answer, info with the whole row)."""
-    folder = Path(path)
-    file = folder / "train.jsonl" if folder.is_dir() else folder
-    return [
-        {
-            "prompt": [{"role": m.role, "content": m.content} for m in row.prompt],
-            "answer": row.answer,
-            "info": json.dumps({"row": row.model_dump(mode="json"), "task_id": row.task_id}),
-        }
-        for row in read_rows(file)
-    ]
-
-
-def _row(info: Any) -> Any:
+def row_of(info: Any) -> Any:
+    """The canonical RL row a verifiers task carries in its ``info`` (``{"row": ...}``)."""
     from optimizers.compile.schema import RLRow
 
     data = json.loads(info) if isinstance(info, str) else info
@@ -75,23 +56,15 @@ def _row(info: Any) -> Any:
 
 
 class RLMSession:
-    """One RLM run, driven one root turn at a time from the outside."""
+    """One RLM run on ``row``, driven from the outside: ``next_prompt(reply)`` until it returns None."""
 
     def __init__(self, row: Any, options: dict[str, Any]):
         self.row, self.options = row, options
         self.bridge = BridgeLM()
         sub = options.get("sub_lm")
-        self.rlm = rlmkit.RLM(
-            row.meta.get("signature") or options.get("signature", "context, question -> answer"),
-            lm=self.bridge,
-            sub_lm=rlmkit.LM(sub, api_base=options.get("sub_api_base"), cache=False) if sub else None,
-            protocol=row.meta.get("protocol") or options.get("protocol", "submit"),
-            max_iterations=int(options.get("max_turns", 10)),
-            sandbox=options.get("sandbox", "process"),
-        )
-        inputs_fn = options.get("inputs_fn")
-        self.example = RowExample.of(row)
-        inputs = load_object(inputs_fn)(row) if inputs_fn else dict(self.example.inputs)
+        sub_lm = LM(sub, api_base=options.get("sub_api_base"), cache=False) if sub else None
+        self.rlm = rollout_rlm(row, options, int(options.get("max_turns", 10)), self.bridge, sub_lm)
+        self.example, inputs = row_task(row, options)
         self.task = asyncio.ensure_future(self._run(inputs))
         self.prediction: Any = None
         self.reward = 0.0
@@ -120,69 +93,3 @@ class RLMSession:
             await self.task  # re-raises a scorer error instead of losing it
             return None
         return request
-
-
-def has_v1_taskset_api() -> bool:
-    """verifiers >= 0.4 ships the v1 Taskset API (0.1-0.3 have an older, different ``verifiers.v1``)."""
-    try:
-        from importlib.metadata import version
-
-        major, minor = (int(part) for part in version("verifiers").split(".")[:2])
-    except (ImportError, ValueError):
-        return False
-    return (major, minor) >= (0, 4)
-
-
-def load_environment(dataset: str | None = None, **options: Any) -> Any:
-    """Classic verifiers entry point: a MultiTurnEnv that plays rlmkit's RLM loop."""
-    import verifiers as vf
-    from datasets import Dataset
-
-    path = os.environ.get("RLMKIT_DATASET") or dataset
-    if not path:
-        raise ValueError("no dataset: pass dataset=... or set RLMKIT_DATASET")
-    options.setdefault("max_turns", int(os.environ.get("RLMKIT_MAX_TURNS", "10")))
-    records = rows_as_dataset(path)
-
-    class RLMEnv(vf.MultiTurnEnv):
-        async def setup_state(self, state: Any) -> None:
-            state["rlm"] = RLMSession(_row(state["info"]), options)
-
-        async def get_prompt_messages(self, state: Any) -> Any:
-            session: RLMSession = state["rlm"]
-            reply = None
-            if state["trajectory"]:
-                reply = _content(state["trajectory"][-1]["completion"])
-            prompt = await session.next_prompt(reply)
-            if prompt is None:
-                state["final_env_response"] = []
-                state["rlm_reward"] = session.reward
-                return state["trajectory"][-1]["prompt"] if state["trajectory"] else state["prompt"]
-            return prompt
-
-        async def env_response(self, messages: Any, state: Any, **kwargs: Any) -> Any:
-            return []  # never called: get_prompt_messages takes the RLM's prompts as they are
-
-        async def render_completion(self, state: Any) -> None:
-            if not state["trajectory"]:
-                state["completion"] = []
-                return
-            first, last = state["trajectory"][0], state["trajectory"][-1]
-            state["completion"] = list(last["prompt"])[len(first["prompt"]) :] + list(last["completion"])
-
-    def rlm_score(state: Any, **_: Any) -> float:
-        return float(state.get("rlm_reward", 0.0))
-
-    return RLMEnv(
-        dataset=Dataset.from_list(records),
-        eval_dataset=Dataset.from_list(records),
-        rubric=vf.Rubric(funcs=[rlm_score]),
-        max_turns=int(options["max_turns"]) + 2,  # the RLM decides when to stop; this is a backstop
-    )
-
-
-def _content(messages: Any) -> str:
-    """The text of a verifiers completion (pydantic messages or dicts)."""
-    last = messages[-1] if messages else None
-    content = getattr(last, "content", None) if not isinstance(last, dict) else last.get("content")
-    return content if isinstance(content, str) else ""

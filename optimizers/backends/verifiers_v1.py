@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import verifiers.v1 as vf
 
 from optimizers.backends.base import read_rows
-from optimizers.backends.verifiers_runtime import RLMSession, _row
+from optimizers.backends.verifiers_runtime import RLMSession, row_of
 
 
 class RLMTaskData(vf.TaskData):
@@ -52,7 +52,11 @@ class RLMTaskset(vf.Taskset[RLMTask, vf.TasksetConfig]):
 
 
 class RLMEnvConfig(vf.EnvConfig):
-    player: vf.AgentConfig = vf.AgentConfig()
+    # The player only relays chat turns (the RLM's code runs in rlmkit's sandbox, in the env's
+    # process): verifiers' plain chat harness, as a local subprocess - no remote sandbox, no tunnel.
+    player: vf.AgentConfig = vf.AgentConfig.model_validate(
+        {"harness": {"id": "null"}, "runtime": {"type": "subprocess"}}
+    )
 
 
 def new_user_text(previous: list[dict], request: list[dict]) -> str:
@@ -65,7 +69,7 @@ class RLMEnv(vf.Env[RLMEnvConfig]):
     OPTIONS: ClassVar[dict[str, Any]] = {}  # set by the generated package (options.json)
 
     async def run(self, task: RLMTask, agents: Any) -> None:
-        session = RLMSession(_row(task.data.info), dict(self.OPTIONS))
+        session = RLMSession(row_of(task.data.info), dict(self.OPTIONS))
         request = await session.next_prompt(None)  # the RLM's first prompt: the task prompt itself
         async with agents.player.interaction(task) as interaction:
             segment = await interaction.turn()
@@ -76,6 +80,6 @@ class RLMEnv(vf.Env[RLMEnvConfig]):
                     segment = await interaction.turn(new_user_text(previous, request))
             if request is not None:  # the agent stopped first: end the RLM run too
                 session.task.cancel()
-            trace = interaction.trace
-        trace.record_reward("rlm_score", session.reward, 1.0)
-        trace.info["rlm_answer"] = json.dumps(getattr(session.prediction, "answer", None), default=str)
+            # scored before the exchange closes: closing finishes the rollout (its reward included)
+            interaction.trace.record_reward("rlm_score", session.reward, 1.0)
+            interaction.trace.info["rlm_answer"] = json.dumps(getattr(session.prediction, "answer", None), default=str)

@@ -81,6 +81,19 @@ def chat_response(content: str, model: str = "scripted", prompt_tokens: int = 1)
     }
 
 
+def as_event_stream(response: dict) -> bytes:
+    """A chat.completion body as OpenAI's streamed form (``stream: true``): one content chunk,
+    a final chunk with the finish reason and usage, then ``[DONE]``."""
+    choice = response["choices"][0]
+    head = {k: response[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+    chunks = [
+        {**head, "choices": [{"index": 0, "delta": choice["message"], "finish_reason": None}]},
+        {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}],
+         "usage": response.get("usage")},
+    ]
+    return b"".join(b"data: " + json.dumps(chunk).encode() + b"\n\n" for chunk in chunks) + b"data: [DONE]\n\n"
+
+
 class _Server(ThreadingHTTPServer):
     request_queue_size = 1024  # socketserver's 5 drops SYNs of a fan-out burst: clients stall ~1 s
 
@@ -156,6 +169,8 @@ class ScriptedServer:
             elif fault == "broken_code":
                 result = "```repl\nprint(len(context)\n```"
             response = chat_response(result, body.get("model", "scripted"), max(1, prompt_chars // 4))
+        if body.get("stream"):  # agent harnesses (e.g. verifiers') stream their completions
+            return 200, {"Content-Type": "text/event-stream"}, as_event_stream(response)
         data = json.dumps(response).encode()
         if fault == "truncated_json":
             data = data[: len(data) // 2]
@@ -198,7 +213,7 @@ class ScriptedServer:
             def _send(self, status: int, headers: dict[str, str], data: bytes) -> None:
                 try:
                     self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
+                    headers = {"Content-Type": "application/json", **headers}
                     self.send_header("Content-Length", str(len(data)))
                     for key, value in headers.items():
                         self.send_header(key, value)
