@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from optimizers.compile import compile_dpo, compile_rl, compile_sft, load_runs
-from optimizers.compile.synthetic import make_run
+from rlmkit.testing.synthetic_runs import make_run
 
 PROTOCOLS = ("submit", "final", "answer")
 MISTAKES = (None, "final_var_quoted", "final_trailing_text", "both_final_forms")

@@ -17,7 +17,7 @@ import time
 
 from rlmkit.errors import Finish
 from rlmkit.sandbox import SandboxLimits, make_sandbox
-from rlmkit.sandbox.hostile_cases import HOSTILE_CASES, HostileEnv
+from rlmkit.testing.hostile_cases import HOSTILE_CASES, HostileEnv
 
 BACKENDS = ["process", "inline"] + (["monty"] if importlib.util.find_spec("pydantic_monty") else [])
 

@@ -2,7 +2,7 @@
 
     python benchmarks/security_table.py [--frameworks rlmkit,rlms,dspy] [--cases a,b] [--timeout 30]
 
-Every case of ``rlmkit/sandbox/hostile_cases.py`` runs once per framework:
+Every case of ``rlmkit/testing/hostile_cases.py`` runs once per framework:
 - ``rlmkit``: the real ``rlmkit.RLM`` with its default (process) sandbox; a scripted root
   model on 127.0.0.1 emits the case's code. Time to contain = the cell's duration.
 - ``rlms``: rlms 0.1.3 ``LocalREPL.execute_code`` (the reference RLM's local REPL).
@@ -62,7 +62,7 @@ def _load(name: str, path: Path):
     return module
 
 
-hostile = _load("rlmkit_hostile_cases", REPO / "rlmkit" / "sandbox" / "hostile_cases.py")
+hostile = _load("rlmkit_hostile_cases", REPO / "rlmkit" / "testing" / "hostile_cases.py")
 
 
 # ------------------------------------------------------------------ host side: run one case

@@ -38,7 +38,6 @@ from rlmkit.errors import (
     ConfigError,
     LMError,
     MaxIterationsError,
-    OutputValidationError,
     RunError,
     SandboxError,
     UserError,
@@ -48,7 +47,7 @@ from rlmkit.trajectory import Trajectory, TrajectoryLog, drop_torn_tail
 
 Metric = Callable[[Example, Any], float]
 FAILURE_KINDS = ((BudgetExceeded, "budget_exceeded"), (MaxIterationsError, "max_iterations"),
-                 (OutputValidationError, "invalid_output"), (SandboxError, "sandbox"), (LMError, "lm_error"),
+                 (SandboxError, "sandbox"), (LMError, "lm_error"),
                  (RunError, "run_error"), (UserError, "user_error"))
 
 

@@ -97,16 +97,8 @@ class MaxIterationsError(RunError):
     """The root ran ``max_iterations`` turns and the final extraction failed too."""
 
 
-class OutputValidationError(RunError):
-    """The final outputs could not be validated against the signature."""
-
-
 class SandboxError(RunError):
     """The sandbox could not start or died in a way a restart could not repair."""
-
-
-class CellTimeout(RLMKitError):
-    """A cell ran past ``cell_timeout`` (fed back to the model; the run goes on)."""
 
 
 # ---------------------------------------------------------------- control flow
@@ -132,8 +124,6 @@ __all__ = [
     "RunError",
     "BudgetExceeded",
     "MaxIterationsError",
-    "OutputValidationError",
     "SandboxError",
-    "CellTimeout",
     "Finish",
 ]

@@ -273,4 +273,4 @@ def dspy_lm_options(lm: Any) -> dict[str, Any]:
             "num_retries": getattr(lm, "num_retries", 4)}  # fmt: skip
 
 
-__all__ = ["LM", "Completion", "ConcurrencyLimit", "FunctionLM"]
+__all__ = ["LM", "Completion", "FunctionLM"]

@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from optimizers.compile.synthetic import make_run
+from rlmkit.testing.synthetic_runs import make_run
 from rlmkit.cli import app
 from rlmkit.trajectory import TrajectoryLog
 

@@ -23,7 +23,7 @@ from optimizers.compile import (
     validate_rows,
 )
 from optimizers.compile.split import validation_tasks
-from optimizers.compile.synthetic import make_run
+from rlmkit.testing.synthetic_runs import make_run
 from rlmkit.trajectory import TrajectoryLog
 
 

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from optimizers.compile.repair import PROTOCOLS, Unrepairable, repair_reply
-from optimizers.compile.synthetic import final_reply
+from rlmkit.testing.synthetic_runs import final_reply
 from rlmkit.protocols import find_code_blocks, get_protocol
 
 FIELDS = {"answer": "int"}

@@ -8,7 +8,7 @@ import statistics
 import pytest
 
 from optimizers.compile import EmptyDatasetError, compile_dpo, compile_rl, group_advantages
-from optimizers.compile.synthetic import make_run
+from rlmkit.testing.synthetic_runs import make_run
 from rlmkit.errors import UserError
 
 

@@ -13,7 +13,7 @@ from optimizers.compile import (
     compile_sft,
     load_runs,
 )
-from optimizers.compile.synthetic import make_run, system_prompt
+from rlmkit.testing.synthetic_runs import make_run, system_prompt
 from rlmkit.trajectory import Message, TrajectoryLog
 
 

@@ -1,6 +1,6 @@
 """Hostile code straight against the process sandbox (issue 10, section 1).
 
-Every case in ``rlmkit.sandbox.hostile_cases`` must be contained (its check passes), leave the
+Every case in ``rlmkit.testing.hostile_cases`` must be contained (its check passes), leave the
 host's bait untouched (``HostileEnv.harm()`` is empty), be contained in bounded time, and leave
 a sandbox that still answers the next cell with the run's inputs.
 """
@@ -13,7 +13,7 @@ import time
 import pytest
 
 from rlmkit.sandbox import SandboxLimits
-from rlmkit.sandbox.hostile_cases import ENV_SECRET, HOSTILE_CASES, SECRET_TEXT, HostileEnv
+from rlmkit.testing.hostile_cases import ENV_SECRET, HOSTILE_CASES, SECRET_TEXT, HostileEnv
 from rlmkit.sandbox.process import ProcessSandbox
 
 CELL_TIMEOUT = 2.0

@@ -15,7 +15,7 @@ import pytest
 import rlmkit
 from optimizers.backends.testing import build_tiny_qwen
 from optimizers.compile import EmptyDatasetError, Filters, compile_sft
-from optimizers.compile.synthetic import make_run
+from rlmkit.testing.synthetic_runs import make_run
 from optimizers.trainloop import (
     BuiltDataset,
     JobRecord,

@@ -27,7 +27,7 @@ import rlmkit
 from rlmkit.errors import RLMKitError
 from rlmkit.prompting import Display
 from rlmkit.sandbox.base import CellResult, SandboxLimits
-from rlmkit.sandbox.hostile_cases import HOSTILE_CASES, SECRET_TEXT, HostileEnv
+from rlmkit.testing.hostile_cases import HOSTILE_CASES, SECRET_TEXT, HostileEnv
 from tests.conftest import Script
 
 CELL_TIMEOUT = 2.0  # the RLM's knob
