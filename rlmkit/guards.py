@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlmkit.prompting import INPUT_RESTORED, NOT_A_VALUE, NUDGE  # noqa: F401 - NUDGE re-exported
+
 # Output caps when an RLM is given none. Reasoning models spend part of the cap thinking, so
 # API models get room; the embedded model's LM sets a tighter cap of its own (the smaller wins).
 TURN_MAX_TOKENS = 8192
@@ -71,9 +73,8 @@ def input_guard(names: list[str]) -> str:
         lines += ["    try:", f"        same = {name} is _rlmkit_inputs[{i}]", "    except NameError:",
                   "        same = False", "    if not same:", f"        {name} = _rlmkit_inputs[{i}]",
                   f"        restored.append({name!r})"]
-    lines += ["    if restored:",
-              "        print('Note: ' + ', '.join(restored) + ' is an input and was restored to its original '",
-              "              'value. Inputs are read-only: store your results under new names.')"]
+    before, after = INPUT_RESTORED.split("{names}")  # plain concatenation runs in every backend
+    lines += ["    if restored:", f"        print({before!r} + ', '.join(restored) + {after!r})"]
     return "\n".join(lines) + "\n"
 
 
@@ -86,14 +87,11 @@ def check_values(outputs: dict[str, Any]) -> None:
     for name, value in outputs.items():
         if isinstance(value, _NOT_VALUES):
             kind = "type" if isinstance(value, type) else "module" if isinstance(value, types.ModuleType) else "function"
-            raise ValueError(
-                f"{name}={getattr(value, '__name__', value)!s} is a {kind}, not a value. Compute the answer "
-                f"into a variable and pass the variable: {name} = ...  then  SUBMIT({name}={name})")
+            shown = getattr(value, "__name__", value)
+            raise ValueError(NOT_A_VALUE.format(name=name, value=shown, kind=kind))
 
 
 # -- turns that go nowhere -------------------------------------------------------------
-NUDGE = ("You sent the same code as before, so it does the same thing again. Change approach: look at "
-         "the data with a different slice or search, or, if your answer is ready, SUBMIT it now.")
 
 
 @dataclass

@@ -70,6 +70,20 @@ ANSWER_NOW = {
     ),
 }
 
+# Guard rails (rlmkit/guards.py): a repeated turn, a rebound input, a type submitted as an answer.
+NUDGE = ("You sent the same code as before, so it does the same thing again. Change approach: look at "
+         "the data with a different slice or search, or, if your answer is ready, SUBMIT it now.")
+INPUT_RESTORED = ("Note: {names} is an input and was restored to its original value. Inputs are read-only: "
+                  "store your results under new names.")
+NOT_A_VALUE = ("{name}={value} is a {kind}, not a value. Compute the answer into a variable and pass the "
+               "variable: {name} = ...  then  SUBMIT({name}={name})")
+
+# Typed sub-calls (rlmkit/subcalls.py): the sub-model's system message, and the one repair round.
+TYPED_CALL_SYSTEM = "{instructions}\n\nReply with only a JSON object with these keys:\n{keys}"
+TYPED_CALL_REPAIR = "{error}. Reply with the JSON object only."
+TYPED_CALL_DOC = ("{call} -> {returns}: {instructions} "
+                  "Also {name}.batched(list of dicts of those arguments) -> list, run concurrently.")
+
 # Feedback after a turn.
 ANSWER_ACCEPTED = "Answer accepted."
 ANSWER_REJECTED = "Answer rejected: {error}"

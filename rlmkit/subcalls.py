@@ -24,7 +24,7 @@ import dspy
 from rlmkit import events as ev
 from rlmkit.errors import BudgetExceeded, LMError, RunError, UserError
 from rlmkit.guards import call_model
-from rlmkit.prompting import FUNCTION_DOCS
+from rlmkit.prompting import FUNCTION_DOCS, TYPED_CALL_DOC, TYPED_CALL_REPAIR, TYPED_CALL_SYSTEM
 from rlmkit.run_state import RunState
 from rlmkit.signature import OutputValidator, describe_outputs, field_desc, make_signature, type_name
 from rlmkit.trajectory import Message, SubCall, bounded
@@ -47,10 +47,8 @@ class TypedSubcall:
         ret = next(iter(outs.values())) if len(outs) == 1 else "object with " + ", ".join(
             f".{k}: {v}" for k, v in outs.items()
         )
-        return (
-            f"{self.name}({args}) -> {ret}: {self.sig.instructions.strip()} "
-            f"Also {self.name}.batched(list of dicts of those arguments) -> list, run concurrently."
-        )
+        return TYPED_CALL_DOC.format(call=f"{self.name}({args})", returns=ret,
+                                     instructions=self.sig.instructions.strip(), name=self.name)
 
     def messages(self, kwargs: dict[str, Any]) -> list[dict[str, str]]:
         missing = [n for n in self.inputs if n not in kwargs]
@@ -58,9 +56,7 @@ class TypedSubcall:
         if missing or unknown:
             raise TypeError(f"{self.name}() takes {self.inputs}; missing {missing}, unexpected {unknown}")
         spec = "\n".join(f'- "{name}": {desc}' for name, desc in describe_outputs(self.sig).items())
-        system = (
-            f"{self.sig.instructions.strip()}\n\nReply with only a JSON object with these keys:\n{spec}"
-        )
+        system = TYPED_CALL_SYSTEM.format(instructions=self.sig.instructions.strip(), keys=spec)
         user = "\n\n".join(
             f"{name}" + (f" ({field_desc(self.sig.input_fields[name])})" if field_desc(self.sig.input_fields[name]) else "")
             + f":\n{value}"
@@ -225,7 +221,7 @@ class SubcallHost:
         try:
             return spec.parse(text)
         except ValueError as exc:  # one repair round: tell the sub-model what was wrong
-            retry = messages + [{"role": "assistant", "content": text}, {"role": "user", "content": f"{exc}. Reply with the JSON object only."}]
+            retry = messages + [{"role": "assistant", "content": text}, {"role": "user", "content": TYPED_CALL_REPAIR.format(error=exc)}]
             node2 = node.model_copy(update={"id": node.id + "r", "prompt": str(exc), "reply": "", "error": None,
                                             "messages": [Message(**m) for m in retry]})
             return spec.parse(await self._call_lm(node2, retry, self.run.spec.sub_lm))
