@@ -17,6 +17,7 @@ install rlmkit on every node (or ship it with Ray's ``runtime_env``).
 from __future__ import annotations
 
 import inspect
+import socket
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -95,6 +96,7 @@ class RayExecutor:
         """Join (or start) Ray; True when this call started it and so must stop it."""
         if self.ray.is_initialized():
             return False  # the caller's own Ray session: use it, leave it running
+        _probe(self.address)
         try:
             self.ray.init(address=None if self.address == LOCAL else self.address, include_dashboard=False,
                           log_to_driver=False, configure_logging=False)
@@ -125,6 +127,17 @@ class RayExecutor:
         finally:
             if started:
                 ray.shutdown()
+
+
+def _probe(address: str, timeout_s: float = 5.0) -> None:
+    """Fail fast on a host:port nobody listens on: Ray itself retries such an address for minutes."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if address in (LOCAL, "auto") or not sep or not port.isdigit():
+        return  # 'auto' fails fast by itself; anything else is Ray's to parse
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ConfigError(f"cannot reach the Ray cluster at {address!r}: {exc}") from exc
 
 
 def _lost(kind: str, example: Any, sample: int, exc: BaseException) -> Any:

@@ -16,7 +16,7 @@ import pytest
 import rlmkit
 from programs import evaluate, program_for
 from programs.evaluate import run_one
-from programs.executors import RayExecutor, ThreadExecutor, make_executor
+from programs.executors import RayExecutor, ThreadExecutor, _probe, make_executor
 from programs.tasks import generate
 from programs.tasks.needle import score as needle_score
 from rlmkit.errors import ConfigError
@@ -123,6 +123,21 @@ def test_a_task_that_keeps_losing_its_worker_is_recorded_and_the_rest_go_on(clus
     lost = [r for r in rows if r.status == "failed"]
     assert [r.id for r in lost] == [EXAMPLES[0].id] and lost[0].failure == "worker_lost"
     assert sorted(r.id for r in rows if r.status == "ok") == [EXAMPLES[1].id, EXAMPLES[2].id]
+
+
+def test_an_unreachable_cluster_address_fails_fast():
+    import socket
+
+    with socket.socket() as closed:  # a port nobody listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    # (evaluate(..., ray=ADDRESS) checks this before ray.init; this module's own Ray session
+    # would be reused instead, so the check is called directly here)
+    with pytest.raises(ConfigError, match="cannot reach the Ray cluster"):
+        _probe(f"127.0.0.1:{port}")
+    with pytest.raises(ConfigError, match="cannot reach the Ray cluster"):
+        _probe(f"ray://127.0.0.1:{port}")
+    _probe("auto")  # Ray answers 'auto' quickly by itself
 
 
 def test_make_executor_defaults_to_threads():
