@@ -152,15 +152,27 @@ def test_subcall_samples_train_the_sub_model():
         .subcalls[0]
         .model_copy(update={"kind": "typed", "name": "classify", "id": "t1"})
     )
+    typed.messages = [Message(role="system", content="Classify. Reply with JSON."),
+                      Message(role="user", content=typed.prompt)]
+    typed.reply = '{"label": "x"}'
+    unparsed = typed.model_copy(update={"id": "t3", "reply": "label: x"})
+    repair = typed.model_copy(update={"id": "t3r"})  # rlmkit's repair round after "label: x" failed to parse
+    unlogged = typed.model_copy(update={"id": "t4", "messages": None})
     tool = typed.model_copy(update={"kind": "tool", "name": "search", "id": "t2"})
-    runs[1].turns[0].blocks[0].subcalls += [typed, tool]
+    runs[1].turns[0].blocks[0].subcalls += [typed, unparsed, repair, unlogged, tool]
     result = compile_sft(runs, subcalls=True)
     subs = [row for row in result.rows if row.meta["role"] == "subcall"]
-    assert len(subs) == 2  # 4 sub-calls, one failed, one logged cut
-    assert all(row.prompt[0].role == "user" and row.prompt[0].content.startswith("How many") for row in subs)
-    assert result.report.samples_dropped["subcall_failed"] == 1
-    assert result.report.samples_dropped["subcall_truncated"] == 1
-    assert result.report.samples_dropped["subcall_not_llm_query"] == 2
+    plain = [row for row in subs if row.meta["subcall"].startswith("llm_query")]
+    assert len(plain) == 2  # 4 llm_query calls, one failed, one logged cut
+    assert all(row.prompt[0].role == "user" and row.prompt[0].content.startswith("How many") for row in plain)
+    typed_rows = [row for row in subs if row.meta["subcall"] == "typed:classify"]
+    assert len(typed_rows) == 1  # the repaired call and its repair are alike (deduped); the unparsed one goes
+    assert [m.role for m in typed_rows[0].prompt] == ["system", "user"]
+    assert typed_rows[0].completion[0].content == '{"label": "x"}'
+    dropped = result.report.samples_dropped
+    assert dropped["subcall_failed"] == 1 and dropped["subcall_truncated"] == 1
+    assert dropped["subcall_unparsed"] == 1 and dropped["subcall_request_not_logged"] == 1
+    assert dropped["subcall_not_a_model_call"] == 1
 
 
 def test_child_rlm_runs_become_samples_too():

@@ -36,8 +36,8 @@ def compile_sft(
 
     ``runs``: JSONL files / folders / Trajectory objects of ONE signature. ``metric(run)``
     scores runs that carry no score. ``mode``: one sample per root turn, or one per run.
-    ``subcalls``: add the llm_query sub-calls (prompt -> reply) and child RLM turns,
-    to train the sub-model. ``protocol``: re-render every run into this protocol (default:
+    ``subcalls``: add the sub-model's samples: llm_query calls (prompt -> reply), typed sub-calls
+    (their whole logged request -> reply) and child RLM turns (``meta.role`` "subcall" / "child"). ``protocol``: re-render every run into this protocol (default:
     each run's own, with its templated mistakes repaired unless ``repair=False``).
     ``system_prompt`` replaces the root system prompt (str or function of the run).
     """
@@ -151,11 +151,14 @@ class _Builder:
         self.add(item, run, "conv", None, last.prompt, last.reply, self.meta(run, "root", fixes))
 
     def subcall_rows(self, item: Scored) -> None:
-        for call in item.run.iter_subcalls(recursive=True):
+        calls = list(item.run.iter_subcalls(recursive=True))
+        repaired = {call.id[:-1] for call in calls if call.kind == "typed" and call.id.endswith("r")}
+        for call in calls:
             if call.child is not None:  # a child RLM: its root turns train the same way as the root's
                 self.turn_rows(item, call.child, role="child")
                 continue
-            reason = _subcall_problem(call)
+            # a typed reply that needed a repair round did not parse: its repair is the sample
+            reason = "subcall_unparsed" if call.id in repaired else _subcall_problem(call)
             if reason:
                 self.work.report.samples_dropped[reason] += 1
                 continue
@@ -167,17 +170,26 @@ class _Builder:
                 "source_protocol": None,
                 "subcall": f"{call.kind}:{call.name}",
             }
-            prompt = [{"role": "user", "content": call.prompt}]
+            prompt = _subcall_request(call)
             self.add(item, item.run, f"sub:{call.id}", None, prompt, call.reply, meta)
 
 
+def _subcall_request(call: SubCall) -> list[dict]:
+    """What the sub-model was sent: a typed call logs its whole request (system message, schema,
+    inputs); llm_query sends its prompt as the one user message."""
+    if call.messages:
+        return [message.model_dump() for message in call.messages]
+    return [{"role": "user", "content": call.prompt}]
+
+
 def _subcall_problem(call: SubCall) -> str | None:
-    # only llm_query logs its whole request (one user message); a typed sub-call's system
-    # message is not in the trajectory, and a tool is not a model call at all
-    if call.kind != "llm_query":
-        return "subcall_not_llm_query"
+    if call.kind == "tool":  # a Python function the REPL called, not a model
+        return "subcall_not_a_model_call"
+    if call.kind == "typed" and not call.messages:  # logged before typed calls kept their request
+        return "subcall_request_not_logged"
     if call.error or not call.reply.strip() or not call.prompt.strip():
         return "subcall_failed"
-    if TRUNCATION_MARK.search(call.prompt) or TRUNCATION_MARK.search(call.reply):
+    texts = [call.reply, *(m["content"] for m in _subcall_request(call))]
+    if any(TRUNCATION_MARK.search(text) for text in texts):
         return "subcall_truncated"
     return None
