@@ -94,6 +94,7 @@ def test_optuna_loop_records_rewards_failures_and_resumes(tmp_path, tiny_model):
             build_dataset=build_dataset,
             evaluate=make_evaluate(calls),
             eval_examples=eval_set(),
+            test_examples=generate("needle", n=1, length=1_000, seed=8),  # picks nothing: reports the best
             base_model=tiny_model,
             out_dir=tmp_path / "loop",
             executor=LocalExecutor(timeout_s=300),
@@ -107,12 +108,15 @@ def test_optuna_loop_records_rewards_failures_and_resumes(tmp_path, tiny_model):
     assert job.reward_withheld == pytest.approx(job.post["aggregation"] - job.pre["aggregation"])
     assert job.reward_seen == pytest.approx(job.post["needle"] - job.pre["needle"])
     assert Path(job.artifact, "adapter_config.json").exists()
-    assert [c.adapter for c in calls] == [None, job.artifact]  # pre measured once, then the trained model
+    # pre measured once, then the trained model; then base and best job on the test set
+    assert [c.adapter for c in calls] == [None, job.artifact, None, job.artifact]
+    assert report.test["job"] == 0 and set(report.test["post"]) == {"needle"}
+    assert report.test["reward"] == pytest.approx(report.test["post"]["needle"] - report.test["pre"]["needle"])
 
     # an interrupted loop resumes: the finished job is not run again, nor the pre evaluation
     report = tuner().run(2)
     assert len(report.records) == 2 and report.records[0] == job
-    assert len(calls) == 3
+    assert len(calls) == 5 + (2 if report.best.index == 1 else 0)  # the test set is re-run only for a new best
     assert report.plot(tmp_path / "curve.png").stat().st_size > 0
     lines = (tmp_path / "loop" / "jobs.jsonl").read_text().splitlines()
     assert [JobRecord.model_validate_json(line).index for line in lines] == [0, 1]
@@ -213,7 +217,24 @@ def test_lm_proposer_feeds_back_bad_jobs_and_logs_its_own_runs(tmp_path, serve):
 def test_bad_space_and_empty_eval_set_are_refused(tmp_path):
     with pytest.raises(ValueError, match="no family left to train"):
         JobSpace(families=["needle"], held_out=["needle"])
+    with pytest.raises(ValueError, match=r"backends \['prime-rl'\] cannot be in the loop"):
+        JobSpace(families=["needle"], backends=["trl-sft", "prime-rl"])  # its artifact is a config, not a model
     space = JobSpace(families=["needle"])
+    inside = ProposedJob(families=["needle"], length=2_000, min_score=0.5, lr=1e-4, steps=10, lora_rank=8)
+    space.check(inside)
+    for field, value in (("length", 3_000), ("min_score", 0.7), ("steps", 11), ("lora_rank", 4), ("batch_size", 64)):
+        with pytest.raises(ValueError, match=f"{field} {value} is not one of"):
+            space.check(inside.model_copy(update={field: value}))
+    with pytest.raises(UserError, match="shares examples"):
+        TrainTuner(
+            proposer=OptunaProposer(space, f"sqlite:///{tmp_path / 'y.db'}"),
+            build_dataset=build_dataset,
+            evaluate=lambda m, e: {},
+            eval_examples=eval_set(),
+            test_examples=eval_set()[:1],
+            base_model="x",
+            out_dir=tmp_path,
+        )
     with pytest.raises(UserError):
         TrainTuner(
             proposer=OptunaProposer(space, f"sqlite:///{tmp_path / 'x.db'}"),
@@ -253,6 +274,8 @@ def test_cli_train_loop_end_to_end(tmp_path, tiny_model):
         "1",
         "--eval-n",
         "1",
+        "--test-n",
+        "1",
         "--eval-length",
         "2000",
         "--eval-iterations",
@@ -266,6 +289,7 @@ def test_cli_train_loop_end_to_end(tmp_path, tiny_model):
     assert len(records) == 1 and records[0].state == "done", records
     assert set(records[0].post) == {"needle", "aggregation"} and records[0].reward_withheld is not None
     assert (out / "rewards.png").stat().st_size > 0
+    assert json.loads((out / "test.json").read_text())["job"] == 0 and "on the test set" in result.output
 
 
 def test_ray_executor_runs_jobs_and_reports_failures(tmp_path):

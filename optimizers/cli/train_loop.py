@@ -3,7 +3,8 @@
 Wiring only (this verb is where programs and optimizers meet, lazily, when it runs): training
 data comes from the runs in ``--runs`` (e.g. written by ``rlmkit eval``), compiled per job; the
 base and each trained model are served on 127.0.0.1 and scored with ``programs.evaluate`` on
-freshly generated examples of every family, held-out families included.
+freshly generated examples of every family, held-out families included. The best job is picked
+on those; its reported reward comes from a second, disjoint test set (other seeds).
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ def train_loop(
     jobs: int = typer.Option(4, min=1, help="how many jobs to run in total (a re-run resumes)"),
     backend: str = typer.Option("trl-sft", help="training backend adapter"),
     lm: str = typer.Option(None, help="model for the lm proposer (litellm string; default: embedded)"),
-    eval_n: int = typer.Option(4, help="evaluation examples per family"),
+    eval_n: int = typer.Option(4, help="evaluation examples per family (they pick the best job)"),
+    test_n: int = typer.Option(4, min=1, help="test examples per family (the best job's reported reward)"),
     eval_length: int = typer.Option(4_000, help="evaluation context length in characters"),
     eval_iterations: int = typer.Option(6, help="max_iterations of the evaluated RLM"),
     eval_max_tokens: int = typer.Option(512, help="tokens the evaluated model may write per turn"),
@@ -64,7 +66,7 @@ def train_loop(
         _run(**locals())
 
 
-def _run(*, families, runs, base_model, out, held_out, proposer, jobs, backend, lm, eval_n, eval_length,
+def _run(*, families, runs, base_model, out, held_out, proposer, jobs, backend, lm, eval_n, test_n, eval_length,
          eval_iterations, eval_max_tokens, ray, timeout) -> None:
     from optimizers.trainloop import (
         JobSpace,
@@ -95,18 +97,18 @@ def _run(*, families, runs, base_model, out, held_out, proposer, jobs, backend, 
     executor = (
         RayExecutor(None if ray == "local" else ray, timeout_s=timeout) if ray else LocalExecutor(timeout)
     )
-    examples = [
-        ex
-        for i, family in enumerate(space.families)
-        for ex in generate(family, n=eval_n, length=eval_length, seed=10_000 + i)
-    ]
+    def examples(n: int, seed: int) -> list[Any]:
+        return [ex for i, family in enumerate(space.families)
+                for ex in generate(family, n=n, length=eval_length, seed=seed + i)]
+
     tuner = TrainTuner(
         proposer=job_writer,
         build_dataset=build_dataset_from_runs(runs),
         evaluate=evaluate_served(
             eval_iterations, 2, eval_max_tokens, program_for=program_for, evaluate=evaluate
         ),
-        eval_examples=examples,
+        eval_examples=examples(eval_n, 10_000),
+        test_examples=examples(test_n, 20_000),  # never used to pick a job
         base_model=base_model,
         out_dir=out,
         executor=executor,
@@ -118,7 +120,10 @@ def _run(*, families, runs, base_model, out, held_out, proposer, jobs, backend, 
     best = report.best
     console.print(f"reward curve: {plot}; jobs: {out / 'jobs.jsonl'}")
     if best is not None:
-        console.print(f"best job #{best.index}: reward {best.reward:+.3f} -> {best.artifact}")
+        console.print(f"best job #{best.index}: reward {best.reward:+.3f} on the evaluation set that picked it "
+                      f"-> {best.artifact}")
+        console.print(f"best job #{best.index} on the test set: reward {report.test['reward']:+.3f} "
+                      f"(base {report.test['pre']}, trained {report.test['post']})")
 
 
 def register(app: typer.Typer) -> None:

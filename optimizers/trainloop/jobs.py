@@ -14,6 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from optimizers.backends.base import LoRA, TrainJob
 
+# Backends that train an SFT job and return the trained model. The others (prime-rl, verifiers,
+# openai-jsonl) only write files for another tool: their "artifact" is a config, not a model.
+TRAINING_BACKENDS = ("trl-sft", "tinker")
+
 
 class ProposedJob(BaseModel):
     """A training job as the job writer states it (an LM writes this as its typed output)."""
@@ -65,6 +69,7 @@ class JobSpace(BaseModel):
     lr: tuple[float, float] = (1e-5, 1e-3)
     steps: list[int] = Field(default_factory=lambda: [2, 10, 50])
     lora_ranks: list[int] = Field(default_factory=lambda: [0, 8, 16])
+    batch_sizes: list[int] = Field(default_factory=lambda: [1, 2, 4])
 
     @model_validator(mode="after")
     def _not_empty(self) -> JobSpace:
@@ -72,6 +77,17 @@ class JobSpace(BaseModel):
             raise ValueError(
                 "the job space has no family left to train on once the held-out families are removed"
             )
+        export_only = [b for b in self.backends if b not in TRAINING_BACKENDS]
+        if export_only or not self.backends:
+            raise ValueError(
+                f"backends {export_only or '[]'} cannot be in the loop: it needs a backend that trains "
+                f"({', '.join(TRAINING_BACKENDS)}), not one that writes files for another tool"
+            )
+        for name in ("lengths", "min_scores", "steps", "lora_ranks", "batch_sizes"):
+            if not getattr(self, name):
+                raise ValueError(f"{name} must offer at least one value")
+        if not 0 < self.lr[0] <= self.lr[1]:
+            raise ValueError(f"lr must be a range (low, high) with 0 < low <= high, got {self.lr}")
         return self
 
     @property
@@ -88,6 +104,10 @@ class JobSpace(BaseModel):
             problems.append(f"backend {job.backend!r} is not one of {self.backends}")
         if not self.lr[0] <= job.lr <= self.lr[1]:
             problems.append(f"lr {job.lr} is outside [{self.lr[0]}, {self.lr[1]}]")
+        for field, allowed in (("length", self.lengths), ("min_score", self.min_scores), ("steps", self.steps),
+                               ("lora_rank", self.lora_ranks), ("batch_size", self.batch_sizes)):
+            if getattr(job, field) not in allowed:
+                problems.append(f"{field} {getattr(job, field)} is not one of {allowed}")
         if problems:
             raise ValueError("; ".join(problems))
 

@@ -64,6 +64,7 @@ class OptunaProposer(Proposer):
             lr=trial.suggest_float("lr", *self.space.lr, log=True),
             steps=trial.suggest_categorical("steps", self.space.steps),
             lora_rank=trial.suggest_categorical("lora_rank", self.space.lora_ranks),
+            batch_size=trial.suggest_categorical("batch_size", self.space.batch_sizes),
         )
         return job, trial.number
 

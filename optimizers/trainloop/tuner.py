@@ -7,7 +7,9 @@
 Every finished job is one line of ``<out>/jobs.jsonl``, written whole, so an interrupted
 loop resumes where it stopped (optuna's study lives beside it). The evaluation set may
 hold task families that no job may train on (``JobSpace.held_out``); rewards are reported
-for seen and withheld families apart.
+for seen and withheld families apart. The best job is picked on that evaluation set, so its
+reward there is biased upward: ``test_examples`` (disjoint from it) are scored once, for the
+base model and the best job only, and that is the number to report (``report.test``).
 """
 
 from __future__ import annotations
@@ -58,15 +60,21 @@ class TrainTuner:
         executor: Any = None,
         example_id: Callable[[Any], str] = lambda ex: ex.id,
         family: Callable[[Any], str] = lambda ex: ex.suite,
+        test_examples: list[Any] | None = None,
     ):
         if not eval_examples:
             raise UserError("the evaluation set is empty")
+        self.test_examples = list(test_examples or [])
+        shared = {example_id(ex) for ex in self.test_examples} & {example_id(ex) for ex in eval_examples}
+        if shared:
+            raise UserError(f"the test set shares examples with the evaluation set: {sorted(shared)[:5]}")
         self.proposer, self.build_dataset, self.evaluate = proposer, build_dataset, evaluate
         self.eval_examples, self.base_model = list(eval_examples), base_model
         self.out = Path(out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
         self.executor = executor or LocalExecutor()
-        self.eval_ids = {example_id(ex) for ex in self.eval_examples}
+        # no training data may come from either set
+        self.eval_ids = {example_id(ex) for ex in self.eval_examples + self.test_examples}
         self.withheld = set(proposer.space.held_out)
         self.eval_families = {family(ex) for ex in self.eval_examples}
 
@@ -109,7 +117,22 @@ class TrainTuner:
             history.append(record)
             if on_record is not None:
                 on_record(record)
-        return TrainLoopReport(records=history, pre=pre, withheld=sorted(self.withheld))
+        report = TrainLoopReport(records=history, pre=pre, withheld=sorted(self.withheld))
+        report.test = self.test_scores(report.best)
+        return report
+
+    def test_scores(self, best: JobRecord | None) -> dict[str, Any] | None:
+        """The base model and the best job on the test set, scored once per best job (kept on disk)."""
+        if not self.test_examples or best is None:
+            return None
+        path = self.out / "test.json"
+        if path.exists() and (kept := json.loads(path.read_text())).get("job") == best.index:
+            return kept
+        pre = self.evaluate(ModelRef(base_model=self.base_model), self.test_examples)
+        post = self.evaluate(ModelRef(base_model=self.base_model, adapter=best.artifact), self.test_examples)
+        result = {"job": best.index, "pre": pre, "post": post, "reward": _mean(post) - _mean(pre)}
+        path.write_text(json.dumps(result))
+        return result
 
     def _one(self, index: int, history: list[JobRecord], pre: dict[str, float]) -> JobRecord:
         start = time.monotonic()
@@ -122,6 +145,11 @@ class TrainTuner:
             )
         base["proposal"] = proposal.model_dump()
         base["trial"] = token if isinstance(token, int) else None
+        try:  # whatever wrote the proposal, it stays inside the declared space
+            self.proposer.space.check(proposal)
+        except ValueError as exc:
+            self.proposer.tell(token, None)
+            return JobRecord(**base, state="rejected", reason=f"space: {exc}", wall_s=time.monotonic() - start)
 
         def fail(state: str, reason: str) -> JobRecord:
             self.proposer.tell(token, None)
@@ -146,8 +174,8 @@ class TrainTuner:
         except RLMKitError as exc:
             return fail("rejected", f"job: {exc}")
         outcome = self.executor.run(job, proposal.backend)
-        if outcome.result is None or outcome.result.status == "failed":
-            return fail("failed", outcome.reason or outcome.result.message)
+        if outcome.result is None or outcome.result.status != "trained":  # "exported" is no model to serve
+            return fail("failed", outcome.reason or f"{outcome.result.status}: {outcome.result.message}")
         adapter = str(outcome.result.artifact) if outcome.result.artifact else None
         post = self.evaluate(ModelRef(base_model=self.base_model, adapter=adapter), self.eval_examples)
         reward = _mean(post) - _mean(pre)
@@ -177,6 +205,7 @@ class TrainLoopReport:
     records: list[JobRecord]
     pre: dict[str, float]
     withheld: list[str]
+    test: dict[str, Any] | None = None  # the best job on the test set: {"job", "pre", "post", "reward"}
 
     @property
     def done(self) -> list[JobRecord]:
