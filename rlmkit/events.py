@@ -64,7 +64,7 @@ class RunStarted(Event):
     @property
     def rlm(self) -> Any:
         """The RLM (a dspy.Module) this run belongs to."""
-        return self.spec.module
+        return getattr(self.spec, "module", None)
 
     def key(self) -> Any:
         return ("run", self.meta.run_id)
@@ -227,15 +227,19 @@ class SubcallFinished(Event):
 
 
 # -- dispatch --------------------------------------------------------------------------------
-@dataclass(eq=False)
 class Span:
-    id: str
-    parent: Span | None
-    start: Event
-    dispatcher: Dispatcher
-    run: Span | None = None  # the run span this one belongs to (itself for a run)
-    token: Token | None = None  # a tree's first run resets the context variable with it
-    children: list[Span] = field(default_factory=list)
+    """One open start event: its id, its parent span, and the run it belongs to."""
+
+    __slots__ = ("children", "depth", "dispatcher", "id", "parent", "run_id", "start", "token")
+
+    def __init__(self, span_id: str, parent: Span | None, start: Event, dispatcher: Dispatcher):
+        self.id, self.parent, self.start, self.dispatcher = span_id, parent, start, dispatcher
+        self.token: Token | None = None  # a tree's first span resets the context variable with it
+        self.children: list[Span] | None = None
+        if type(start) is RunStarted:
+            self.run_id, self.depth = start.meta.run_id, start.meta.depth
+        else:
+            self.run_id, self.depth = (parent.run_id, parent.depth) if parent is not None else ("", 0)
 
 
 _active: ContextVar[Span | None] = ContextVar("rlmkit_active_span", default=None)
@@ -265,10 +269,12 @@ class Dispatcher:
     def dispatch(self, event: Event, current: Span | None) -> None:
         event.time = time.time()
         if event.starts:
-            span = Span(f"{next(_ids):x}", current, event, self)
-            span.run = span if isinstance(event, RunStarted) else (current.run if current else None)
+            span = Span(str(next(_ids)), current, event, self)
             if current is not None:
-                current.children.append(span)
+                if current.children is None:
+                    current.children = [span]
+                else:
+                    current.children.append(span)
             self.open[event.key()] = span
             if current is None:
                 span.token = _active.set(span)
@@ -287,19 +293,18 @@ class Dispatcher:
         self._fill(event, span)
         self.deliver(event)
 
-    def _fill(self, event: Event, span: Span) -> None:
-        event.span_id = span.id
+    @staticmethod
+    def _fill(event: Event, span: Span) -> None:
+        event.span_id, event.run_id, event.depth = span.id, span.run_id, span.depth
         if event is not span.start:
             event.start = span.start
-        event.parent_id = span.parent.id if span.parent is not None else None
-        run = span.run.start if span.run is not None else None
-        if run is not None:
-            event.run_id, event.depth = run.meta.run_id, run.meta.depth
+        if span.parent is not None:
+            event.parent_id = span.parent.id
 
     def _close_children(self, span: Span, error: BaseException | None) -> None:
         """End what an error left open inside ``span`` (a turn cut short, a model call that
         raised ...), innermost first, so every start a listener saw gets its end."""
-        for child in reversed(span.children):
+        for child in reversed(span.children or ()):
             if self.open.get(child.start.key()) is child:
                 self._close_children(child, error)
                 del self.open[child.start.key()]
@@ -307,7 +312,7 @@ class Dispatcher:
                 end.time = time.time()
                 self._fill(end, child)
                 self.deliver(end)
-        span.children.clear()
+        span.children = None
 
     def deliver(self, event: Event) -> None:
         for listener in self.listeners:

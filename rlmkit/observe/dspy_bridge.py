@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import datetime
 import logging
-import uuid
 from typing import Any
 
 import dspy
@@ -53,7 +52,7 @@ def dspy_listeners(start: ev.RunStarted) -> list[ev.Listener]:
     if settings.get("usage_tracker") is not None:
         found.append(UsageRecorder(settings.usage_tracker))
     if not settings.get("disable_history"):
-        found.append(record_history)
+        found.append(HistoryRecorder(settings))
     return found
 
 
@@ -144,28 +143,42 @@ class UsageRecorder:
             self.tracker.add_usage(event.start.lm.model, usage_entry(event.completion))
 
 
-class _NoClient:
-    """``record_history`` also appends to its client's history: ours keeps none."""
+class HistoryRecorder:
+    """Each model call as a DSPy history entry: ``dspy.inspect_history()`` prints it, and the
+    calling modules' ``history`` (the RLM's among them) keeps it, as ``dspy.LM`` does.
 
-    @property
-    def history(self) -> list:
-        return []
+    The settings that decide where it goes are read once, when the call tree starts."""
 
+    def __init__(self, settings: Any):
+        from dspy.clients.base_lm import GLOBAL_HISTORY, MAX_HISTORY_SIZE
 
-def record_history(event: ev.Event) -> None:
-    """Each model call as a DSPy history entry (``dspy.inspect_history()`` prints it)."""
-    if type(event) is not ev.ModelReply or event.completion is None:
-        return
-    from dspy.clients.base_lm import record_history as dspy_record
+        self.history, self.limit = GLOBAL_HISTORY, MAX_HISTORY_SIZE
+        self.owners = list(settings.get("caller_modules") or []) if settings.get("max_history_size") else []
+        self.owner_limit = settings.get("max_history_size") or 0
+        self.params: dict[int, dict[str, Any]] = {}  # per LM, read once
 
-    completion, lm = event.completion, event.start.lm
-    dspy_record(_NoClient(), {
-        "prompt": None, "messages": event.start.messages, "kwargs": safe_params(lm),
-        "response": None, "outputs": [completion.text], "usage": usage_entry(completion),
-        "cost": completion.usage.cost, "timestamp": datetime.datetime.now().isoformat(),
-        "uuid": str(uuid.uuid4()), "model": lm.model, "response_model": completion.model, "model_type": "chat",
-        "rlmkit": {"run_id": event.run_id, "depth": event.depth, "root": event.start.root},
-    })
+    def _params(self, lm: Any) -> dict[str, Any]:
+        params = self.params.get(id(lm))
+        if params is None:
+            params = self.params[id(lm)] = safe_params(lm)
+        return params
+
+    def __call__(self, event: ev.Event) -> None:
+        if type(event) is not ev.ModelReply or event.completion is None:
+            return
+        completion, request = event.completion, event.start
+        lm = request.lm
+        entry = {
+            "prompt": None, "messages": request.messages, "kwargs": self._params(lm), "response": None,
+            "outputs": [completion.text], "usage": usage_entry(completion), "cost": completion.usage.cost,
+            "timestamp": datetime.datetime.fromtimestamp(event.time).isoformat(),
+            "uuid": f"rlmkit-{event.run_id}-{event.span_id}", "model": lm.model, "response_model": completion.model,
+            "model_type": "chat", "rlmkit": {"run_id": event.run_id, "depth": event.depth, "root": request.root},
+        }
+        for history, limit in ((self.history, self.limit), *((o.history, self.owner_limit) for o in self.owners)):
+            if len(history) >= limit:
+                del history[0]
+            history.append(entry)
 
 
 ev.instrument(dspy_listeners)  # imported by rlmkit.rlm: every RLM call tree consults DSPy's settings

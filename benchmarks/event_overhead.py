@@ -1,0 +1,97 @@
+"""What the event hooks add to one root turn (a benchmark row, not a test).
+
+    python benchmarks/event_overhead.py
+
+A "turn" here is exactly what the hooks in run.py and subcalls.py emit for a turn with one
+code cell that makes two sub-calls: TurnStarted, ModelRequest, ModelReply, CellStarted,
+4 events per sub-call x 2, CellFinished, TurnFinished (12 events), plus the context copy the
+cell's thread starts with. Measured three ways:
+
+- nothing registered: no listener, no callback, DSPy history off (``dspy.context(disable_history=True)``);
+- DSPy's default: history on (every model call goes to ``dspy.inspect_history()``), nothing else;
+- one rlmkit listener that does nothing (``rlmkit.events.listen``).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+
+import dspy
+
+import rlmkit.rlm  # noqa: F401 - registers the DSPy listeners, as any RLM use does
+from rlmkit import events as ev
+from rlmkit.lm import Completion
+from rlmkit.trajectory import CodeBlock, Message, RunMeta, SubCall, Trajectory, Turn, Usage
+
+TURNS = 5_000
+REPEATS = 9
+
+
+class FakeLM:
+    model = "openai/bench"
+    params: dict = {}
+
+    def describe(self) -> dict:
+        return {"model": self.model, "params": {}}
+
+
+def one_turn(lm: FakeLM, messages: list[Message], request: list[dict], completion: Completion) -> None:
+    turn = Turn(index=0, keep=0, new_messages=messages, reply="")
+    ev.emit(ev.TurnStarted(turn, messages))
+    ev.emit(ev.ModelRequest(turn, lm, request))
+    ev.emit(ev.ModelReply(turn, completion))
+    block = CodeBlock(code="x = llm_query('a')")
+    ev.emit(ev.CellStarted(block, None))
+    contextvars.copy_context()  # in_thread: the cell's thread runs in a copy of the context
+    for _ in range(2):
+        node = SubCall(kind="llm_query", name="llm_query")
+        ev.emit(ev.SubcallStarted(node))
+        ev.emit(ev.ModelRequest(node, lm, request))
+        ev.emit(ev.ModelReply(node, completion))
+        ev.emit(ev.SubcallFinished(node))
+    ev.emit(ev.CellFinished(block, None))
+    ev.emit(ev.TurnFinished(turn))
+
+
+def without_hooks(lm: FakeLM, messages: list[Message], request: list[dict], completion: Completion) -> None:
+    """The same trajectory objects, no events: what a turn cost before the hooks."""
+    Turn(index=0, keep=0, new_messages=messages, reply="")
+    CodeBlock(code="x = llm_query('a')")
+    for _ in range(2):
+        SubCall(kind="llm_query", name="llm_query")
+
+
+def per_turn_us(body, setup) -> float:
+    lm, messages = FakeLM(), [Message(role="user", content="hi")]
+    request = [m.model_dump() for m in messages]
+    completion = Completion("```repl\nprint(1)\n```", "bench", Usage(calls=1, prompt_tokens=5, completion_tokens=5),
+                            False, 0.0, "stop")
+    samples = []
+    for _ in range(REPEATS):
+        with setup():
+            meta = RunMeta(signature="context -> answer", protocol="submit", sandbox="inline")
+            ev.emit(ev.RunStarted(meta, None, {}))
+            start = time.thread_time()  # this thread's CPU time: other processes on the machine do not count
+            for _ in range(TURNS):
+                body(lm, messages, request, completion)
+            samples.append((time.thread_time() - start) / TURNS * 1e6)
+            ev.emit(ev.RunFinished(Trajectory(meta=meta)))
+    return min(samples)
+
+
+def main() -> None:
+    quiet = lambda: dspy.context(disable_history=True)  # noqa: E731
+    base = per_turn_us(without_hooks, quiet)
+    rows = [("nothing registered (history off)", per_turn_us(one_turn, quiet)),
+            ("DSPy default (history on)", per_turn_us(one_turn, lambda: dspy.context())),
+            ("one no-op rlmkit listener", per_turn_us(one_turn, lambda: ev.listen(lambda event: None)))]
+    print(f"per turn (1 cell, 2 sub-calls, 12 events), thread CPU time, best of {REPEATS} x {TURNS:,} turns; "
+          f"trajectory objects alone: {base:.1f} us")
+    print("| registered | per turn (us) | added by events (us) |\n| --- | ---: | ---: |")
+    for name, value in rows:
+        print(f"| {name} | {value:.1f} | {value - base:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
