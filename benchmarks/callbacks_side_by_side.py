@@ -17,13 +17,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
-import dspy  # noqa: E402
-from dspy.utils.callback import BaseCallback  # noqa: E402
-from peers.driver_base import QUESTION  # noqa: E402
-from scripts import classify, make_responder  # noqa: E402
+import dspy
+from dspy.utils.callback import BaseCallback
+from peers.driver_base import QUESTION
 
-import rlmkit  # noqa: E402
-from rlmkit.testing import ScriptedServer  # noqa: E402
+import rlmkit
+from rlmkit.testing import ScriptedServer
+from scripts import classify, make_responder
 
 CONTEXT = "BENCH-CONTEXT " + "lorem ipsum dolor sit amet " * 400
 

@@ -30,7 +30,7 @@ REPEATS = 9
 
 class FakeLM:
     model = "openai/bench"
-    params: dict = {}
+    params: dict = {}  # noqa: RUF012 - read only
 
     def describe(self) -> dict:
         return {"model": self.model, "params": {}}
@@ -81,7 +81,7 @@ def per_turn_us(body, setup) -> float:
 
 
 def main() -> None:
-    quiet = lambda: dspy.context(disable_history=True)  # noqa: E731
+    quiet = lambda: dspy.context(disable_history=True)
     base = per_turn_us(without_hooks, quiet)
     rows = [("nothing registered (history off)", per_turn_us(one_turn, quiet)),
             ("DSPy default (history on)", per_turn_us(one_turn, lambda: dspy.context())),
