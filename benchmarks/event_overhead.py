@@ -30,7 +30,6 @@ REPEATS = 9
 
 class FakeLM:
     model = "openai/bench"
-    params: dict = {}  # noqa: RUF012 - read only
 
     def describe(self) -> dict:
         return {"model": self.model, "params": {}}
