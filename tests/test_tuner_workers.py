@@ -74,3 +74,24 @@ def test_two_processes_share_one_study(tmp_path, kind):
     assert len({t.number for t in study.trials}) == len(study.trials)
     pids = {worker.pid for worker in workers}
     assert {t.user_attrs.get("worker") for t in finished} == pids  # both did part of the work
+
+
+@pytest.mark.timeout(120)
+def test_a_running_trial_without_heartbeats_is_not_waited_for(tmp_path):
+    """A trial left RUNNING by a run without heartbeats can never go stale: fit must not wait on it."""
+    import rlmkit
+    from optimizers import IntKnob, RLMTuner, SearchSpace
+    from optimizers.tuner.scripted import KEYWORD, KeywordResponder, secret_examples, secret_metric
+    from rlmkit.testing import ScriptedServer
+
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    old = optuna.create_study(study_name="s", storage=url, directions=["maximize", "minimize"])
+    orphan = old.ask()  # RUNNING, no heartbeat: its process is gone
+    with ScriptedServer(KeywordResponder()) as server:
+        lm = rlmkit.LM("openai/scripted", api_base=server.url, api_key="test", cache=False)
+        base = rlmkit.RLM("context, question -> answer: int", lm=lm, sandbox="inline")
+        space = SearchSpace(knobs=[IntKnob("max_iterations", 1, 4)], instructions=["Go.", KEYWORD])
+        result = RLMTuner(base, secret_metric, secret_examples(1), space=space, n_trials=2, cost_unit="tokens",
+                          storage=url, study_name="s", heartbeat_s=1).fit()
+    states = {row.number: row.state for row in result.rows}
+    assert states[orphan.number] == "RUNNING" and sum(s == "COMPLETE" for s in states.values()) == 2

@@ -259,7 +259,7 @@ class RLMTuner:
         Several processes (on several machines, with a server storage) may fit one study: each
         stops when the study as a whole is done. A trial whose worker died is retried (see
         ``heartbeat_s``), and this worker waits for other workers' running trials to end or go
-        stale, so the result never lists a trial as running.
+        stale, so the result lists no trial with heartbeats as running.
         """
         self._notify = on_progress or _silent
         study = self._open_study()
@@ -273,8 +273,9 @@ class RLMTuner:
                     catch=(TrialFailure,),
                     callbacks=[self._stop_when_done],
                 )
-            elif count.running and self._heartbeats_on(study):
-                # Other workers' trials: wait until they finish, or their heartbeats go stale.
+            elif count.beating and self._heartbeats_on(study):
+                # Other workers' trials: wait until they finish, or their heartbeats go stale. (A
+                # trial without heartbeats, from a run that had them off, could wait forever: not it.)
                 time.sleep(self.heartbeat_s)
                 _fail_stale_trials(study)
             else:
@@ -302,6 +303,8 @@ class RLMTuner:
         config = space.sample(trial)
         trial.set_user_attr("config", config.summary())
         trial.set_user_attr("worker", os.getpid())
+        if self._heartbeats_on(trial.study):  # other workers wait for this trial: it ends or goes stale
+            trial.set_user_attr("heartbeat_s", self.heartbeat_s)
         examples = self._ordered_examples()
         stages = default_stages(len(examples))
         front = pareto_front(rows_from_study(trial.study)) if self.multi_objective else []
@@ -385,6 +388,7 @@ class StudyProgress:
     done: int  # finished trials that count towards n_trials
     waiting: int  # enqueued retries of trials whose worker died
     running: int
+    beating: int  # running trials that record heartbeats: each will finish or go stale
 
 
 def study_progress(study: Any) -> StudyProgress:
@@ -399,6 +403,7 @@ def study_progress(study: Any) -> StudyProgress:
         done=sum(t.state in finished and t.number not in retried for t in trials),
         waiting=sum(t.state == TrialState.WAITING for t in trials),
         running=sum(t.state == TrialState.RUNNING for t in trials),
+        beating=sum(t.state == TrialState.RUNNING and "heartbeat_s" in t.user_attrs for t in trials),
     )
 
 
