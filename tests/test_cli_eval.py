@@ -31,6 +31,8 @@ def test_eval_runs_prints_the_table_and_resumes(server, tmp_path):
     result = run(server, out, "--baseline", "--window-tokens", "1000")
     assert result.exit_code == 0, result.output
     assert "1.000 [1.000, 1.000]" in result.output and "baseline" in result.output
+    # the bar's live fields come from the runs' events: every model call counted, no run left in flight
+    assert "running 0, model calls 3" in result.output  # 3 examples, each answered in one root turn
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert sorted((r["program"], r["id"]) for r in rows) == sorted(
         (p, f"needle-s3-{i:04d}") for p in ("program", "baseline") for i in range(3))

@@ -9,11 +9,8 @@ cores finishes in minutes.
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 from pathlib import Path
-from typing import Self
 
 import typer
 from rich.console import Console
@@ -21,6 +18,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.syntax import Syntax
 
+from rlmkit import events as ev
 from rlmkit.cli.common import EMBEDDED_FLAGS, exit_on_error, lm_from_flag
 
 console = Console(stderr=False, soft_wrap=True)
@@ -41,57 +39,40 @@ NEXT_STEPS = """What to try next:
 
 
 class TurnPrinter:
-    """Tails the streaming trajectory log and prints each finished turn as it lands."""
+    """Prints the run as it happens, from its events (``rlmkit.events``): each turn as it
+    starts, each cell's code when the model has written it, its output when it has run, and
+    the turn's tokens, sub-calls and cost when it ends."""
 
-    def __init__(self, log_dir: Path, started: float):
-        self.log_dir, self.started = log_dir, started
+    def __init__(self, started: float):
+        self.started = started
         self.cost = 0.0
-        self._seen = 0  # log lines already shown
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="rlmkit-demo-turns", daemon=True)
 
-    def __enter__(self) -> Self:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        self._drain()
-
-    def _watch(self) -> None:
-        while not self._stop.wait(0.5):
-            self._drain()
-
-    def _drain(self) -> None:
-        lines = [line for path in sorted(self.log_dir.glob("*.jsonl"))
-                 for line in path.read_text(encoding="utf-8", errors="replace").splitlines()]
-        for line in lines[self._seen:]:
-            self._seen += 1
-            try:
-                record = json.loads(line)
-            except ValueError:  # a line still being written: read it again next time
-                self._seen -= 1
-                return
-            if record.get("event") == "turn":
-                self.show(record["turn"])
-
-    def show(self, turn: dict) -> None:
-        usage = turn.get("usage", {})
-        self.cost += usage.get("cost", 0.0)
-        subcalls = sum(len(block.get("subcalls", [])) for block in turn.get("blocks", []))
-        head = (f"turn {turn['index'] + 1}  {turn.get('duration_s', 0):.0f}s  "
-                f"tokens {usage.get('prompt_tokens', 0):,} in / {usage.get('completion_tokens', 0):,} out  "
-                f"sub-calls {subcalls}  cost ${self.cost:.4f}  elapsed {time.monotonic() - self.started:.0f}s")
-        console.rule(escape(head), align="left")
-        if not turn.get("blocks"):
-            console.print(escape(turn.get("reply", "")[:600]))
-        for number, block in enumerate(turn.get("blocks", []), 1):
-            console.print(Panel(Syntax(block["code"], "python", theme="ansi_dark", word_wrap=True),
-                                title=f"code, block {number}", title_align="left"))
-            output = (block.get("stdout") or "") + (block.get("error") or "")
+    def __call__(self, event: ev.Event) -> None:
+        if event.depth:  # child runs (rlm_query) show up as sub-calls of their cell
+            return
+        kind = type(event)
+        if kind is ev.TurnStarted:
+            console.print(f"[dim]turn {event.turn.index + 1}: asking the model ...[/dim]")
+        elif kind is ev.CellStarted:
+            console.print(Panel(Syntax(event.block.code, "python", theme="ansi_dark", word_wrap=True),
+                                title="code", title_align="left"))
+        elif kind is ev.CellFinished:
+            output = (event.block.stdout or "") + (event.block.error or "")
             if output.strip():
                 console.print(Panel(escape(output.strip()[-800:]), title="output", title_align="left"))
+        elif kind is ev.TurnFinished:
+            self.show(event.turn)
+
+    def show(self, turn) -> None:
+        usage = turn.usage
+        self.cost += usage.cost + sum(c.usage.cost for b in turn.blocks for c in b.subcalls)
+        subcalls = sum(len(block.subcalls) for block in turn.blocks)
+        head = (f"turn {turn.index + 1}  {turn.duration_s:.0f}s  "
+                f"tokens {usage.prompt_tokens:,} in / {usage.completion_tokens:,} out  "
+                f"sub-calls {subcalls}  cost ${self.cost:.4f}  elapsed {time.monotonic() - self.started:.0f}s")
+        console.rule(escape(head), align="left")
+        if not turn.blocks:
+            console.print(escape(turn.reply[:600]))
 
 
 def demo(
@@ -127,9 +108,9 @@ def _run(length: int, seed: int, lm: str | None, api_base: str | None, max_itera
                      instructions=DEMO_INSTRUCTIONS, display=Display(max_output_chars=DEMO_DISPLAY_OUTPUT_CHARS))
     started = time.monotonic()
     task = {"suite": "aggregation", "example_id": example.id, "seed": seed, "length": length, "demo": True}
-    console.print(f"[dim]up to {max_iterations} turns; each turn's code appears when the model has written it "
-                  "and the REPL has run it (on 2 CPU cores a turn can take a minute)[/dim]")
-    with TurnPrinter(stream_dir, started):
+    console.print(f"[dim]up to {max_iterations} turns; each turn's code appears when the model has written it, "
+                  "its output when the REPL has run it (on 2 CPU cores a turn can take a minute)[/dim]")
+    with ev.listen(TurnPrinter(started)):
         try:
             prediction = rlm(**example.inputs, _task=task)
             answer, trajectory = prediction.answer, prediction.trajectory

@@ -11,13 +11,15 @@ Re-running with the same arguments resumes from ``--out``: finished examples are
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from rlmkit import events as ev
 from rlmkit.cli.common import console as err
 from rlmkit.cli.common import exit_on_error, lm_from_flag
 
@@ -79,10 +81,12 @@ def _run(*, suite, n, length, seed, knob, lm, api_base, sub_lm, program, max_dep
     out = Path(out) if out else Path("runs") / f"eval-{suite}-{length}-s{seed}"
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("correct {task.fields[correct]}"), TextColumn("${task.fields[cost]:.4f}"),
+               TextColumn("running {task.fields[running]}, model calls {task.fields[calls]}"),
                TextColumn("ETA"), TimeRemainingColumn())
     with Progress(*columns, console=err) as progress:
         task = progress.add_task(f"{suite} x{n}" + (f" x{samples} samples" if samples > 1 else ""),
-                                 total=None, correct=0, cost=0.0)
+                                 total=None, correct=0, cost=0.0, running=0, calls=0)
+        stop_live = ev.instrument(lambda start: LiveCounts(progress, task))  # runs in this process's threads
 
         def on_start(todo: int, done: int) -> None:
             progress.update(task, total=todo + done, completed=done)
@@ -98,14 +102,39 @@ def _run(*, suite, n, length, seed, knob, lm, api_base, sub_lm, program, max_dep
                 progress.console.print(f"[yellow]{row.id}#{row.sample} ({row.program}) failed: {row.failure}[/yellow] "
                                        f"{escape((row.error or '')[:160])}")
 
-        result = evaluate(factory, examples, workers=workers, out_dir=out, config=config,
-                          baseline=baseline_for(suite, lm=root, window_tokens=window_tokens) if baseline else False,
-                          samples=samples, retry_failed=retry_failed, on_result=on_result, on_start=on_start, ray=ray)
+        try:
+            result = evaluate(factory, examples, workers=workers, out_dir=out, config=config,
+                              baseline=baseline_for(suite, lm=root, window_tokens=window_tokens) if baseline else False,
+                              samples=samples, retry_failed=retry_failed, on_result=on_result, on_start=on_start, ray=ray)
+        finally:
+            stop_live()
     Console(width=max(Console().width, 130)).print(result.table(title=f"rlmkit eval {suite} (n={n}, length={length:,}, seed={seed})"))
     summary = {"config": config, "samples": samples, "summary": result.summary(),
                "baseline": result.baseline.summary() if result.baseline else None}
     (Path(out) / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     print(f"results and trajectories: {out}  (view them: rlmkit view {out}/trajectories)")
+
+
+class LiveCounts:
+    """One run's share of the bar's live fields, from its events: runs in flight and model
+    calls made so far (examples run as Ray tasks report when they finish instead)."""
+
+    lock = threading.Lock()  # one bar, many runs in many threads
+
+    def __init__(self, progress: Any, task: Any):
+        self.progress, self.task = progress, task
+
+    def __call__(self, event: ev.Event) -> None:
+        kind = type(event)
+        if kind is ev.ModelReply and event.completion is not None:
+            self._add("calls", 1)
+        elif kind in (ev.RunStarted, ev.RunFinished) and event.depth == 0:
+            self._add("running", 1 if kind is ev.RunStarted else -1)
+
+    def _add(self, field: str, amount: int) -> None:
+        with self.lock:
+            value = self.progress.tasks[self.task].fields[field] + amount
+            self.progress.update(self.task, **{field: value})
 
 
 def register(app: typer.Typer) -> None:
