@@ -27,7 +27,6 @@ import logging
 import os
 import random
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +46,7 @@ from optimizers.tuner.report import TrialRow, dominated_by_front, pareto_front
 from optimizers.tuner.result import TuningResult, rows_from_study
 from optimizers.tuner.space import Config, SearchSpace, apply_config, factory_from_base, root_predictor
 from optimizers.tuner.storage import open_storage
+from optimizers.tuner.study_state import StudyProgress, fail_stale_trials, heartbeats_on, study_progress
 from rlmkit.errors import ConfigError, RunError, UserError
 
 logger = logging.getLogger(__name__)
@@ -273,11 +273,11 @@ class RLMTuner:
                     catch=(TrialFailure,),
                     callbacks=[self._stop_when_done],
                 )
-            elif count.beating and self._heartbeats_on(study):
+            elif count.beating and heartbeats_on(study, self.heartbeat_s):
                 # Other workers' trials: wait until they finish, or their heartbeats go stale. (A
                 # trial without heartbeats, from a run that had them off, could wait forever: not it.)
                 time.sleep(self.heartbeat_s)
-                _fail_stale_trials(study)
+                fail_stale_trials(study)
             else:
                 break
         return self._result(study, space)
@@ -292,18 +292,13 @@ class RLMTuner:
         self._notify("study", done=count.done, total=self.n_trials, running=count.running)
         return count
 
-    def _heartbeats_on(self, study: Any) -> bool:
-        from optuna.storages._heartbeat import is_heartbeat_enabled
-
-        return bool(self.heartbeat_s) and is_heartbeat_enabled(study._storage)
-
     def _objective(self, trial: Any, space: SearchSpace) -> Any:
         import optuna
 
         config = space.sample(trial)
         trial.set_user_attr("config", config.summary())
         trial.set_user_attr("worker", os.getpid())
-        if self._heartbeats_on(trial.study):  # other workers wait for this trial: it ends or goes stale
+        if heartbeats_on(trial.study, self.heartbeat_s):  # other workers wait for this trial: it ends or goes stale
             trial.set_user_attr("heartbeat_s", self.heartbeat_s)
         examples = self._ordered_examples()
         stages = default_stages(len(examples))
@@ -381,38 +376,6 @@ class RLMTuner:
 def _silent(event: str, **info: Any) -> None:
     """The default progress callback: events are ``bootstrap``, ``trial_start``, ``example``, ``trial_end``,
     and ``study`` (``done``/``total``/``running``: the whole study's count, every worker's trials included)."""
-
-
-@dataclass
-class StudyProgress:
-    done: int  # finished trials that count towards n_trials
-    waiting: int  # enqueued retries of trials whose worker died
-    running: int
-    beating: int  # running trials that record heartbeats: each will finish or go stale
-
-
-def study_progress(study: Any) -> StudyProgress:
-    """Count the study's trials across every worker. A trial that went stale and was retried
-    does not count (its retry does), so a crash never shortens the search."""
-    from optuna.trial import TrialState
-
-    trials = study.get_trials(deepcopy=False)
-    retried = {number for t in trials for number in t.system_attrs.get("retry_history", ())}
-    finished = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
-    return StudyProgress(
-        done=sum(t.state in finished and t.number not in retried for t in trials),
-        waiting=sum(t.state == TrialState.WAITING for t in trials),
-        running=sum(t.state == TrialState.RUNNING for t in trials),
-        beating=sum(t.state == TrialState.RUNNING and "heartbeat_s" in t.user_attrs for t in trials),
-    )
-
-
-def _fail_stale_trials(study: Any) -> None:
-    import optuna
-
-    with warnings.catch_warnings():  # 'experimental' in optuna's words
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        optuna.storages.fail_stale_trials(study)
 
 
 def _signature_text(signature: Any) -> str:
