@@ -8,12 +8,15 @@ code cell that makes two sub-calls: TurnStarted, ModelRequest, ModelReply, CellS
 cell's thread starts with. Measured three ways:
 
 - nothing registered: no listener, no callback, DSPy history off (``dspy.context(disable_history=True)``);
-- DSPy's default: history on (every model call goes to ``dspy.inspect_history()``), nothing else;
+- DSPy's default: history on (every model call goes to ``dspy.inspect_history()``), nothing else,
+  with DSPy's global history empty at the start of each sample, and full (10,000 entries: DSPy then
+  drops the oldest from the front of a list on every call, as it does for ``dspy.LM`` calls);
 - one rlmkit listener that does nothing (``rlmkit.events.listen``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import time
 
@@ -79,11 +82,21 @@ def per_turn_us(body, setup) -> float:
     return min(samples)
 
 
+@contextlib.contextmanager
+def empty_history():
+    from dspy.clients.base_lm import GLOBAL_HISTORY
+
+    GLOBAL_HISTORY.clear()
+    with dspy.context():
+        yield
+
+
 def main() -> None:
     quiet = lambda: dspy.context(disable_history=True)
     base = per_turn_us(without_hooks, quiet)
     rows = [("nothing registered (history off)", per_turn_us(one_turn, quiet)),
-            ("DSPy default (history on)", per_turn_us(one_turn, lambda: dspy.context())),
+            ("DSPy default (history on, not full)", per_turn_us(one_turn, empty_history)),
+            ("DSPy default (history on, full)", per_turn_us(one_turn, lambda: dspy.context())),
             ("one no-op rlmkit listener", per_turn_us(one_turn, lambda: ev.listen(lambda event: None)))]
     print(f"per turn (1 cell, 2 sub-calls, 12 events), thread CPU time, best of {REPEATS} x {TURNS:,} turns; "
           f"trajectory objects alone: {base:.1f} us")

@@ -22,6 +22,7 @@ _EXPORTS = {
     "Trajectory": "rlmkit.trajectory",
     "TrajectoryLog": "rlmkit.trajectory",
     "errors": "rlmkit.errors",
+    "events": "rlmkit.events",  # what a run does as it happens: listen(), the event types
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
@@ -32,7 +33,7 @@ def __getattr__(name: str) -> Any:
     if module_name is None:
         raise AttributeError(f"module 'rlmkit' has no attribute {name!r}")
     module = importlib.import_module(module_name)
-    value = module if name == "errors" else getattr(module, name)
+    value = module if module_name == f"rlmkit.{name}" else getattr(module, name)
     globals()[name] = value
     return value
 
