@@ -12,6 +12,7 @@ import functools
 import importlib.util
 import json
 import logging
+import os
 import re
 import threading
 from pathlib import Path
@@ -20,6 +21,15 @@ log = logging.getLogger("rlmkit")
 PRICE_FILE = "model_prices_and_context_window_backup.json"
 _TIER = re.compile(r"^input_cost_per_token_above_(\d+)k_tokens$")
 _lock = threading.Lock()
+
+
+def _new_lock_after_fork() -> None:
+    """A child forked while the background load held the lock would otherwise wait on it forever."""
+    global _lock
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock_after_fork)
 
 
 def price_file() -> Path | None:

@@ -200,3 +200,18 @@ def test_a_sandbox_that_fails_to_start_still_ends_the_run_typed(monkeypatch):
     with pytest.raises(SandboxError, match="failed to start") as info:
         rlmkit.RLM("context -> answer", lm=FunctionLM(lambda m: "```repl\nprint(1)\n```"), sandbox="inline")(context="x")
     assert info.value.trajectory.status == "error"
+
+
+def test_a_child_forked_while_prices_load_can_still_price():
+    import os
+    import signal
+
+    from rlmkit import prices
+
+    with prices._lock:  # as if the background load held the lock at the moment of the fork
+        pid = os.fork()
+        if pid == 0:  # the child: must not wait on the parent's held lock (the alarm ends it if it does)
+            signal.alarm(20)
+            os._exit(0 if call_cost("openai/gpt-4o-mini", 1000, 0) > 0 else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
