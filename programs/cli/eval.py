@@ -19,13 +19,14 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from programs.tasks import FAMILIES  # plain data and generators: cheap to import for --help
 from rlmkit import events as ev
 from rlmkit.cli.common import console as err
 from rlmkit.cli.common import exit_on_error, lm_from_flag
 
 
 def eval_command(
-    suite: str = typer.Argument(..., help="needle, multi_needle, aggregation, pairs, multihop or codeqa."),
+    suite: str = typer.Argument(..., help=f"One of: {', '.join(FAMILIES)}."),
     n: int = typer.Option(10, "--n", help="Number of examples."),
     length: int = typer.Option(100_000, "--length", help="Context length of each example, in characters."),
     seed: int = typer.Option(0, "--seed", help="Generator seed: the same seed gives the same examples."),
