@@ -94,10 +94,10 @@ def _typed(raw: str, default: Any, choices: tuple) -> Any:
 
 
 __all__ = [
+    "FAMILIES",
     "MAX_LENGTH",
     "MIN_LENGTH",
     "SUITES",
-    "FAMILIES",
     "Example",
     "LengthError",
     "ProgramRecipe",

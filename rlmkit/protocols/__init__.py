@@ -23,7 +23,7 @@ PROTOCOLS: dict[str, type[Protocol]] = {
 }
 
 
-def get_protocol(protocol: "str | Protocol") -> Protocol:
+def get_protocol(protocol: str | Protocol) -> Protocol:
     """A fresh protocol object for a name (or the object itself, for a customised prompt)."""
     if isinstance(protocol, Protocol):
         return protocol

@@ -9,8 +9,9 @@ ends: the answer it found, if any), and the one-time "answer now" request sent a
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from rlmkit.errors import Finish
 from rlmkit.prompting import ANSWER_NOW, FUNCTION_DOCS, REPL_PROMPT  # noqa: F401 - re-exported

@@ -9,8 +9,9 @@ variable exists, since it names an exact value).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from rlmkit.prompting import ANSWER_NOW, FINISH_PROMPT, NO_SUCH_VARIABLE
 from rlmkit.protocols.base import (
@@ -64,7 +65,7 @@ class FinalProtocol(Protocol):
     prelude: str = _PRELUDE
 
     def host_functions(self, submit: Callable[[dict[str, Any]], None], fields: list[str]):
-        def FINAL(value: Any) -> None:  # noqa: N802
+        def FINAL(value: Any) -> None:
             outputs = value if isinstance(value, dict) and set(value) == set(fields) else {fields[0]: value}
             finish_with(submit, outputs)
 

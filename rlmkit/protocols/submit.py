@@ -7,8 +7,9 @@ and can try again on its next turn.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from rlmkit.prompting import ANSWER_NOW, FINISH_PROMPT
 from rlmkit.protocols.base import Protocol, finish_with
@@ -27,7 +28,7 @@ class SubmitProtocol(Protocol):
         return self.finish_prompt.format(fields=fields, first=next(iter(output_fields)))
 
     def host_functions(self, submit: Callable[[dict[str, Any]], None], fields: list[str]):
-        def SUBMIT(*args: Any, **kwargs: Any) -> None:  # noqa: N802 - the protocol's name for it
+        def SUBMIT(*args: Any, **kwargs: Any) -> None:
             if args:
                 if len(args) > len(fields):
                     raise TypeError(f"SUBMIT takes the output fields {fields}; got {len(args)} positional values")
