@@ -29,6 +29,8 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlmkit.trajectory import Turn
+
 log = logging.getLogger("rlmkit")
 
 Listener = Callable[["Event"], None]
@@ -47,6 +49,7 @@ class Event:
     start: Event | None = field(default=None, init=False, repr=False)  # an end event's start event
 
     starts = False  # a start event opens a span; its end event closes the span with the same key
+    leaf = False  # a span that never has children is not made the current span (one less context write)
 
     def key(self) -> Any:
         raise NotImplementedError
@@ -88,6 +91,7 @@ class RunFinished(Event):
 class SandboxStarting(Event):
     sandbox: Any
     starts = True
+    leaf = True
 
     def key(self) -> Any:
         return ("sandbox-start", id(self.sandbox))
@@ -109,6 +113,7 @@ class SandboxStarted(Event):
 class SandboxClosing(Event):
     sandbox: Any
     starts = True
+    leaf = True
 
     def key(self) -> Any:
         return ("sandbox-close", id(self.sandbox))
@@ -158,6 +163,7 @@ class ModelRequest(Event):
     lm: Any  # rlmkit.LM
     messages: list[dict[str, Any]]
     starts = True
+    leaf = True
 
     def key(self) -> Any:
         return ("lm", id(self.owner))
@@ -167,7 +173,8 @@ class ModelRequest(Event):
 
     @property
     def root(self) -> bool:
-        return not hasattr(self.owner, "kind")
+        """A root turn's call (not a sub-call's)."""
+        return type(self.owner) is Turn
 
 
 @dataclass(eq=False)
@@ -278,7 +285,7 @@ class Dispatcher:
             self.open[event.key()] = span
             if current is None:
                 span.token = _active.set(span)
-            else:
+            elif not event.leaf:
                 _active.set(span)
         else:
             span = self.open.pop(event.key(), None)
@@ -288,7 +295,7 @@ class Dispatcher:
                 self._close_children(span, event.error)
             if span.token is not None:
                 _active.reset(span.token)
-            else:
+            elif not span.start.leaf:
                 _active.set(span.parent)
         self._fill(event, span)
         self.deliver(event)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import dspy
 import pytest
@@ -94,3 +95,30 @@ def test_streamify_shows_status_messages_for_turns_and_cells(serve, is_async):
     assert "Starting a child RLM run at depth 1..." in messages
     assert "Turn 1 (child run, depth 1): asking the root model..." in messages
     assert messages.index("Turn 2: asking the root model...") < messages.index("Starting a child RLM run at depth 1...")
+
+
+@pytest.mark.parametrize("is_async", [False, True])
+def test_streamify_status_messages_arrive_while_the_run_goes_on(serve, is_async):
+    turn_one_shown = threading.Event()
+
+    def root(body):
+        if root_turn(body) == 0:
+            return repl("print(1)")
+        turn_one_shown.wait(30)  # answered only once the consumer holds turn 1's status message
+        return repl("SUBMIT(answer='done')")
+
+    server, lm = serve(Script(root))
+    program = dspy.streamify(rlmkit.RLM("context -> answer", lm=lm), is_async_program=is_async)
+
+    async def consume():
+        items = []
+        async for item in program(context="abc"):
+            items.append(item)
+            if isinstance(item, StatusMessage) and item.message.startswith("Code finished"):
+                turn_one_shown.set()
+        return items
+
+    started = time.monotonic()
+    items = asyncio.run(consume())
+    assert turn_one_shown.is_set() and items[-1].answer == "done"
+    assert time.monotonic() - started < 25  # not released by the 30 s wait: delivered as it happened
