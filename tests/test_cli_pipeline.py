@@ -35,7 +35,8 @@ class TwoTurnPolicy:
         self.lock = threading.Lock()
 
     def __call__(self, body: dict) -> str:
-        assert is_root_request(body)
+        if not is_root_request(body):  # the --baseline comparison: one plain call, never compiled
+            return "wrong"
         messages = body["messages"]
         if not any(m["role"] == "assistant" for m in messages):
             return LOOK
@@ -73,13 +74,15 @@ def eval_run(tmp_path, monkeypatch):
             "4",
             "--temperature",
             "1.0",
+            "--baseline",  # its runs land in the same folder; compile must leave them out
         ]
         result = runner.invoke(app, args)
         assert result.exit_code == 0, result.output
-        assert len(server.requests) == 3 * 4 * 2  # every sample ran both turns: none came from the cache
+        # every sample ran both turns (none came from the cache), and the baseline once per sample
+        assert len(server.requests) == 3 * 4 * 2 + 3 * 4
         again = runner.invoke(app, args)
-        assert again.exit_code == 0 and "12 finished run(s) kept" in " ".join(again.output.split())
-        assert len(server.requests) == 24  # resumed: nothing ran twice
+        assert again.exit_code == 0 and "24 finished run(s) kept" in " ".join(again.output.split())
+        assert len(server.requests) == 36  # resumed: nothing ran twice
     return out
 
 
@@ -94,7 +97,7 @@ def test_eval_samples_compile_and_train_with_default_flags(eval_run, tmp_path):
     from optimizers.backends.testing import build_tiny_qwen, read_jsonl
     from optimizers.compile.validate import validate_dataset
 
-    rows = read_jsonl(eval_run / "results.jsonl")
+    rows = [r for r in read_jsonl(eval_run / "results.jsonl") if r["program"] == "program"]
     assert sorted((r["id"], r["sample"]) for r in rows) == [
         (f"needle-s5-{i:04d}", k) for i in range(3) for k in range(4)
     ]

@@ -1,7 +1,8 @@
 """Where runs come from: JSONL files or folders of them (``TrajectoryLog``), or Trajectory objects.
 
 An ``rlmkit eval`` run folder is read as it is: its ``trajectories/``, not its ``results.jsonl``
-(one score row per run, not a trajectory).
+(one score row per run, not a trajectory), and not its ``--baseline`` runs (a plain LM call on
+a cut context, kept for comparison: never an RLM run to train on).
 
 Loading keeps what the manifest needs (each file's sha256, its runs, its unreadable lines),
 drops a run seen twice (same run_id), and checks that one compile gets one signature.
@@ -76,6 +77,8 @@ def load_runs(items: RunsLike) -> RunSet:
         files.append(SourceFile(IN_MEMORY, in_memory.hexdigest(), count_in_memory, 0))
     unique: dict[str, Trajectory] = {}
     for run in runs:
+        if (run.meta.task or {}).get("program") == "baseline":
+            continue
         unique.setdefault(run.meta.run_id, run)
     return RunSet(list(unique.values()), files, duplicate_runs=len(runs) - len(unique))
 
