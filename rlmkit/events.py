@@ -37,7 +37,7 @@ Listener = Callable[["Event"], None]
 
 
 # -- the events ----------------------------------------------------------------------------
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Event:
     """Filled in by the dispatcher: which span this is, its parent, its run and when."""
 
@@ -54,8 +54,12 @@ class Event:
     def key(self) -> Any:
         raise NotImplementedError
 
+    def __repr__(self) -> str:  # short: a RunStarted holds the inputs, a ModelRequest the whole prompt
+        return (f"{type(self).__name__}(span_id={self.span_id!r}, parent_id={self.parent_id!r}, "
+                f"run_id={self.run_id[:12]!r}, depth={self.depth})")
 
-@dataclass(eq=False)
+
+@dataclass(eq=False, repr=False)
 class RunStarted(Event):
     """A run begins (``depth`` > 0: a child run made by ``rlm_query``)."""
 
@@ -76,7 +80,7 @@ class RunStarted(Event):
         raise AssertionError("a run is ended by run_loop itself")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class RunFinished(Event):
     """A run is over: ``error`` is None on success; ``trajectory`` holds all it did either way."""
 
@@ -87,7 +91,7 @@ class RunFinished(Event):
         return ("run", self.trajectory.meta.run_id)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class SandboxStarting(Event):
     sandbox: Any
     starts = True
@@ -100,7 +104,7 @@ class SandboxStarting(Event):
         return SandboxStarted(self.sandbox, error)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class SandboxStarted(Event):
     sandbox: Any
     error: BaseException | None = None
@@ -109,7 +113,7 @@ class SandboxStarted(Event):
         return ("sandbox-start", id(self.sandbox))
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class SandboxClosing(Event):
     sandbox: Any
     starts = True
@@ -122,7 +126,7 @@ class SandboxClosing(Event):
         return SandboxClosed(self.sandbox, error)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class SandboxClosed(Event):
     sandbox: Any
     error: BaseException | None = None
@@ -131,7 +135,7 @@ class SandboxClosed(Event):
         return ("sandbox-close", id(self.sandbox))
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class TurnStarted(Event):
     """A root turn begins: ``messages`` is what the root model is about to read."""
 
@@ -146,7 +150,7 @@ class TurnStarted(Event):
         return TurnFinished(self.turn, error)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class TurnFinished(Event):
     turn: Any
     error: BaseException | None = None
@@ -155,7 +159,7 @@ class TurnFinished(Event):
         return ("turn", id(self.turn))
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class ModelRequest(Event):
     """A model call: a root turn's (``owner`` is the Turn) or a sub-call's (the SubCall)."""
 
@@ -177,7 +181,7 @@ class ModelRequest(Event):
         return type(self.owner) is Turn
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class ModelReply(Event):
     owner: Any
     completion: Any  # rlmkit.lm.Completion (text, model, usage, cached); None on error
@@ -187,7 +191,7 @@ class ModelReply(Event):
         return ("lm", id(self.owner))
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class CellStarted(Event):
     block: Any  # CodeBlock: its code now, its output when finished
     sandbox: Any
@@ -200,7 +204,7 @@ class CellStarted(Event):
         return CellFinished(self.block, self.sandbox, error)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class CellFinished(Event):
     block: Any
     sandbox: Any
@@ -210,7 +214,7 @@ class CellFinished(Event):
         return ("cell", id(self.block))
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class SubcallStarted(Event):
     """``llm_query``, ``rlm_query``, a typed sub-call or a tool, called from a cell (one per batch item)."""
 
@@ -224,7 +228,7 @@ class SubcallStarted(Event):
         return SubcallFinished(self.node, error)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class SubcallFinished(Event):
     node: Any
     error: BaseException | None = None

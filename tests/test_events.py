@@ -95,6 +95,7 @@ def test_listen_sees_every_step_nested_run_turn_cell_subcall_child(serve):
     assert sorted(starts) == sorted(ends) and len(set(starts)) == len(starts)
     assert isinstance(seen[0], ev.RunStarted) and isinstance(seen[-1], ev.RunFinished) and seen[-1].error is None
     assert seen[-1].trajectory is pred.trajectory
+    assert max(len(repr(e)) for e in seen) < 120  # printing an event never prints the inputs or a prompt
 
 
 def test_nothing_registered_builds_nothing(serve):
