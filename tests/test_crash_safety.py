@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -243,7 +244,16 @@ def test_killed_study_resumes_from_its_storage(tmp_path):
         except sqlite3.OperationalError:  # no file or no tables yet
             return 0
 
-    with ScriptedServer(KeywordResponder(), latency=0.05) as server:
+    keyword, killed = KeywordResponder(), threading.Event()
+
+    def responder(body):
+        # Once a trial has finished, hold every request until the kill: the study cannot run
+        # to its end before the kill lands, however slowly this process gets scheduled.
+        if not killed.is_set() and finished_so_far() >= 1:
+            killed.wait(120)
+        return keyword(body)
+
+    with ScriptedServer(responder, latency=0.05) as server:
         pid = _fork(lambda: _tune(server.url, url, n_trials))
         try:
             _wait_for(lambda: finished_so_far() >= 1, "a finished trial", pid)
@@ -251,6 +261,7 @@ def test_killed_study_resumes_from_its_storage(tmp_path):
         finally:
             if _alive(pid):
                 _kill_hard(pid)
+            killed.set()
         done_before = {t.number: (t.params, t.values) for t in finished()}
         assert 1 <= len(done_before) < n_trials, "the kill did not land mid-study"
         result = _tune(server.url, url, n_trials)  # the re-run, same storage

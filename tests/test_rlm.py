@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import dspy
 import pytest
@@ -133,7 +134,18 @@ def test_batched_failures_stay_per_item(serve):
 
 def test_concurrency_reaches_but_never_exceeds_max_concurrency(serve):
     root = repl("r = llm_query_batched([f'q{i}' for i in range(24)])", "SUBMIT(answer=str(len(r)))")
-    server, lm = serve(Script([root]), latency=0.15, lm_kwargs={"max_concurrency": 64})
+    started = []
+
+    def sub(prompt):
+        # Hold each sub-call until 6 are in flight at once (a state, waited for), so a loaded
+        # machine cannot make the batch look less concurrent than it is.
+        deadline = time.monotonic() + 30
+        while started[0].max_in_flight < 6 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return "ok"
+
+    server, lm = serve(Script([root], sub=sub), latency=0.05, lm_kwargs={"max_concurrency": 64})
+    started.append(server)
     pred = rlmkit.RLM("context -> answer", lm=lm, max_concurrency=6)(context="abc")
     assert pred.answer == "24"
     assert server.max_in_flight == 6
