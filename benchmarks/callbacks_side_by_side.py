@@ -35,11 +35,13 @@ class Counting(BaseCallback):
 
     def __getattribute__(self, name):
         if name.startswith("on_") and name.endswith(("_start", "_end")):
+
             def hook(call_id, **kwargs):
                 self.count[name] += 1
                 if name in ("on_interpreter_tool_call_start", "on_tool_start"):
                     inputs = kwargs.get("inputs", {})
                     self.tools[inputs.get("tool_name") or getattr(kwargs.get("instance"), "name", "?")] += 1
+
             return hook
         return super().__getattribute__(name)
 
@@ -51,12 +53,16 @@ def run(framework: str) -> tuple[Counting, int]:
         with dspy.context(callbacks=[counting]):
             if framework == "dspy.RLM":
                 lm = dspy.LM("openai/scripted", api_base=server.url, api_key="bench", cache=False)
-                rlm = dspy.RLM("context, question -> answer", max_iters=8, interpreter_factory=dspy.LocalInterpreter)
+                rlm = dspy.RLM(
+                    "context, question -> answer", max_iters=8, interpreter_factory=dspy.LocalInterpreter
+                )
                 with dspy.context(lm=lm):
                     rlm(context=CONTEXT, question=QUESTION)
             else:
                 lm = rlmkit.LM("openai/scripted", api_base=server.url, api_key="bench", cache=False)
-                rlmkit.RLM("context, question -> answer", lm=lm, max_iterations=8)(context=CONTEXT, question=QUESTION)
+                rlmkit.RLM("context, question -> answer", lm=lm, max_iterations=8)(
+                    context=CONTEXT, question=QUESTION
+                )
         return counting, len(server.requests)
 
 

@@ -67,8 +67,14 @@ def without_hooks(lm: FakeLM, messages: list[Message], request: list[dict], comp
 def per_turn_us(body, setup, turns: int = TURNS) -> float:
     lm, messages = FakeLM(), [Message(role="user", content="hi")]
     request = [m.model_dump() for m in messages]
-    completion = Completion("```repl\nprint(1)\n```", "bench", Usage(calls=1, prompt_tokens=5, completion_tokens=5),
-                            False, 0.0, "stop")
+    completion = Completion(
+        "```repl\nprint(1)\n```",
+        "bench",
+        Usage(calls=1, prompt_tokens=5, completion_tokens=5),
+        False,
+        0.0,
+        "stop",
+    )
     samples = []
     for _ in range(REPEATS):
         with setup():
@@ -98,15 +104,20 @@ def empty_history():
 
 
 def main() -> None:
-    quiet = lambda: dspy.context(disable_history=True)
+    def quiet():
+        return dspy.context(disable_history=True)
     base = per_turn_us(without_hooks, quiet)
-    rows = [("nothing registered (history off)", per_turn_us(one_turn, quiet)),
-            # 3,000 turns x 3 model calls stay under DSPy's 10,000-entry history
-            ("DSPy default (history on, not full)", per_turn_us(one_turn, empty_history, turns=3_000)),
-            ("DSPy default (history on, full)", per_turn_us(one_turn, lambda: dspy.context())),
-            ("one no-op rlmkit listener (history off)", per_turn_us(one_turn, one_listener))]
-    print(f"per turn (1 cell, 2 sub-calls, 12 events), thread CPU time, best of {REPEATS} x {TURNS:,} turns; "
-          f"trajectory objects alone: {base:.1f} us")
+    rows = [
+        ("nothing registered (history off)", per_turn_us(one_turn, quiet)),
+        # 3,000 turns x 3 model calls stay under DSPy's 10,000-entry history
+        ("DSPy default (history on, not full)", per_turn_us(one_turn, empty_history, turns=3_000)),
+        ("DSPy default (history on, full)", per_turn_us(one_turn, lambda: dspy.context())),
+        ("one no-op rlmkit listener (history off)", per_turn_us(one_turn, one_listener)),
+    ]
+    print(
+        f"per turn (1 cell, 2 sub-calls, 12 events), thread CPU time, best of {REPEATS} x {TURNS:,} turns; "
+        f"trajectory objects alone: {base:.1f} us"
+    )
     print("| registered | per turn (us) | added by events (us) |\n| --- | ---: | ---: |")
     for name, value in rows:
         print(f"| {name} | {value:.1f} | {value - base:.1f} |")

@@ -43,7 +43,9 @@ class RecordingServer(ScriptedServer):
         self.script: Callable[[str, dict], str] = lambda kind, body: "ok"
         self.latency_for: dict[str, float] = {}
 
-    def configure(self, script: Callable[[str, dict], str], latency_for: dict[str, float] | None = None) -> None:
+    def configure(
+        self, script: Callable[[str, dict], str], latency_for: dict[str, float] | None = None
+    ) -> None:
         self.script, self.latency_for = script, dict(latency_for or {})
         self.hits = []
 
@@ -117,8 +119,15 @@ class Driver:
         env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONUNBUFFERED": "1"}
         env["PYTHONPATH"] = ""  # peers must not see rlmkit or the system site-packages
         started = time.monotonic()
-        self.proc = subprocess.Popen([str(python), str(HERE / "peers" / command[0]), *command[1:]], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=env, cwd=HERE)
+        self.proc = subprocess.Popen(
+            [str(python), str(HERE / "peers" / command[0]), *command[1:]],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+            env=env,
+            cwd=HERE,
+        )
         self.sampler = RssSampler(self.proc.pid)
         hello = self._read(timeout=300)
         self.process_start_s = time.monotonic() - started
@@ -131,7 +140,7 @@ class Driver:
         def read() -> None:
             for line in self.proc.stdout:
                 if line.startswith("@@RESULT "):
-                    box["result"] = json.loads(line[len("@@RESULT "):])
+                    box["result"] = json.loads(line[len("@@RESULT ") :])
                     return
 
         reader = threading.Thread(target=read, daemon=True)
@@ -139,7 +148,9 @@ class Driver:
         reader.join(max(0.0, deadline - time.monotonic()))
         if "result" not in box:
             self.close()
-            raise TimeoutError(f"{self.name}: no result within {timeout:.0f} s (driver log: {self._stderr.name})")
+            raise TimeoutError(
+                f"{self.name}: no result within {timeout:.0f} s (driver log: {self._stderr.name})"
+            )
         return box["result"]
 
     def run(self, job: dict[str, Any], timeout: float = 180) -> dict[str, Any]:

@@ -31,8 +31,9 @@ def fanout_turn_s(hits: list, first_kind: str = "root", turn: int = 1) -> float 
     return roots[turn].start - roots[turn - 1].end
 
 
-def subcall_scaling(driver: Driver, server: RecordingServer, counts: list[int], latency: float,
-                    best_of_up_to: int = 64) -> dict[str, Any]:
+def subcall_scaling(
+    driver: Driver, server: RecordingServer, counts: list[int], latency: float, best_of_up_to: int = 64
+) -> dict[str, Any]:
     """Best of two runs for N <= ``best_of_up_to`` (noise only ever adds to a wall time), one above."""
     concurrency = SUBCALL_CONCURRENCY[driver.name]
     rows = {}
@@ -41,7 +42,9 @@ def subcall_scaling(driver: Driver, server: RecordingServer, counts: list[int], 
         walls = []
         for _ in range(2 if n <= best_of_up_to else 1):
             try:
-                result = driver.run({"url": server.url, "size": 10_000, "repeats": 1}, timeout=60 + n * latency)
+                result = driver.run(
+                    {"url": server.url, "size": 10_000, "repeats": 1}, timeout=60 + n * latency
+                )
             except TimeoutError as exc:
                 rows[str(n)] = {"error": str(exc)}
                 return {"concurrency": concurrency, "latency_s": latency, "by_n": rows}
@@ -50,8 +53,11 @@ def subcall_scaling(driver: Driver, server: RecordingServer, counts: list[int], 
         ideal = math.ceil(n / concurrency) * latency
         wall = min((w for w in walls if w is not None), default=None)
         rows[str(n)] = {
-            "wall_s": wall, "ideal_s": ideal, "ratio": wall / ideal if wall else None,
-            "walls_s": walls, "sub_calls": sum(1 for h in hits if h.kind == "sub"),
+            "wall_s": wall,
+            "ideal_s": ideal,
+            "ratio": wall / ideal if wall else None,
+            "walls_s": walls,
+            "sub_calls": sum(1 for h in hits if h.kind == "sub"),
             "answer_ok": "error" not in result and result["runs"][0]["answer"].strip() == str(n),
             **({"error": result["error"]} if "error" in result else {}),
         }
@@ -59,7 +65,9 @@ def subcall_scaling(driver: Driver, server: RecordingServer, counts: list[int], 
 
 
 def depth2(driver: Driver, server: RecordingServer, children: int, latency: float) -> dict[str, Any]:
-    server.configure(make_responder(driver.convention, "depth2", children), {"sub": latency, "child": latency})
+    server.configure(
+        make_responder(driver.convention, "depth2", children), {"sub": latency, "child": latency}
+    )
     job = {"url": server.url, "size": 10_000, "repeats": 1, "max_depth": 2, "concurrency": children}
     try:
         result = driver.run(job, timeout=120)
@@ -69,11 +77,15 @@ def depth2(driver: Driver, server: RecordingServer, children: int, latency: floa
     wall = fanout_turn_s(hits)
     ideal = 2 * latency
     out = {
-        "children": children, "latency_s": latency, "wall_s": wall, "ideal_s": ideal,
+        "children": children,
+        "latency_s": latency,
+        "wall_s": wall,
+        "ideal_s": ideal,
         "ratio": wall / ideal if wall else None,
         "child_requests": sum(1 for h in hits if h.kind == "child"),
         "sub_calls": sum(1 for h in hits if h.kind == "sub"),
-        "rss_peak": result["rss_peak"], "rss_base": result["rss_base"],
+        "rss_peak": result["rss_peak"],
+        "rss_base": result["rss_base"],
     }
     if "error" in result:
         out["error"] = result["error"]

@@ -39,8 +39,14 @@ def analyse_run(run: dict[str, Any], hits: list[Hit]) -> dict[str, Any]:
     }
 
 
-def measure(driver: Driver, server: RecordingServer, sizes: list[int], repeats: int,
-            timeout_for: dict[int, float], repeats_for: dict[int, int] | None = None) -> dict[str, Any]:
+def measure(
+    driver: Driver,
+    server: RecordingServer,
+    sizes: list[int],
+    repeats: int,
+    timeout_for: dict[int, float],
+    repeats_for: dict[int, int] | None = None,
+) -> dict[str, Any]:
     """Per size: medians over all turns of all repeats, peak RSS over the process tree, log bytes."""
     server.configure(make_responder(driver.convention, "turns"))
     out: dict[str, Any] = {}
@@ -54,7 +60,11 @@ def measure(driver: Driver, server: RecordingServer, sizes: list[int], repeats: 
             break  # the driver was killed; larger sizes would only take longer
         hits = server.take_hits()
         if "error" in result:
-            out[str(size)] = {"error": result["error"], "rss_peak": result["rss_peak"], "rss_base": result["rss_base"]}
+            out[str(size)] = {
+                "error": result["error"],
+                "rss_peak": result["rss_peak"],
+                "rss_base": result["rss_base"],
+            }
             continue
         runs = [analyse_run(run, hits) for run in result["runs"]]
         good = [r for r in runs if "error" not in r]

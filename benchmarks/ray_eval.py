@@ -30,12 +30,12 @@ from rlmkit.testing.server import ScriptedServer, is_root_request
 ROOT_TURNS = [
     "```repl\nprint(len(context), question[:80])\n```",
     "```repl\nnote = llm_query('Say ok.')\nprint(note)\n```",
-    '''```repl
+    """```repl
 import re
 key = re.search(r"for (\\S+) mentioned", question).group(1)
 values = re.findall(r"special magic \\w+ for " + re.escape(key) + r" is: (\\S+?)\\.(?:\\s|$)", context)
 SUBMIT(answer=values)
-```''',
+```""",
 ]
 
 
@@ -58,8 +58,13 @@ def ray_run(url: str, nodes: int, warm, timed) -> tuple[float, list[float]]:
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
     for _ in range(nodes):
         cluster.add_node(num_cpus=1)
-    ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False, configure_logging=False,
-             runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}})
+    ray.init(
+        address=cluster.address,
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+        runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}},
+    )
     try:
         evaluate(factory(url), warm, ray=True)  # one task per node at a time: every node's worker warms up
         start = time.monotonic()
@@ -72,7 +77,9 @@ def ray_run(url: str, nodes: int, warm, timed) -> tuple[float, list[float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--n", type=int, default=16, help="timed examples")
     parser.add_argument("--latency", type=float, default=0.2, help="seconds per model call")
     parser.add_argument("--seed", type=int, default=0)
@@ -87,14 +94,21 @@ def main() -> None:
         thread_wall, calls = time.monotonic() - start, len(server.requests) - calls
     thread_scores = [row.score for row in threads.rows]
     same = one_scores == two_scores == thread_scores
-    print(f"examples: {args.n} needle (length 8,000, seed {args.seed}); {calls / args.n:.1f} calls each "
-          f"at {args.latency * 1000:.0f} ms")
+    print(
+        f"examples: {args.n} needle (length 8,000, seed {args.seed}); {calls / args.n:.1f} calls each "
+        f"at {args.latency * 1000:.0f} ms"
+    )
     print("| executor | examples/s | wall s | mean score |")
     print("|---|---:|---:|---:|")
-    for name, wall, scores in (("Ray, 1 worker node", one_wall, one_scores), ("Ray, 2 worker nodes", two_wall, two_scores),
-                               ("threads (2)", thread_wall, thread_scores)):
+    for name, wall, scores in (
+        ("Ray, 1 worker node", one_wall, one_scores),
+        ("Ray, 2 worker nodes", two_wall, two_scores),
+        ("threads (2)", thread_wall, thread_scores),
+    ):
         print(f"| {name} | {args.n / wall:.2f} | {wall:.1f} | {sum(scores) / len(scores):.3f} |")
-    print(f"speed-up, 2 nodes vs 1: {one_wall / two_wall:.2f}x; per-example scores equal across all three: {same}")
+    print(
+        f"speed-up, 2 nodes vs 1: {one_wall / two_wall:.2f}x; per-example scores equal across all three: {same}"
+    )
 
 
 if __name__ == "__main__":

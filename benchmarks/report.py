@@ -93,32 +93,65 @@ def _per_size(results: dict[str, Any], names: list[str], key: str) -> list[tuple
 def render(results: dict[str, Any]) -> str:
     meta = results["meta"]
     names = [n for n in results["frameworks"]]
-    header = (f"Measured {meta['date']} on {meta['machine']} ({meta['note']}). Versions: {meta['versions']}. "
-              "Scripted OpenAI-compatible server on 127.0.0.1; ratios are to the best peer (lower is better). "
-              "dspy.RLM runs on its `LocalInterpreter`: its default Deno/Pyodide sandbox cannot start offline.")
+    header = (
+        f"Measured {meta['date']} on {meta['machine']} ({meta['note']}). Versions: {meta['versions']}. "
+        "Scripted OpenAI-compatible server on 127.0.0.1; ratios are to the best peer (lower is better). "
+        "dspy.RLM runs on its `LocalInterpreter`: its default Deno/Pyodide sandbox cannot start offline."
+    )
     out = [header, "", HOW, ""]
-    out += _table("(1) Framework time per turn, median (server time excluded)", _per_size(results, names, "turn_overhead_median_s"), names, _ms)
-    out += _table("(1) Start-up: call to first model request, median", _per_size(results, names, "startup_median_s"), names, _ms)
+    out += _table(
+        "(1) Framework time per turn, median (server time excluded)",
+        _per_size(results, names, "turn_overhead_median_s"),
+        names,
+        _ms,
+    )
+    out += _table(
+        "(1) Start-up: call to first model request, median",
+        _per_size(results, names, "startup_median_s"),
+        names,
+        _ms,
+    )
     first = results.get("first_run", {})
-    rows = [("import", {n: results["imports"].get(n) for n in names}),
-            ("first run's start-up", {n: first.get(n, {}).get("startup_median_s") for n in names}),
-            ("first run, 5 turns", {n: first.get(n, {}).get("wall_median_s") for n in names}),
-            ("import + first run", {n: (results["imports"].get(n) or 0) + (first.get(n, {}).get("wall_median_s") or 0)
-                                    for n in names})]
-    out += _table("Cold start in a fresh process: import, then the first run (1e3 chars)", rows, names,
-                  lambda v: "-" if v is None else f"{v:.2f} s")
-    out += _table("(3) Peak memory, driver + its child processes (RSS + children's USS)",
-                  _per_size(results, names, "rss_peak"), names, _mb)
+    rows = [
+        ("import", {n: results["imports"].get(n) for n in names}),
+        ("first run's start-up", {n: first.get(n, {}).get("startup_median_s") for n in names}),
+        ("first run, 5 turns", {n: first.get(n, {}).get("wall_median_s") for n in names}),
+        (
+            "import + first run",
+            {
+                n: (results["imports"].get(n) or 0) + (first.get(n, {}).get("wall_median_s") or 0)
+                for n in names
+            },
+        ),
+    ]
+    out += _table(
+        "Cold start in a fresh process: import, then the first run (1e3 chars)",
+        rows,
+        names,
+        lambda v: "-" if v is None else f"{v:.2f} s",
+    )
+    out += _table(
+        "(3) Peak memory, driver + its child processes (RSS + children's USS)",
+        _per_size(results, names, "rss_peak"),
+        names,
+        _mb,
+    )
     delta_rows = []
     for label, values in _per_size(results, names, "rss_peak"):
         size = float(label.split()[0])
         deltas = {}
         for n in names:
             entry = results["turns"].get(n, {}).get(str(int(size)))
-            deltas[n] = values[n] if isinstance(values[n], str) else (entry["rss_peak"] - entry["rss_base"]) / size
+            deltas[n] = (
+                values[n] if isinstance(values[n], str) else (entry["rss_peak"] - entry["rss_base"]) / size
+            )
         delta_rows.append((label, deltas))
-    out += _table("(3) Memory added by the run, in multiples of the context size", delta_rows, names,
-                  lambda v: "-" if v is None else f"{v:.2f}x")
+    out += _table(
+        "(3) Memory added by the run, in multiples of the context size",
+        delta_rows,
+        names,
+        lambda v: "-" if v is None else f"{v:.2f}x",
+    )
     out += _table("(4) Trajectory log per run", _per_size(results, names, "log_bytes"), names, _kb)
 
     scaling = results.get("subcalls", {})
@@ -128,27 +161,46 @@ def render(results: dict[str, Any]) -> str:
         values = {}
         for n in names:
             row = scaling.get(n, {}).get("by_n", {}).get(str(count))
-            values[n] = "not run" if row is None else (_short_error(row) if "error" in row else _vs_ideal(row))
+            values[n] = (
+                "not run" if row is None else (_short_error(row) if "error" in row else _vs_ideal(row))
+            )
         rows.append((f"N={count}", values))
     if rows:
         conc = ", ".join(f"{n} {scaling[n]['concurrency']}" for n in names if n in scaling)
-        out += _table(f"(2) Sub-call fan-out at 200 ms per call: wall time = its ratio to the framework's ideal "
-                      f"ceil(N/concurrency) x 200 ms (concurrency: {conc}); (x) compares wall times", rows, names, _s)
+        out += _table(
+            f"(2) Sub-call fan-out at 200 ms per call: wall time = its ratio to the framework's ideal "
+            f"ceil(N/concurrency) x 200 ms (concurrency: {conc}); (x) compares wall times",
+            rows,
+            names,
+            _s,
+        )
 
     depth = results.get("depth2", {})
     if depth:
-        values = {n: _short_error(depth[n]) if "error" in depth.get(n, {"error": "not run"}) else _vs_ideal(depth[n])
-                  for n in names}
-        out += _table("(5) Depth 2: 16 child RLMs at once (each: 1 request + 1 sub-call, 200 ms each); ideal 0.40 s",
-                      [("16 children", values)], names, _s)
-        out += [f"- {n}: {results['depth2_how'][n]}" for n in names if n in results.get("depth2_how", {})] + [""]
+        values = {
+            n: _short_error(depth[n])
+            if "error" in depth.get(n, {"error": "not run"})
+            else _vs_ideal(depth[n])
+            for n in names
+        }
+        out += _table(
+            "(5) Depth 2: 16 child RLMs at once (each: 1 request + 1 sub-call, 200 ms each); ideal 0.40 s",
+            [("16 children", values)],
+            names,
+            _s,
+        )
+        out += [f"- {n}: {results['depth2_how'][n]}" for n in names if n in results.get("depth2_how", {})] + [
+            ""
+        ]
 
     clients = results.get("clients", {})
     if "ms_per_call" in clients:
         ms = clients["ms_per_call"]
         best = min(ms[k] for k in ("openai client", "dspy.LM", "litellm.completion") if k in ms)
-        title = (f"**(7) LM client cost per call** ({clients['calls']} calls x {clients['rounds']} rounds, "
-                 f"median round; server {clients['server_ms_per_call']:.2f} ms/call)")
+        title = (
+            f"**(7) LM client cost per call** ({clients['calls']} calls x {clients['rounds']} rounds, "
+            f"median round; server {clients['server_ms_per_call']:.2f} ms/call)"
+        )
         out += [title, "", "| client | ms/call | vs best peer client |", "|---|---:|---:|"]
         out += [f"| {k} | {v:.2f} | x{v / best:.2f} |" for k, v in ms.items()] + [""]
     elif clients:
@@ -156,8 +208,12 @@ def render(results: dict[str, Any]) -> str:
 
     local = results.get("embedded")
     if local and "rows" in local:
-        out += [f"**(6) Embedded model** ({local['prompts']} prompts, max_tokens={local['max_tokens']})", "",
-                "| path | decode tok/s | wall tok/s |", "|---|---:|---:|"]
+        out += [
+            f"**(6) Embedded model** ({local['prompts']} prompts, max_tokens={local['max_tokens']})",
+            "",
+            "| path | decode tok/s | wall tok/s |",
+            "|---|---:|---:|",
+        ]
         for r in local["rows"]:
             decode = "-" if r["decode_tok_s"] is None else f"{r['decode_tok_s']:.1f}"
             out.append(f"| {r['path']} | {decode} | {r['wall_tok_s']:.1f} |")

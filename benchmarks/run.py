@@ -37,29 +37,40 @@ from verdicts import verdicts
 DEPTH2_HOW = {
     "rlmkit": "`rlm_query_batched` of 16 prompts; each child is an RLM with its own sandbox worker.",
     "dspy.RLM": "no `rlm_query`: the root code builds `dspy.RLM(...)` sub-agents through its sandboxed dspy facade "
-                "and runs 16 of them in a ThreadPoolExecutor.",
+    "and runs 16 of them in a ThreadPoolExecutor.",
     "rlms": "`rlm_query_batched` with `max_depth=2`, `max_concurrent_subcalls=16` (children in threads, "
-            "in-process `local` REPLs).",
+    "in-process `local` REPLs).",
 }
 
 
 def plan(args: argparse.Namespace) -> dict[str, Any]:
     if args.quick:
         return {"sizes": [10**5, 10**6], "repeats": 1, "counts": [1, 4, 16, 32], "clients": (50, 2)}
-    return {"sizes": [10**5, 10**6, 10**7, 10**8], "repeats": 3, "counts": [1, 2, 4, 8, 16, 32, 64, 128, 256],
-            "clients": (100, 3)}
+    return {
+        "sizes": [10**5, 10**6, 10**7, 10**8],
+        "repeats": 3,
+        "counts": [1, 2, 4, 8, 16, 32, 64, 128, 256],
+        "clients": (100, 3),
+    }
 
 
-def bench_framework(name: str, cfg: dict[str, Any], server: RecordingServer, results: dict[str, Any],
-                    logs: Path, skip_fanout: bool) -> None:
+def bench_framework(
+    name: str,
+    cfg: dict[str, Any],
+    server: RecordingServer,
+    results: dict[str, Any],
+    logs: Path,
+    skip_fanout: bool,
+) -> None:
     driver = Driver(name, logs / f"{name}.log")
     try:
         results["imports"][name] = driver.import_s
         # warm-up, kept as the cold figures: lazy imports and first connections happen here
         first = measure_turns.measure(driver, server, [1_000], 1, {})["1000"]
         results["first_run"][name] = {k: first.get(k) for k in ("startup_median_s", "wall_median_s", "error")}
-        results["turns"][name] = measure_turns.measure(driver, server, cfg["sizes"], cfg["repeats"],
-                                                       {10**7: 240, 10**8: 300}, {10**8: 2})
+        results["turns"][name] = measure_turns.measure(
+            driver, server, cfg["sizes"], cfg["repeats"], {10**7: 240, 10**8: 300}, {10**8: 2}
+        )
         if driver.proc.poll() is not None:  # killed after a timeout: a fresh one for the rest
             driver = Driver(name, logs / f"{name}-2.log")
         if not skip_fanout:
@@ -70,16 +81,22 @@ def bench_framework(name: str, cfg: dict[str, Any], server: RecordingServer, res
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes and fewer repeats")
-    parser.add_argument("--local", action="store_true", help="also measure the embedded model (needs its 1.1 GB file)")
+    parser.add_argument(
+        "--local", action="store_true", help="also measure the embedded model (needs its 1.1 GB file)"
+    )
     parser.add_argument("--local-timeout", type=float, default=600, help="seconds allowed for --local")
     parser.add_argument("--frameworks", default=",".join(DEFAULT_FRAMEWORKS), help="comma-separated subset")
     parser.add_argument("--sizes", help="comma-separated context sizes in characters (overrides the plan)")
     parser.add_argument("--repeats", type=int, help="runs per size (overrides the plan)")
     parser.add_argument("--skip-fanout", action="store_true", help="skip sub-call scaling and depth 2")
     parser.add_argument("--skip-clients", action="store_true", help="skip the LM client cost")
-    parser.add_argument("--out", type=Path, default=HERE / "results", help="where results.json and the table go")
+    parser.add_argument(
+        "--out", type=Path, default=HERE / "results", help="where results.json and the table go"
+    )
     parser.add_argument("--note", default="", help="a remark for the table header (e.g. machine load)")
     args = parser.parse_args(argv)
     cfg = plan(args)
@@ -108,8 +125,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             names = [n for n in names if n not in peer_env.PEERS_BY_FRAMEWORK]
         else:
             versions.update(peer_env.versions())
-    results: dict[str, Any] = {"frameworks": names, "imports": {}, "first_run": {}, "turns": {}, "subcalls": {}, "depth2": {},
-                               "depth2_how": {n: DEPTH2_HOW[n] for n in names}, "plan": cfg}
+    results: dict[str, Any] = {
+        "frameworks": names,
+        "imports": {},
+        "first_run": {},
+        "turns": {},
+        "subcalls": {},
+        "depth2": {},
+        "depth2_how": {n: DEPTH2_HOW[n] for n in names},
+        "plan": cfg,
+    }
     with RecordingServer() as server:
         for name in names:
             print(f"[{time.monotonic() - started:6.1f}s] {name}", file=sys.stderr, flush=True)
@@ -123,14 +148,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     results["meta"] = {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {_memory_gib():.0f} GiB",
-        "note": args.note or f"load average {load_at_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end",
+        "note": args.note
+        or f"load average {load_at_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end",
         "versions": ", ".join(f"{k} {v}" for k, v in versions.items()),
         "total_s": time.monotonic() - started,
     }
     save(results, args.out)
     if args.local:  # last, and saved before: it can take minutes
         print(f"[{time.monotonic() - started:6.1f}s] embedded model", file=sys.stderr, flush=True)
-        results["embedded"] = measure_clients.embedded_model(prompts=3, max_tokens=64, timeout_s=args.local_timeout)
+        results["embedded"] = measure_clients.embedded_model(
+            prompts=3, max_tokens=64, timeout_s=args.local_timeout
+        )
         save(results, args.out)
     print(f"[{results['meta']['total_s']:6.1f}s] wrote {args.out / 'README_TABLE.md'}", file=sys.stderr)
     return results

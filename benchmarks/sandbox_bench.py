@@ -30,7 +30,7 @@ TYPICAL_CODE = {
     "generator expression": "sum(len(w) for w in context.split()[:100])",
     "dict comprehension": "{k: v for k, v in zip('abc', range(3))}",
     "class with methods": "class Acc:\n    def __init__(self):\n        self.n = 0\n    def add(self, k):\n"
-                          "        self.n += k\n        return self\nAcc().add(3).add(4).n",
+    "        self.n += k\n        return self\nAcc().add(3).add(4).n",
     "dataclass": "from dataclasses import dataclass\n@dataclass\nclass P:\n    x: int\nP(3).x",
     "f-strings": "n = 42\nf'{n:>5}|{n/3:.2f}|{n!r}'",
     "collections.Counter": "from collections import Counter\nCounter(context.split()).most_common(1)",
@@ -42,7 +42,7 @@ TYPICAL_CODE = {
     "lambda sort key": "sorted(['bb', 'a', 'ccc'], key=lambda s: -len(s))",
     "chunking helper": "def chunk(s, n):\n    return [s[i:i+n] for i in range(0, len(s), n)]\nlen(chunk(context, 10))",
     "nonlocal closure": "def outer():\n    c = 0\n    def inc():\n        nonlocal c\n        c += 1\n"
-                        "    inc()\n    return c\nouter()",
+    "    inc()\n    return c\nouter()",
     "walrus": "[y for x in range(5) if (y := x * 2) > 4]",
     "generator function": "def gen(n):\n    for i in range(n):\n        yield i\nlist(gen(3))",
     "custom exception class": "class MyErr(Exception):\n    pass\ntry:\n    raise MyErr('x')\nexcept MyErr:\n    r = 1\nr",
@@ -88,8 +88,10 @@ def bench_startup_and_cells() -> None:
 
 def bench_context(sizes: list[int]) -> None:
     print("\n## Context transfer (process backend; ASCII text)")
-    print("| chars | start incl. transfer (s) | cell after (ms) | host peak (MiB) | worker peak (MiB) "
-          "| (host+worker peak)/size |\n|---|---|---|---|---|---|")
+    print(
+        "| chars | start incl. transfer (s) | cell after (ms) | host peak (MiB) | worker peak (MiB) "
+        "| (host+worker peak)/size |\n|---|---|---|---|---|---|"
+    )
     for n in sizes:
         context = ("lorem ipsum dolor sit amet 0123456789 " * (n // 38 + 1))[:n]
         with open("/proc/self/clear_refs", "w") as fh:  # reset the host's VmHWM to its current RSS
@@ -100,8 +102,10 @@ def bench_context(sizes: list[int]) -> None:
         cell_s = timed(lambda sb=sb: sb.run("n = len(context)"), 10)
         host, worker = hwm_kib(), hwm_kib(sb.pid)
         sb.close()
-        print(f"| {n:.0e} | {start_s:.3f} | {cell_s * 1e3:.2f} | {host / 1024:.0f} | {worker / 1024:.0f} "
-              f"| {(host + worker) * 1024 / n:.2f} |")
+        print(
+            f"| {n:.0e} | {start_s:.3f} | {cell_s * 1e3:.2f} | {host / 1024:.0f} | {worker / 1024:.0f} "
+            f"| {(host + worker) * 1024 / n:.2f} |"
+        )
         del context
 
 

@@ -37,7 +37,10 @@ FINISH = {
 def subcall_steps(n: int) -> list[str]:
     # A first turn that only looks at the context, so the fan-out turn (the second) times sub-calls,
     # not whatever a framework still does to get its REPL ready after the first request.
-    return ["print(len(context))", f"rs = llm_query_batched(['BENCH-SUB %d' % i for i in range({n})])\nanswer_text = str(len(rs)); print(answer_text)"]
+    return [
+        "print(len(context))",
+        f"rs = llm_query_batched(['BENCH-SUB %d' % i for i in range({n})])\nanswer_text = str(len(rs)); print(answer_text)",
+    ]
 
 
 def depth2_steps(framework: str, children: int) -> list[str]:
@@ -52,7 +55,9 @@ def depth2_steps(framework: str, children: int) -> list[str]:
             "answer_text = str(len(rs)); print(rs)"
         )
         return [code]
-    return [f"rs = rlm_query_batched(['BENCH-CHILD %d' % i for i in range({children})])\nanswer_text = str(len(rs)); print(rs)"]
+    return [
+        f"rs = rlm_query_batched(['BENCH-CHILD %d' % i for i in range({children})])\nanswer_text = str(len(rs)); print(rs)"
+    ]
 
 
 CHILD_STEPS = ["a = llm_query('BENCH-SUB child question')\nanswer_text = a"]
@@ -72,8 +77,10 @@ def reply(framework: str, code: str, step: int) -> str:
     """``code`` as a model reply in ``framework``'s convention."""
     code = f"# BENCHSTEP {step}\n{code}"
     if framework == "dspy.RLM":  # ChatAdapter fields of generate_action: reasoning, code
-        return (f"[[ ## reasoning ## ]]\nStep {step}.\n\n[[ ## code ## ]]\n```python\n{code}\n```\n\n"
-                "[[ ## completed ## ]]")
+        return (
+            f"[[ ## reasoning ## ]]\nStep {step}.\n\n[[ ## code ## ]]\n```python\n{code}\n```\n\n"
+            "[[ ## completed ## ]]"
+        )
     return f"```repl\n{code}\n```"
 
 

@@ -94,10 +94,18 @@ def host_rlmkit(code: str, ready) -> dict:
     block = trajectory.turns[0].blocks[0]
     later = seen[1] if len(seen) > 1 else []  # the request after the case's turn
     first_reply = next((i for i, m in enumerate(later) if m["role"] == "assistant"), len(later))
-    prompt_output = "".join(str(m["content"]) for m in later[first_reply + 1:first_reply + 2])
-    return {"stdout": block.stdout, "stderr": block.stderr, "error": block.error, "timed_out": block.timed_out,
-            "restarted": block.restarted, "contain_s": block.duration_s, "ended": ended,
-            "prompt_output": prompt_output, "told_model": "\n".join(json.dumps(m) for m in seen[1:])}
+    prompt_output = "".join(str(m["content"]) for m in later[first_reply + 1 : first_reply + 2])
+    return {
+        "stdout": block.stdout,
+        "stderr": block.stderr,
+        "error": block.error,
+        "timed_out": block.timed_out,
+        "restarted": block.restarted,
+        "contain_s": block.duration_s,
+        "ended": ended,
+        "prompt_output": prompt_output,
+        "told_model": "\n".join(json.dumps(m) for m in seen[1:]),
+    }
 
 
 def host_rlms(code: str, ready) -> dict:
@@ -113,8 +121,14 @@ def host_rlms(code: str, ready) -> dict:
     lines = (result.stderr or "").strip().splitlines()
     turn = RLMIteration(prompt="", response=f"```repl\n{code}\n```", code_blocks=[CodeBlock(code, result)])
     prompt_output = format_iteration(turn)[-1]["content"]
-    return {"stdout": result.stdout, "stderr": result.stderr, "error": lines[-1] if lines else None,
-            "contain_s": elapsed, "prompt_output": prompt_output, "told_model": prompt_output}
+    return {
+        "stdout": result.stdout,
+        "stderr": result.stderr,
+        "error": lines[-1] if lines else None,
+        "contain_s": elapsed,
+        "prompt_output": prompt_output,
+        "told_model": prompt_output,
+    }
 
 
 def host_dspy(code: str, ready) -> dict:
@@ -142,10 +156,19 @@ def host_dspy(code: str, ready) -> dict:
     # dspy.RLM puts a cell's output into a REPLHistory, cut head + tail to max_output_chars.
     limit = inspect.signature(RLM.__init__).parameters["max_output_chars"].default
     output = fed_back or stdout or "(no output - did you forget to print?)"
-    prompt_output = "" if error and not fed_back else REPLHistory(max_output_chars=limit).append(
-        code=code, output=output).format()
-    return {"stdout": stdout, "stderr": "", "error": error, "contain_s": elapsed,
-            "prompt_output": prompt_output, "told_model": prompt_output}
+    prompt_output = (
+        ""
+        if error and not fed_back
+        else REPLHistory(max_output_chars=limit).append(code=code, output=output).format()
+    )
+    return {
+        "stdout": stdout,
+        "stderr": "",
+        "error": error,
+        "contain_s": elapsed,
+        "prompt_output": prompt_output,
+        "told_model": prompt_output,
+    }
 
 
 HOSTS = {"rlmkit": host_rlmkit, "rlms": host_rlms, "dspy": host_dspy}
@@ -170,8 +193,14 @@ def run_guard(cgroups: list[str], workdir: str, host_cmd: list[str]) -> int:
     confine.private_workdir(workdir, DISK_MAX, None)
     os.chmod(workdir, 0o755)  # like /tmp for a worker that drops to its own uid (mode=0700 by default)
     env = {**os.environ, "TMPDIR": workdir, "HOME": workdir}
-    return subprocess.call(host_cmd, cwd=workdir, env=env, stdin=subprocess.DEVNULL,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.call(
+        host_cmd,
+        cwd=workdir,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 # ------------------------------------------------------------------ driver
@@ -216,7 +245,11 @@ def _kill_group(groups: dict[str, Path]) -> None:
 
 def _guard_hits(groups: dict[str, Path]) -> list[str]:
     hits = []
-    events = (groups["pids"] / "pids.events").read_text().split() if (groups["pids"] / "pids.events").exists() else []
+    events = (
+        (groups["pids"] / "pids.events").read_text().split()
+        if (groups["pids"] / "pids.events").exists()
+        else []
+    )
     if events[:1] == ["max"] and int(events[1]) > 0:
         hits.append(f"forked until the harness's {PIDS_MAX}-process limit")
     if int((groups["memory"] / "memory.failcnt").read_text()) > 0:
@@ -232,11 +265,28 @@ def run_case(framework: str, case, timeout: float) -> dict:
         result_path = os.path.join(scratch, "result.json")
         workdir = os.path.join(scratch, "work")
         os.mkdir(workdir)
-        host_cmd = [python, str(Path(__file__).resolve()), "--host", framework, case.name, json.dumps(bait), result_path]
+        host_cmd = [
+            python,
+            str(Path(__file__).resolve()),
+            "--host",
+            framework,
+            case.name,
+            json.dumps(bait),
+            result_path,
+        ]
         groups = _make_cgroups(f"rlmkit-sec-{os.getpid()}-{framework}-{case.name}")
-        guard = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--guard",
-                                  json.dumps([str(p) for p in groups.values()]), workdir, json.dumps(host_cmd)],
-                                 start_new_session=True, stdin=subprocess.DEVNULL)
+        guard = subprocess.Popen(
+            [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--guard",
+                json.dumps([str(p) for p in groups.values()]),
+                workdir,
+                json.dumps(host_cmd),
+            ],
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+        )
         code, hung, t0 = _wait_for_case(guard, result_path + ".ready", timeout)
         wall = time.monotonic() - t0
         hits = _guard_hits(groups)
@@ -260,8 +310,9 @@ def _wait_for_case(guard: subprocess.Popen, ready: str, timeout: float) -> tuple
         return None, True, t0
 
 
-def _judge(case, env, found: dict | None, code: int | None, hung: bool, hits: list[str], wall: float,
-           timeout: float) -> dict:
+def _judge(
+    case, env, found: dict | None, code: int | None, hung: bool, hits: list[str], wall: float, timeout: float
+) -> dict:
     problems = list(hits) + env.harm()
     if hung:
         problems.insert(0, f"hung; killed by the harness after {timeout:.0f} s")
@@ -285,8 +336,13 @@ def _judge(case, env, found: dict | None, code: int | None, hung: bool, hits: li
     else:
         what = found.get("ended") or _describe(found)
     contain_s = found["contain_s"] if found is not None and not problems else wall
-    return {"case": case.name, "contained": not problems, "outcome": "; ".join(problems) or what,
-            "seconds": contain_s, "hung": hung}
+    return {
+        "case": case.name,
+        "contained": not problems,
+        "outcome": "; ".join(problems) or what,
+        "seconds": contain_s,
+        "hung": hung,
+    }
 
 
 def _signal_name(number: int) -> str:
@@ -306,7 +362,9 @@ def _describe(found: dict) -> str:
         return error[-1][:90]
     out = (found.get("stdout") or "").strip()
     prompt = found.get("prompt_output") or ""
-    if "characters truncated]" in out or "characters cut]" in out:  # rlmkit: its trajectory keeps a bounded copy
+    if (
+        "characters truncated]" in out or "characters cut]" in out
+    ):  # rlmkit: its trajectory keeps a bounded copy
         return f"output cut head + tail; {len(prompt):,} chars reached the prompt"
     if len(out) > len(prompt):
         return f"{len(out):,} chars printed, {len(prompt):,} reached the prompt"
@@ -321,14 +379,19 @@ def ensure_peers() -> None:
     subprocess.check_call([str(VENV_PYTHON), "-m", "pip", "install", "-q", *PEER_PACKAGES])
 
 
-COLUMNS = {"rlmkit": "rlmkit", "rlms": "rlms `LocalREPL`",
-           "dspy": "dspy `LocalInterpreter` (documented as not a sandbox)"}
+COLUMNS = {
+    "rlmkit": "rlmkit",
+    "rlms": "rlms `LocalREPL`",
+    "dspy": "dspy `LocalInterpreter` (documented as not a sandbox)",
+}
 
 
 def write_table(rows: dict[str, list[dict]], frameworks: list[str], timeout: float, command: str) -> str:
     cases = [c for c in hostile.HOSTILE_CASES if any(r["case"] == c.name for fw in rows.values() for r in fw)]
-    lines = ["| case | " + " | ".join(COLUMNS.get(fw, fw) for fw in frameworks) + " |",
-             "| --- |" + " --- |" * len(frameworks)]
+    lines = [
+        "| case | " + " | ".join(COLUMNS.get(fw, fw) for fw in frameworks) + " |",
+        "| --- |" + " --- |" * len(frameworks),
+    ]
     for case in cases:
         cells = []
         for fw in frameworks:
@@ -339,38 +402,48 @@ def write_table(rows: dict[str, list[dict]], frameworks: list[str], timeout: flo
         lines.append(f"| {case.name} | " + " | ".join(cells) + " |")
     totals = ", ".join(f"{fw} {sum(r['contained'] for r in rows[fw])}/{len(rows[fw])}" for fw in frameworks)
     memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return "\n".join([
-        "# Hostile code: rlmkit vs the rlms and DSPy local interpreters",
-        "",
-        (f"Written by `{command}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
-         f"({os.uname().sysname} {os.uname().release}, {os.cpu_count()} cores, {memory_gib:.0f} GiB, as "
-         f"{'root' if os.geteuid() == 0 else 'a user'}). Contained: {totals}."),
-        "",
-        ("Each cell: outcome (time to contain: the cell's duration when contained, else the wall time "
-         "until the harness stopped it). rlmkit = `rlmkit.RLM`, default process sandbox, "
-         f"cell_timeout={CELL_TIMEOUT:g} s; rlms = rlms 0.1.3 `LocalREPL`; dspy = dspy 3.4.1 "
-         f"`LocalInterpreter(execution_timeout={CELL_TIMEOUT:g})`, which dspy documents as not a security "
-         "sandbox (\"A subprocess is not a security sandbox\": https://dspy.ai/api/tools/LocalInterpreter/, "
-         "and the class docstring in `dspy/primitives/local_interpreter.py`). dspy's default Deno/Pyodide "
-         "sandbox was not run: its first start needs deno.land and npm."),
-        "",
-        ("Output is judged for all three at one boundary, what reaches the root model's next prompt "
-         f"(more than {PROMPT_OUTPUT_MAX:,} characters of one cell's output: not contained): rlmkit's as its "
-         "scripted server received it; the peers' by passing the REPL result through the function their "
-         "own loop builds that prompt with (rlms 0.1.3 `rlm.utils.parsing.format_iteration`, 20,000 "
-         "characters per block; dspy 3.4.1 `REPLHistory` with `dspy.RLM`'s default `max_output_chars`, "
-         "10,000). A secret counts as shown when it is in that prompt text."),
-        "",
-        *lines,
-        "",
-        (f"Harness guards (never part of a framework): each host runs in its own pids cgroup "
-         f"({PIDS_MAX} tasks), memory cgroup ({MEMORY_MAX // 2**30} GiB) and a {DISK_MAX // 2**20} MiB tmpfs "
-         f"as working and temp dir, and is killed after {timeout:.0f} s. Hitting any of them counts as "
-         "not contained. `allocate_64_gib` is refused by the kernel's overcommit check on this "
-         f"{memory_gib:.0f} GiB machine for every framework; only rlmkit sets a memory limit of its own "
-         "(4 GiB address space)."),
-        "",
-    ])
+    return "\n".join(
+        [
+            "# Hostile code: rlmkit vs the rlms and DSPy local interpreters",
+            "",
+            (
+                f"Written by `{command}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
+                f"({os.uname().sysname} {os.uname().release}, {os.cpu_count()} cores, {memory_gib:.0f} GiB, as "
+                f"{'root' if os.geteuid() == 0 else 'a user'}). Contained: {totals}."
+            ),
+            "",
+            (
+                "Each cell: outcome (time to contain: the cell's duration when contained, else the wall time "
+                "until the harness stopped it). rlmkit = `rlmkit.RLM`, default process sandbox, "
+                f"cell_timeout={CELL_TIMEOUT:g} s; rlms = rlms 0.1.3 `LocalREPL`; dspy = dspy 3.4.1 "
+                f"`LocalInterpreter(execution_timeout={CELL_TIMEOUT:g})`, which dspy documents as not a security "
+                'sandbox ("A subprocess is not a security sandbox": https://dspy.ai/api/tools/LocalInterpreter/, '
+                "and the class docstring in `dspy/primitives/local_interpreter.py`). dspy's default Deno/Pyodide "
+                "sandbox was not run: its first start needs deno.land and npm."
+            ),
+            "",
+            (
+                "Output is judged for all three at one boundary, what reaches the root model's next prompt "
+                f"(more than {PROMPT_OUTPUT_MAX:,} characters of one cell's output: not contained): rlmkit's as its "
+                "scripted server received it; the peers' by passing the REPL result through the function their "
+                "own loop builds that prompt with (rlms 0.1.3 `rlm.utils.parsing.format_iteration`, 20,000 "
+                "characters per block; dspy 3.4.1 `REPLHistory` with `dspy.RLM`'s default `max_output_chars`, "
+                "10,000). A secret counts as shown when it is in that prompt text."
+            ),
+            "",
+            *lines,
+            "",
+            (
+                f"Harness guards (never part of a framework): each host runs in its own pids cgroup "
+                f"({PIDS_MAX} tasks), memory cgroup ({MEMORY_MAX // 2**30} GiB) and a {DISK_MAX // 2**20} MiB tmpfs "
+                f"as working and temp dir, and is killed after {timeout:.0f} s. Hitting any of them counts as "
+                "not contained. `allocate_64_gib` is refused by the kernel's overcommit check on this "
+                f"{memory_gib:.0f} GiB machine for every framework; only rlmkit sets a memory limit of its own "
+                "(4 GiB address space)."
+            ),
+            "",
+        ]
+    )
 
 
 def main() -> None:
@@ -398,11 +471,19 @@ def main() -> None:
             try:
                 row = run_case(fw, case, args.timeout)
             except Exception as exc:  # noqa: BLE001 - one broken case must not lose the table
-                row = {"case": case.name, "contained": False, "outcome": f"harness error: {exc!r}"[:200],
-                       "seconds": 0.0, "hung": False}
+                row = {
+                    "case": case.name,
+                    "contained": False,
+                    "outcome": f"harness error: {exc!r}"[:200],
+                    "seconds": 0.0,
+                    "hung": False,
+                }
             rows[fw].append(row)
-            print(f"{case.name:40s} {fw:7s} {'ok ' if row['contained'] else 'NOT'} {row['seconds']:6.2f}s "
-                  f"{row['outcome'][:100]}", flush=True)
+            print(
+                f"{case.name:40s} {fw:7s} {'ok ' if row['contained'] else 'NOT'} {row['seconds']:6.2f}s "
+                f"{row['outcome'][:100]}",
+                flush=True,
+            )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     command = " ".join(["python benchmarks/security_table.py", *sys.argv[1:]])
     args.out.write_text(write_table(rows, frameworks, args.timeout, command))

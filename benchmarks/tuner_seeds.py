@@ -40,14 +40,27 @@ def run_seed(seed: int, n_trials: int, n_examples: int, url: str, out: Path) -> 
     lm = rlmkit.LM("openai/scripted", api_base=url, api_key="test-key", cache=False)
     base = rlmkit.RLM("context, question -> answer: int", lm=lm, sandbox="inline", max_iterations=3)
     space = SearchSpace(knobs=[IntKnob("max_iterations", 1, 4)], instructions=list(CANDIDATES))
-    result = RLMTuner(base, secret_metric, secret_examples(n_examples), space=space, n_trials=n_trials,
-                      cost_unit="tokens", out_dir=out / f"seed{seed}", seed=seed).fit()
+    result = RLMTuner(
+        base,
+        secret_metric,
+        secret_examples(n_examples),
+        space=space,
+        n_trials=n_trials,
+        cost_unit="tokens",
+        out_dir=out / f"seed{seed}",
+        seed=seed,
+    ).fit()
     hits = [r.number for r in result.rows if r.complete and r.accuracy == 1.0]
     picked = result.config
-    picked_right = (picked is not None and KEYWORD in picked.instruction
-                    and picked.knobs.get("max_iterations", 0) >= 3)
-    return {"seed": seed, "first_hit": min(hits) + 1 if hits else None, "picked_right": picked_right,
-            "trials": len(result.rows)}
+    picked_right = (
+        picked is not None and KEYWORD in picked.instruction and picked.knobs.get("max_iterations", 0) >= 3
+    )
+    return {
+        "seed": seed,
+        "first_hit": min(hits) + 1 if hits else None,
+        "picked_right": picked_right,
+        "trials": len(result.rows),
+    }
 
 
 def main() -> None:
@@ -59,18 +72,28 @@ def main() -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     start = time.monotonic()
     rows = []
-    with ScriptedServer(KeywordResponder()) as server, tempfile.TemporaryDirectory(prefix="tuner-seeds-") as tmp:
+    with (
+        ScriptedServer(KeywordResponder()) as server,
+        tempfile.TemporaryDirectory(prefix="tuner-seeds-") as tmp,
+    ):
         for seed in range(args.seeds):
             row = run_seed(seed, args.trials, args.examples, server.url, Path(tmp))
             rows.append(row)
             hit = f"first perfect trial {row['first_hit']}" if row["first_hit"] else "no perfect trial"
-            print(f"seed {seed}: {hit} of {row['trials']}; picked the right configuration: "
-                  f"{'yes' if row['picked_right'] else 'no'}", flush=True)
+            print(
+                f"seed {seed}: {hit} of {row['trials']}; picked the right configuration: "
+                f"{'yes' if row['picked_right'] else 'no'}",
+                flush=True,
+            )
     found = [r for r in rows if r["first_hit"] and r["picked_right"]]
     firsts = [r["first_hit"] for r in found]
-    median = f"median {statistics.median(firsts):g} trials, worst {max(firsts)}" if firsts else "no seed found it"
-    print(f"found the best configuration in {len(found)} of {len(rows)} seeds within {args.trials} trials "
-          f"({median}); 16 configurations, 2 correct; {time.monotonic() - start:.0f} s")
+    median = (
+        f"median {statistics.median(firsts):g} trials, worst {max(firsts)}" if firsts else "no seed found it"
+    )
+    print(
+        f"found the best configuration in {len(found)} of {len(rows)} seeds within {args.trials} trials "
+        f"({median}); 16 configurations, 2 correct; {time.monotonic() - start:.0f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -49,7 +49,9 @@ class BaselineLM(dspy.Module):
             name, desc = next(iter(outputs.items()))
             want = f"Reply with only the {name} ({desc}), nothing else."
         else:
-            want = "Reply with only a JSON object with these keys: " + "; ".join(f'"{k}": {v}' for k, v in outputs.items())
+            want = "Reply with only a JSON object with these keys: " + "; ".join(
+                f'"{k}": {v}' for k, v in outputs.items()
+            )
         system = f"{self.signature.instructions.strip()}\n{want}"
         return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(parts)}]
 
@@ -67,7 +69,9 @@ class BaselineLM(dspy.Module):
             raw = {k: raw.get(k) for k in fields} if raw else {fields[0]: text.strip()}
         attempts = [raw]
         if len(fields) == 1:  # a list field answered with bare text: one item per line
-            attempts.append({fields[0]: [line.strip() for line in raw[fields[0]].splitlines() if line.strip()]})
+            attempts.append(
+                {fields[0]: [line.strip() for line in raw[fields[0]].splitlines() if line.strip()]}
+            )
         for attempt in attempts:
             try:
                 return self.validator.validate({k: v for k, v in attempt.items() if v is not None})
@@ -78,20 +82,37 @@ class BaselineLM(dspy.Module):
     def forward(self, **inputs: Any) -> dspy.Prediction:
         lm = resolve_lm(self._lm_spec)
         messages = self.messages(inputs)
-        meta = RunMeta(signature=signature_text(self.signature), instructions=self.signature.instructions,
-                       protocol="baseline", sandbox="none", model=lm.model,
-                       limits={"window_tokens": self.window_tokens},
-                       inputs=[describe_variable(k, v) for k, v in inputs.items()],
-                       rlmkit_version=rlmkit.__version__)
+        meta = RunMeta(
+            signature=signature_text(self.signature),
+            instructions=self.signature.instructions,
+            protocol="baseline",
+            sandbox="none",
+            model=lm.model,
+            limits={"window_tokens": self.window_tokens},
+            inputs=[describe_variable(k, v) for k, v in inputs.items()],
+            rlmkit_version=rlmkit.__version__,
+        )
         started = time.monotonic()
         completion = lm.complete(messages)
         outputs = self.parse(completion.text)
         duration = time.monotonic() - started
         # the trajectory keeps the system prompt and a bounded user message, never the context body
-        kept = [Message(role="system", content=messages[0]["content"]),
-                Message(role="user", content=f"[{len(messages[1]['content']):,} characters of inputs]")]
-        turn = Turn(index=0, keep=0, new_messages=kept, reply=completion.text, model=completion.model,
-                    usage=completion.usage, duration_s=duration, lm_duration_s=duration, final=True)
-        trajectory = Trajectory(meta=meta, turns=[turn], outputs=outputs, status="ok", usage=completion.usage,
-                                duration_s=duration)
+        kept = [
+            Message(role="system", content=messages[0]["content"]),
+            Message(role="user", content=f"[{len(messages[1]['content']):,} characters of inputs]"),
+        ]
+        turn = Turn(
+            index=0,
+            keep=0,
+            new_messages=kept,
+            reply=completion.text,
+            model=completion.model,
+            usage=completion.usage,
+            duration_s=duration,
+            lm_duration_s=duration,
+            final=True,
+        )
+        trajectory = Trajectory(
+            meta=meta, turns=[turn], outputs=outputs, status="ok", usage=completion.usage, duration_s=duration
+        )
         return dspy.Prediction(**outputs, trajectory=trajectory)

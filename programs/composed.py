@@ -30,7 +30,9 @@ def to_dspy_lm(lm: Any) -> dspy.BaseLM | None:
     if isinstance(lm, rlmkit.LM):
         key = getattr(lm, "_api_key", None)  # the rlmkit LM keeps it private; never logged
         return dspy.LM(lm.model, api_base=lm.api_base, api_key=key, cache=False, **lm.params)
-    raise rlmkit.errors.UserError(f"lm must be an rlmkit.LM, a dspy.LM or a model string, got {type(lm).__name__}")
+    raise rlmkit.errors.UserError(
+        f"lm must be an rlmkit.LM, a dspy.LM or a model string, got {type(lm).__name__}"
+    )
 
 
 class _RLMThenStep(dspy.Module):
@@ -57,17 +59,30 @@ class FactsThenAnswer(_RLMThenStep):
     def forward(self, context: str, question: str) -> dspy.Prediction:
         gathered = self.gather(context=context, question=question)
         out = self._answer(question=question, facts=gathered.facts)
-        return dspy.Prediction(answer=out.answer, citations=out.citations, facts=gathered.facts,
-                               reasoning=out.get("reasoning"), trajectory=gathered.trajectory)
+        return dspy.Prediction(
+            answer=out.answer,
+            citations=out.citations,
+            facts=gathered.facts,
+            reasoning=out.get("reasoning"),
+            trajectory=gathered.trajectory,
+        )
 
 
 class TallyThenAnswer(_RLMThenStep):
     def __init__(self, *, lm: Any = None, sub_lm: Any = None, answer_lm: Any = None, **rlm_kwargs: Any):
-        rlm = rlmkit.RLM(TallyRecords, lm=lm, sub_lm=sub_lm, subcalls={"classify": ClassifyInstance}, **rlm_kwargs)
+        rlm = rlmkit.RLM(
+            TallyRecords, lm=lm, sub_lm=sub_lm, subcalls={"classify": ClassifyInstance}, **rlm_kwargs
+        )
         super().__init__(rlm, AnswerFromTally, answer_lm if answer_lm is not None else lm)
 
     def forward(self, context: str, question: str) -> dspy.Prediction:
         tally = self.gather(context=context)
-        out = self._answer(question=question, counts=tally.counts, by_user=tally.by_user, by_month=tally.by_month)
-        return dspy.Prediction(answer=out.answer, counts=tally.counts, reasoning=out.get("reasoning"),
-                               trajectory=tally.trajectory)
+        out = self._answer(
+            question=question, counts=tally.counts, by_user=tally.by_user, by_month=tally.by_month
+        )
+        return dspy.Prediction(
+            answer=out.answer,
+            counts=tally.counts,
+            reasoning=out.get("reasoning"),
+            trajectory=tally.trajectory,
+        )

@@ -46,9 +46,14 @@ from rlmkit.lm_cache import rollout
 from rlmkit.trajectory import Trajectory, TrajectoryLog, drop_torn_tail
 
 Metric = Callable[[Example, Any], float]
-FAILURE_KINDS = ((BudgetExceeded, "budget_exceeded"), (MaxIterationsError, "max_iterations"),
-                 (SandboxError, "sandbox"), (LMError, "lm_error"),
-                 (RunError, "run_error"), (UserError, "user_error"))
+FAILURE_KINDS = (
+    (BudgetExceeded, "budget_exceeded"),
+    (MaxIterationsError, "max_iterations"),
+    (SandboxError, "sandbox"),
+    (LMError, "lm_error"),
+    (RunError, "run_error"),
+    (UserError, "user_error"),
+)
 
 
 class ExampleResult(BaseModel):
@@ -115,15 +120,30 @@ class EvalResult(BaseModel):
 
     def summary(self) -> dict[str, Any]:
         low, high = self.ci95
-        return {"n": self.n, "mean": self.mean, "ci95": [low, high], **self.totals(), "failures": self.failures}
+        return {
+            "n": self.n,
+            "mean": self.mean,
+            "ci95": [low, high],
+            **self.totals(),
+            "failures": self.failures,
+        }
 
     def table(self, title: str | None = None):
         """A rich Table: one line for the program and one for the baseline, if run."""
         from rich.table import Table
 
         table = Table(title=title or "results")
-        for column in ("program", "n", "score (95% CI)", "cost $", "tokens", "sub-calls/ex", "iters/ex",
-                       "wall s/ex", "failures"):
+        for column in (
+            "program",
+            "n",
+            "score (95% CI)",
+            "cost $",
+            "tokens",
+            "sub-calls/ex",
+            "iters/ex",
+            "wall s/ex",
+            "failures",
+        ):
             table.add_column(column, justify="left" if column in ("program", "failures") else "right")
         for name, result in (("program", self), ("baseline", self.baseline)):
             if result is None:
@@ -131,9 +151,17 @@ class EvalResult(BaseModel):
             low, high = result.ci95
             t = result.totals()
             failures = ", ".join(f"{k}: {v}" for k, v in sorted(result.failures.items())) or "-"
-            table.add_row(name, str(result.n), f"{result.mean:.3f} [{low:.3f}, {high:.3f}]", f"{t['cost']:.4f}",
-                          f"{int(t['tokens']):,}", f"{t['subcalls_per_example']:.1f}",
-                          f"{t['iterations_per_example']:.1f}", f"{t['wall_s_per_example']:.1f}", failures)
+            table.add_row(
+                name,
+                str(result.n),
+                f"{result.mean:.3f} [{low:.3f}, {high:.3f}]",
+                f"{t['cost']:.4f}",
+                f"{int(t['tokens']):,}",
+                f"{t['subcalls_per_example']:.1f}",
+                f"{t['iterations_per_example']:.1f}",
+                f"{t['wall_s_per_example']:.1f}",
+                failures,
+            )
         return table
 
     def render(self, width: int = 140) -> str:
@@ -160,9 +188,12 @@ class RunDir:
                 raise ConfigError(
                     f"{self.path} holds runs of another configuration (hash {old.get('hash')}, this one is "
                     f"{self.hash}); stored: {json.dumps(old.get('config'), sort_keys=True)}. "
-                    "Use a new --out directory, or the same arguments to resume.")
+                    "Use a new --out directory, or the same arguments to resume."
+                )
         self.path.mkdir(parents=True, exist_ok=True)
-        stored.write_text(json.dumps({"hash": self.hash, "config": config}, indent=2, sort_keys=True, default=str))
+        stored.write_text(
+            json.dumps({"hash": self.hash, "config": config}, indent=2, sort_keys=True, default=str)
+        )
         self.log = TrajectoryLog(self.path / "trajectories")
         drop_torn_tail(self.results_path)  # a killed run's half line must not swallow the next row
 
@@ -195,9 +226,20 @@ def config_hash(config: dict[str, Any]) -> str:
 
 def default_config(program: Any, examples: Sequence[Example]) -> dict[str, Any]:
     """What identifies a run when the caller gives no config: the task settings and the program type."""
-    tasks = sorted({json.dumps({"suite": e.suite, "length": e.length, "seed": e.seed, "knobs": e.knobs},
-                               sort_keys=True, default=str) for e in examples})
-    return {"tasks": [json.loads(t) for t in tasks], "program": getattr(program, "__qualname__", type(program).__name__)}
+    tasks = sorted(
+        {
+            json.dumps(
+                {"suite": e.suite, "length": e.length, "seed": e.seed, "knobs": e.knobs},
+                sort_keys=True,
+                default=str,
+            )
+            for e in examples
+        }
+    )
+    return {
+        "tasks": [json.loads(t) for t in tasks],
+        "program": getattr(program, "__qualname__", type(program).__name__),
+    }
 
 
 # ------------------------------------------------------------------ running one example
@@ -210,7 +252,9 @@ def failure_kind(exc: BaseException) -> str:
 
 def _json_safe(value: Any, limit: int = 4_000) -> Any:
     try:
-        value = json.loads(json.dumps(value, default=lambda o: o.model_dump() if hasattr(o, "model_dump") else str(o)))
+        value = json.loads(
+            json.dumps(value, default=lambda o: o.model_dump() if hasattr(o, "model_dump") else str(o))
+        )
     except (TypeError, ValueError):
         value = str(value)
     if isinstance(value, str) and len(value) > limit:
@@ -239,11 +283,13 @@ def scorer_spec(metric: Metric) -> str | None:
     return f"{module}:{name}" if found is metric else None
 
 
-def run_one(program: Callable[..., Any], example: Example, metric: Metric, kind: str,
-            sample: int = 0) -> tuple[ExampleResult, Trajectory | None]:
+def run_one(
+    program: Callable[..., Any], example: Example, metric: Metric, kind: str, sample: int = 0
+) -> tuple[ExampleResult, Trajectory | None]:
     started = time.monotonic()
-    row = ExampleResult(id=example.id, suite=example.suite, sample=sample, program=kind,
-                        gold=_json_safe(example.gold))
+    row = ExampleResult(
+        id=example.id, suite=example.suite, sample=sample, program=kind, gold=_json_safe(example.gold)
+    )
     trajectory = None
     try:
         with rollout(sample or None):  # sample 0 keeps rollout id None: a one-sample eval's cache entries
@@ -254,7 +300,11 @@ def run_one(program: Callable[..., Any], example: Example, metric: Metric, kind:
         row.score = float(metric(example, prediction))
     except Exception as exc:  # noqa: BLE001 - recorded with its kind; the evaluation goes on
         trajectory = getattr(exc, "trajectory", None)
-        row.status, row.failure, row.error = "failed", failure_kind(exc), f"{type(exc).__name__}: {exc}"[:2_000]
+        row.status, row.failure, row.error = (
+            "failed",
+            failure_kind(exc),
+            f"{type(exc).__name__}: {exc}"[:2_000],
+        )
         row.score = 0.0
     row.wall_s = time.monotonic() - started
     if isinstance(trajectory, Trajectory):
@@ -266,11 +316,20 @@ def run_one(program: Callable[..., Any], example: Example, metric: Metric, kind:
         trajectory.score = row.score
         # what compiling needs without flags: the gold answer and the scorer (RL reward), the sample
         scorer = scorer_spec(metric)
-        trajectory.meta.task = {**trajectory.meta.task, "suite": example.suite, "example_id": example.id,
-                                "seed": example.seed, "length": example.length, "knobs": example.knobs,
-                                "program": kind, "sample": sample, "rollout_id": sample or None,
-                                "gold": row.gold, "meta": _json_safe(example.meta),
-                                **({"scorer": scorer} if scorer else {})}
+        trajectory.meta.task = {
+            **trajectory.meta.task,
+            "suite": example.suite,
+            "example_id": example.id,
+            "seed": example.seed,
+            "length": example.length,
+            "knobs": example.knobs,
+            "program": kind,
+            "sample": sample,
+            "rollout_id": sample or None,
+            "gold": row.gold,
+            "meta": _json_safe(example.meta),
+            **({"scorer": scorer} if scorer else {}),
+        }
     else:
         trajectory = None
     return row, trajectory
@@ -316,15 +375,26 @@ def evaluate(
     config = config if config is not None else default_config(program, examples)
     run_dir = RunDir(out_dir, config) if out_dir is not None else None
     previous = run_dir.finished() if run_dir else []
-    jobs = [("program", program)] + ([("baseline", baseline)] if baseline is not False and baseline is not None else [])
+    jobs = [("program", program)] + (
+        [("baseline", baseline)] if baseline is not False and baseline is not None else []
+    )
     results = {kind: {} for kind, _ in jobs}
     for row in previous:
-        if row.program in results and row.id in ids and row.sample < samples \
-                and not (retry_failed and row.status == "failed"):
+        if (
+            row.program in results
+            and row.id in ids
+            and row.sample < samples
+            and not (retry_failed and row.status == "failed")
+        ):
             results[row.program][(row.id, row.sample)] = row
     keys = [(e.id, k) for e in examples for k in range(samples)]
-    todo = [(kind, source, e, k) for kind, source in jobs for e in examples for k in range(samples)
-            if (e.id, k) not in results[kind]]
+    todo = [
+        (kind, source, e, k)
+        for kind, source in jobs
+        for e in examples
+        for k in range(samples)
+        if (e.id, k) not in results[kind]
+    ]
     if on_start:
         on_start(len(todo), sum(len(done) for done in results.values()))
     for row, trajectory in make_executor(workers, ray).run(todo, functools.partial(run_one, metric=metric)):
@@ -334,7 +404,9 @@ def evaluate(
         if on_result:
             on_result(row)
     ordered = {kind: [results[kind][key] for key in keys] for kind in results}
-    result = EvalResult(config=config, rows=ordered["program"], out_dir=str(run_dir.path) if run_dir else None)
+    result = EvalResult(
+        config=config, rows=ordered["program"], out_dir=str(run_dir.path) if run_dir else None
+    )
     if "baseline" in ordered:
         result.baseline = EvalResult(config=config, rows=ordered["baseline"])
     return result

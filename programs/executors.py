@@ -98,8 +98,12 @@ class RayExecutor:
             return False  # the caller's own Ray session: use it, leave it running
         _probe(self.address)
         try:
-            self.ray.init(address=None if self.address == LOCAL else self.address, include_dashboard=False,
-                          log_to_driver=False, configure_logging=False)
+            self.ray.init(
+                address=None if self.address == LOCAL else self.address,
+                include_dashboard=False,
+                log_to_driver=False,
+                configure_logging=False,
+            )
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise ConfigError(f"cannot reach the Ray cluster at {self.address!r}: {exc}") from exc
         return True
@@ -111,8 +115,10 @@ class RayExecutor:
             task = ray.remote(num_cpus=self.num_cpus, max_retries=self.max_retries)(_run_task)
             runner_ref = ray.put(runner)
             sources = {kind: ray.put(source) for kind, source, *_ in jobs}  # shipped once, not per task
-            pending = {task.remote(runner_ref, kind, sources[kind], example, sample): (kind, example, sample)
-                       for kind, _, example, sample in jobs}
+            pending = {
+                task.remote(runner_ref, kind, sources[kind], example, sample): (kind, example, sample)
+                for kind, _, example, sample in jobs
+            }
             while pending:
                 ready, _ = ray.wait(list(pending), num_returns=1)
                 for ref in ready:
@@ -146,8 +152,15 @@ def _lost(kind: str, example: Any, sample: int, exc: BaseException) -> Any:
 
     cause = getattr(exc, "cause", None) or exc
     lines = str(cause).strip().splitlines() or [type(cause).__name__]
-    return ExampleResult(id=example.id, suite=example.suite, sample=sample, program=kind, status="failed",
-                         failure="worker_lost", error=f"{type(cause).__name__}: {lines[-1]}"[:2_000])
+    return ExampleResult(
+        id=example.id,
+        suite=example.suite,
+        sample=sample,
+        program=kind,
+        status="failed",
+        failure="worker_lost",
+        error=f"{type(cause).__name__}: {lines[-1]}"[:2_000],
+    )
 
 
 def make_executor(workers: int, ray: bool | str | None = None) -> ThreadExecutor | RayExecutor:

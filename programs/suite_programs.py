@@ -36,8 +36,11 @@ def _load(path: str) -> Any:
 
 
 def _spec(recipe: ProgramRecipe) -> ProgramSpec:
-    return ProgramSpec(_load(recipe.signature), recipe.instructions,
-                       {name: _load(path) for name, path in recipe.subcalls.items()})
+    return ProgramSpec(
+        _load(recipe.signature),
+        recipe.instructions,
+        {name: _load(path) for name, path in recipe.subcalls.items()},
+    )
 
 
 # Every family's program, read from its SUITE (programs/tasks/<family>.py).
@@ -51,8 +54,16 @@ def program_for(suite: str, *, lm: Any = None, sub_lm: Any = None, **rlm_kwargs:
     get_suite(suite)  # unknown suite -> UnknownSuiteError before anything is built
     spec = SPECS.get(suite)
     if spec is None:
-        raise ConfigError(f"task family {suite!r} has no program: give its SUITE a "
-                          f"program=ProgramRecipe(signature, instructions) in programs/tasks/{suite}.py")
+        raise ConfigError(
+            f"task family {suite!r} has no program: give its SUITE a "
+            f"program=ProgramRecipe(signature, instructions) in programs/tasks/{suite}.py"
+        )
     instructions = f"{spec.signature.instructions.strip()}\n{spec.instructions}"
-    return rlmkit.RLM(spec.signature, lm=lm, sub_lm=sub_lm, subcalls=dict(spec.subcalls),
-                      instructions=instructions, **rlm_kwargs)
+    return rlmkit.RLM(
+        spec.signature,
+        lm=lm,
+        sub_lm=sub_lm,
+        subcalls=dict(spec.subcalls),
+        instructions=instructions,
+        **rlm_kwargs,
+    )

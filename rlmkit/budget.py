@@ -40,12 +40,12 @@ class Budget:
             if value is not None and value <= 0:
                 raise ValueError(f"Budget.{name} must be positive or None, got {value!r}")
 
-    def __deepcopy__(self, memo: dict) -> "Budget":
+    def __deepcopy__(self, memo: dict) -> Budget:
         """Copies (dspy deep-copies programs) get the same limits and fresh counters."""
         return Budget(**self.limits())
 
     # -- lifecycle -------------------------------------------------------------
-    def start(self) -> "Budget":
+    def start(self) -> Budget:
         """Start the wall clock (idempotent: the first start of a tree wins)."""
         with self._lock:
             if self.started_at is None:
@@ -85,8 +85,12 @@ class Budget:
 
     def past_deadline(self) -> BudgetExceeded:
         """The error for a call cancelled at ``max_seconds``."""
-        return BudgetExceeded(f"budget exceeded: seconds used {round(self.elapsed, 3)} of {self.max_seconds}",
-                              kind="seconds", limit=self.max_seconds, used=round(self.elapsed, 3))
+        return BudgetExceeded(
+            f"budget exceeded: seconds used {round(self.elapsed, 3)} of {self.max_seconds}",
+            kind="seconds",
+            limit=self.max_seconds,
+            used=round(self.elapsed, 3),
+        )
 
     def charge(self, *, calls: int = 1, tokens: int = 0, cost: float = 0.0) -> None:
         """Record spending after a call. Raises once a limit is passed (the call itself is kept)."""
@@ -98,7 +102,9 @@ class Budget:
 
     def _check_locked(self, *, next_call: bool) -> None:
         over = []
-        if self.max_calls is not None and (self.calls >= self.max_calls if next_call else self.calls > self.max_calls):
+        if self.max_calls is not None and (
+            self.calls >= self.max_calls if next_call else self.calls > self.max_calls
+        ):
             over.append(("calls", self.max_calls, self.calls))
         if self.max_tokens is not None and self.tokens > self.max_tokens:
             over.append(("tokens", self.max_tokens, self.tokens))
@@ -108,7 +114,11 @@ class Budget:
             over.append(("seconds", self.max_seconds, round(self.elapsed, 3)))
         if over:
             kind, limit, used = over[0]
-            hint = " (raise it with budget=rlmkit.Budget(max_calls=N), or max_calls=None for no cap)" if kind == "calls" else ""
+            hint = (
+                " (raise it with budget=rlmkit.Budget(max_calls=N), or max_calls=None for no cap)"
+                if kind == "calls"
+                else ""
+            )
             raise BudgetExceeded(
                 f"budget exceeded: {kind} used {used} of {limit}{hint}", kind=kind, limit=limit, used=used
             )

@@ -55,8 +55,10 @@ class Event:
         raise NotImplementedError
 
     def __repr__(self) -> str:  # short: a RunStarted holds the inputs, a ModelRequest the whole prompt
-        return (f"{type(self).__name__}(span_id={self.span_id!r}, parent_id={self.parent_id!r}, "
-                f"run_id={self.run_id[:12]!r}, depth={self.depth})")
+        return (
+            f"{type(self).__name__}(span_id={self.span_id!r}, parent_id={self.parent_id!r}, "
+            f"run_id={self.run_id[:12]!r}, depth={self.depth})"
+        )
 
 
 @dataclass(eq=False, repr=False)
@@ -319,7 +321,9 @@ class Dispatcher:
             if self.open.get(child.start.key()) is child:
                 self._close_children(child, error)
                 del self.open[child.start.key()]
-                end = child.start.end(error or _Interrupted(f"ended with its {type(span.start).__name__[:-7].lower()}"))
+                end = child.start.end(
+                    error or _Interrupted(f"ended with its {type(span.start).__name__[:-7].lower()}")
+                )
                 end.time = time.time()
                 self._fill(end, child)
                 self.deliver(end)
@@ -330,7 +334,9 @@ class Dispatcher:
             try:
                 listener(event)
             except Exception:
-                log.warning("rlmkit: event listener %r failed on %s", listener, type(event).__name__, exc_info=True)
+                log.warning(
+                    "rlmkit: event listener %r failed on %s", listener, type(event).__name__, exc_info=True
+                )
 
 
 class _Interrupted(RuntimeError):
@@ -371,7 +377,22 @@ def current_span_id() -> str | None:
 
 
 __all__ = [
-    "CellFinished", "CellStarted", "Event", "ModelReply", "ModelRequest", "RunFinished", "RunStarted",
-    "SandboxClosed", "SandboxClosing", "SandboxStarted", "SandboxStarting", "SubcallFinished", "SubcallStarted",
-    "TurnFinished", "TurnStarted", "emit", "instrument", "listen",
+    "CellFinished",
+    "CellStarted",
+    "Event",
+    "ModelReply",
+    "ModelRequest",
+    "RunFinished",
+    "RunStarted",
+    "SandboxClosed",
+    "SandboxClosing",
+    "SandboxStarted",
+    "SandboxStarting",
+    "SubcallFinished",
+    "SubcallStarted",
+    "TurnFinished",
+    "TurnStarted",
+    "emit",
+    "instrument",
+    "listen",
 ]

@@ -33,17 +33,28 @@ def effective_cap(lm: Any, cap: int | None) -> int | None:
     return min(caps) if caps else None
 
 
-async def call_model(tree: Any, lm: Any, messages: list[dict], *, max_tokens: int | None,
-                     stop: list[str] | None = None, record: Callable[[Any], None] | None = None,
-                     rollout_id: int | None = None) -> Any:
+async def call_model(
+    tree: Any,
+    lm: Any,
+    messages: list[dict],
+    *,
+    max_tokens: int | None,
+    stop: list[str] | None = None,
+    record: Callable[[Any], None] | None = None,
+    rollout_id: int | None = None,
+) -> Any:
     """One completion, counted, capped and bounded by the run's deadline. ``record(completion)``
     runs before its tokens are charged, so a call that passes a limit is still in the trajectory."""
     budget = tree.budget
     budget.reserve()
 
     async def call() -> Any:  # gated once, by the LM's own limit (the tree caps batched fan-out)
-        return await lm.acomplete(messages, rollout_id=rollout_id, max_tokens=effective_cap(lm, max_tokens),
-                                  stop=[*(getattr(lm, "stop", None) or []), *(stop or [])] or None)
+        return await lm.acomplete(
+            messages,
+            rollout_id=rollout_id,
+            max_tokens=effective_cap(lm, max_tokens),
+            stop=[*(getattr(lm, "stop", None) or []), *(stop or [])] or None,
+        )
 
     remaining = budget.remaining_seconds()
     try:
@@ -67,12 +78,22 @@ def input_guard(names: list[str]) -> str:
     if not names:
         return f"def {RESTORE_CALL[:-2]}():\n    pass\n"
     keep = ", ".join(names)
-    lines = [f"_rlmkit_inputs = ({keep},)", f"def {RESTORE_CALL[:-2]}():",
-             f"    global {keep}", "    restored = []"]
+    lines = [
+        f"_rlmkit_inputs = ({keep},)",
+        f"def {RESTORE_CALL[:-2]}():",
+        f"    global {keep}",
+        "    restored = []",
+    ]
     for i, name in enumerate(names):
-        lines += ["    try:", f"        same = {name} is _rlmkit_inputs[{i}]", "    except NameError:",
-                  "        same = False", "    if not same:", f"        {name} = _rlmkit_inputs[{i}]",
-                  f"        restored.append({name!r})"]
+        lines += [
+            "    try:",
+            f"        same = {name} is _rlmkit_inputs[{i}]",
+            "    except NameError:",
+            "        same = False",
+            "    if not same:",
+            f"        {name} = _rlmkit_inputs[{i}]",
+            f"        restored.append({name!r})",
+        ]
     before, after = INPUT_RESTORED.split("{names}")  # plain concatenation runs in every backend
     lines += ["    if restored:", f"        print({before!r} + ', '.join(restored) + {after!r})"]
     return "\n".join(lines) + "\n"
@@ -86,7 +107,13 @@ def check_values(outputs: dict[str, Any]) -> None:
     """Raise ValueError (fed back to the model) for a type, function or module given as an answer."""
     for name, value in outputs.items():
         if isinstance(value, _NOT_VALUES):
-            kind = "type" if isinstance(value, type) else "module" if isinstance(value, types.ModuleType) else "function"
+            kind = (
+                "type"
+                if isinstance(value, type)
+                else "module"
+                if isinstance(value, types.ModuleType)
+                else "function"
+            )
             shown = getattr(value, "__name__", value)
             raise ValueError(NOT_A_VALUE.format(name=name, value=shown, kind=kind))
 
@@ -116,5 +143,13 @@ class Progress:
         return NUDGE
 
 
-__all__ = ["RESTORE_CALL", "SUBCALL_MAX_TOKENS", "TURN_MAX_TOKENS", "Progress", "call_model", "check_values",
-           "effective_cap", "input_guard"]
+__all__ = [
+    "RESTORE_CALL",
+    "SUBCALL_MAX_TOKENS",
+    "TURN_MAX_TOKENS",
+    "Progress",
+    "call_model",
+    "check_values",
+    "effective_cap",
+    "input_guard",
+]

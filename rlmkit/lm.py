@@ -106,7 +106,13 @@ class LM:
         self.params = {k: v for k, v in {"temperature": temperature, **kwargs}.items() if v is not None}
         headers = self.params.pop("extra_headers", None) if transport != "litellm" else None
         self.transport, self._wire_model = make_transport(
-            model, api_base=api_base, api_key=api_key, pool=max_concurrency, transport=transport, headers=headers)
+            model,
+            api_base=api_base,
+            api_key=api_key,
+            pool=max_concurrency,
+            transport=transport,
+            headers=headers,
+        )
         self._api_key = api_key
         self.cache_dir = None if cache is False else (default_cache_dir() if cache is True else cache)
         self._cache = open_cache(self.cache_dir) if self.cache_dir is not None else None
@@ -123,7 +129,9 @@ class LM:
         """What this LM is, safe to log: never the API key or headers."""
         secret = re.compile(r"(key|secret|password|token$|headers)", re.IGNORECASE)
         params = {k: v for k, v in self.params.items() if not secret.search(k)}
-        params.update({k: v for k, v in (("max_tokens", self.max_tokens), ("stop", self.stop)) if v is not None})
+        params.update(
+            {k: v for k, v in (("max_tokens", self.max_tokens), ("stop", self.stop)) if v is not None}
+        )
         return {"model": self.model, "api_base": self.api_base, "params": params, "transport": self.transport.name,
                 "cache": str(self.cache_dir) if self.cache_dir is not None else None,
                 "max_concurrency": self.max_concurrency}  # fmt: skip

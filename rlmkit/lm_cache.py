@@ -29,7 +29,9 @@ _open_lock = threading.Lock()
 
 # The rollout of the calls made in this context (``with rollout(k):``): K samples of one task get
 # K rollout ids, so each is a distinct cache entry (a fresh sample) instead of the first one's answer.
-current_rollout_id: contextvars.ContextVar[int | None] = contextvars.ContextVar("rlmkit_rollout_id", default=None)
+current_rollout_id: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "rlmkit_rollout_id", default=None
+)
 
 
 @contextlib.contextmanager

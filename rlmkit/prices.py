@@ -87,7 +87,11 @@ def call_cost(model: str, prompt_tokens: int, completion_tokens: int, cached_pro
     output_rate = entry.get("output_cost_per_token" + suffix, entry.get("output_cost_per_token")) or 0.0
     cached_rate = entry.get("cache_read_input_token_cost" + suffix, entry.get("cache_read_input_token_cost"))
     cached = min(cached_prompt_tokens, prompt_tokens) if cached_rate is not None else 0
-    return (prompt_tokens - cached) * input_rate + cached * (cached_rate or 0.0) + completion_tokens * output_rate
+    return (
+        (prompt_tokens - cached) * input_rate
+        + cached * (cached_rate or 0.0)
+        + completion_tokens * output_rate
+    )
 
 
 def _tier_suffix(entry: dict, prompt_tokens: int) -> str:

@@ -71,18 +71,26 @@ ANSWER_NOW = {
 }
 
 # Guard rails (rlmkit/guards.py): a repeated turn, a rebound input, a type submitted as an answer.
-NUDGE = ("You sent the same code as before, so it does the same thing again. Change approach: look at "
-         "the data with a different slice or search, or, if your answer is ready, SUBMIT it now.")
-INPUT_RESTORED = ("Note: {names} is an input and was restored to its original value. Inputs are read-only: "
-                  "store your results under new names.")
-NOT_A_VALUE = ("{name}={value} is a {kind}, not a value. Compute the answer into a variable and pass the "
-               "variable: {name} = ...  then  SUBMIT({name}={name})")
+NUDGE = (
+    "You sent the same code as before, so it does the same thing again. Change approach: look at "
+    "the data with a different slice or search, or, if your answer is ready, SUBMIT it now."
+)
+INPUT_RESTORED = (
+    "Note: {names} is an input and was restored to its original value. Inputs are read-only: "
+    "store your results under new names."
+)
+NOT_A_VALUE = (
+    "{name}={value} is a {kind}, not a value. Compute the answer into a variable and pass the "
+    "variable: {name} = ...  then  SUBMIT({name}={name})"
+)
 
 # Typed sub-calls (rlmkit/subcalls.py): the sub-model's system message, and the one repair round.
 TYPED_CALL_SYSTEM = "{instructions}\n\nReply with only a JSON object with these keys:\n{keys}"
 TYPED_CALL_REPAIR = "{error}. Reply with the JSON object only."
-TYPED_CALL_DOC = ("{call} -> {returns}: {instructions} "
-                  "Also {name}.batched(list of dicts of those arguments) -> list, run concurrently.")
+TYPED_CALL_DOC = (
+    "{call} -> {returns}: {instructions} "
+    "Also {name}.batched(list of dicts of those arguments) -> list, run concurrently."
+)
 
 # Feedback after a turn.
 ANSWER_ACCEPTED = "Answer accepted."
@@ -113,12 +121,20 @@ def describe_input(name: str, value: Any, display: Display) -> str:
     elif isinstance(value, (list, tuple, dict)):
         kind = type(value).__name__
         size = f"{len(value):,} items"
-        text = repr(value) if len(value) < 200 else repr(value[:5] if not isinstance(value, dict) else dict(list(value.items())[:5]))
+        text = (
+            repr(value)
+            if len(value) < 200
+            else repr(value[:5] if not isinstance(value, dict) else dict(list(value.items())[:5]))
+        )
     else:
         kind, text = type(value).__name__, repr(value)
         size = f"{len(text):,} characters as text"
     if len(text) <= display.full_input_chars:
-        return f"- `{name}` ({kind}, {size}): {text!r}" if isinstance(value, str) else f"- `{name}` ({kind}, {size}): {text}"
+        return (
+            f"- `{name}` ({kind}, {size}): {text!r}"
+            if isinstance(value, str)
+            else f"- `{name}` ({kind}, {size}): {text}"
+        )
     half = display.preview_chars // 2
     return f"- `{name}` ({kind}, {size}). Preview: {text[:half]!r} ... {text[-half:]!r}"
 
@@ -130,7 +146,9 @@ def render_demos(demos: list[Any], display: Display) -> str:
     for i, demo in enumerate(demos, 1):
         items = demo.items() if hasattr(demo, "items") else dict(demo).items()
         fields = "\n".join(
-            f"{key}: {bounded(str(value), display.demo_chars)}" for key, value in items if not str(key).startswith("_")
+            f"{key}: {bounded(str(value), display.demo_chars)}"
+            for key, value in items
+            if not str(key).startswith("_")
         )
         parts.append(f"Example {i}:\n{fields}")
     return "\n\nWorked examples:\n" + "\n\n".join(parts)
@@ -174,7 +192,13 @@ When the printed result answers the question, finish with the variable that hold
 
 
 def system_prompt(
-    *, protocol: Any, signature: Any, instructions: str, function_docs: list[str], demos: list[Any], display: Display
+    *,
+    protocol: Any,
+    signature: Any,
+    instructions: str,
+    function_docs: list[str],
+    demos: list[Any],
+    display: Display,
 ) -> str:
     text = REPL_PROMPT.format(
         functions="\n".join(f"- {doc}" for doc in function_docs),
@@ -186,7 +210,9 @@ def system_prompt(
     return text + render_demos(demos, display)
 
 
-def task_message(*, inputs: dict[str, Any], aliases: dict[str, str], signature: Any, display: Display, max_iterations: int) -> str:
+def task_message(
+    *, inputs: dict[str, Any], aliases: dict[str, str], signature: Any, display: Display, max_iterations: int
+) -> str:
     lines = ["Your inputs are loaded in the REPL as variables:"]
     lines += [describe_input(name, value, display) for name, value in inputs.items()]
     lines += [f"- `{alias}` is the same object as `{name}`." for alias, name in aliases.items()]

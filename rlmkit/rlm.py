@@ -66,9 +66,16 @@ class RLM(dspy.Module):
         super().__init__()
         self.signature = make_signature(signature)
         self.settings = RunSettings(
-            max_iterations=max_iterations, max_depth=max_depth, cell_timeout=cell_timeout,
-            max_concurrency=max_concurrency, max_tokens=max_tokens, sub_max_tokens=sub_max_tokens,
-            sandbox=sandbox, protocol=protocol, limits=limits or SandboxLimits(), display=display or Display(),
+            max_iterations=max_iterations,
+            max_depth=max_depth,
+            cell_timeout=cell_timeout,
+            max_concurrency=max_concurrency,
+            max_tokens=max_tokens,
+            sub_max_tokens=sub_max_tokens,
+            sandbox=sandbox,
+            protocol=protocol,
+            limits=limits or SandboxLimits(),
+            display=display or Display(),
             **({} if budget is None else {"budget": budget}),  # none given: the settings' default cap
         )
         self.log_dir = Path(log_dir) if log_dir is not None else None
@@ -136,8 +143,9 @@ class RLM(dspy.Module):
 
     def child(self) -> RLM:
         """The RLM an ``rlm_query`` runs: same models, settings and sub-calls, a plain QA signature."""
-        child = RLM("context, question -> answer", lm=self._lm_spec, sub_lm=self._sub_lm_spec,
-                    subcalls=self.subcalls)
+        child = RLM(
+            "context, question -> answer", lm=self._lm_spec, sub_lm=self._sub_lm_spec, subcalls=self.subcalls
+        )
         child.settings = self.settings.for_child()
         return child
 
@@ -171,8 +179,14 @@ class RLM(dspy.Module):
         return dspy.Prediction(**outputs, trajectory=trajectory)
 
     async def run_tree(
-        self, inputs: dict[str, Any], *, tree: Tree | None = None, depth: int = 0,
-        parent_id: str | None = None, task: dict[str, Any] | None = None, rollout_id: int | None = None,
+        self,
+        inputs: dict[str, Any],
+        *,
+        tree: Tree | None = None,
+        depth: int = 0,
+        parent_id: str | None = None,
+        task: dict[str, Any] | None = None,
+        rollout_id: int | None = None,
     ) -> tuple[dict[str, Any], Trajectory]:
         """Run at ``depth`` inside ``tree`` (a new tree for a top-level call)."""
         variables, aliases = self._variables(inputs)
@@ -180,20 +194,39 @@ class RLM(dspy.Module):
         if tree is None:
             budget = dataclasses.replace(self.budget).start()  # fresh counters, same limits
             log = TrajectoryLog(self.log_dir) if self.log_dir is not None else None
-            tree = Tree(loop=asyncio.get_running_loop(), budget=budget,
-                        semaphore=asyncio.Semaphore(self.settings.max_concurrency), log=log, rollout_id=rollout_id)
+            tree = Tree(
+                loop=asyncio.get_running_loop(),
+                budget=budget,
+                semaphore=asyncio.Semaphore(self.settings.max_concurrency),
+                log=log,
+                rollout_id=rollout_id,
+            )
         meta = RunMeta(
-            parent_id=parent_id, depth=depth, signature=signature_text(self.signature),
-            instructions=self.instructions, protocol=self.protocol.name, sandbox=self.sandbox_name,
-            model=lm.model, sub_model=sub_lm.model, task=task or {},
+            parent_id=parent_id,
+            depth=depth,
+            signature=signature_text(self.signature),
+            instructions=self.instructions,
+            protocol=self.protocol.name,
+            sandbox=self.sandbox_name,
+            model=lm.model,
+            sub_model=sub_lm.model,
+            task=task or {},
             limits={**tree.budget.limits(), **self.settings.record()},
             inputs=[describe_variable(name, value) for name, value in variables.items()],
             rlmkit_version=rlmkit.__version__,
         )
         spec = RunSpec(
-            signature=self.signature, instructions=self.instructions, demos=tuple(self.demos),
-            settings=self.settings, validator=self.validator, typed_subcalls=self.typed_subcalls,
-            tools=self.tools, lm=lm, sub_lm=sub_lm, start_child=self._run_child, module=self,
+            signature=self.signature,
+            instructions=self.instructions,
+            demos=tuple(self.demos),
+            settings=self.settings,
+            validator=self.validator,
+            typed_subcalls=self.typed_subcalls,
+            tools=self.tools,
+            lm=lm,
+            sub_lm=sub_lm,
+            start_child=self._run_child,
+            module=self,
         )
         state = RunState(spec, tree, depth, meta)
         outputs = await run_loop(state, variables, aliases)
@@ -203,10 +236,14 @@ class RLM(dspy.Module):
         """Inputs as REPL variables, checked before any LM call; ``context`` aliases the first long one."""
         missing = [name for name in self.signature.input_fields if name not in inputs]
         if missing:
-            raise MissingInputError(f"missing input(s) {missing} for signature {signature_text(self.signature)!r}")
+            raise MissingInputError(
+                f"missing input(s) {missing} for signature {signature_text(self.signature)!r}"
+            )
         unknown = [name for name in inputs if name not in self.signature.input_fields]
         if unknown:
-            raise MissingInputError(f"unexpected input(s) {unknown}; the signature takes {list(self.signature.input_fields)}")
+            raise MissingInputError(
+                f"unexpected input(s) {unknown}; the signature takes {list(self.signature.input_fields)}"
+            )
         variables = {name: _load_input(name, inputs[name]) for name in self.signature.input_fields}
         aliases: dict[str, str] = {}
         if "context" not in variables:
@@ -237,15 +274,20 @@ def _load_input(name: str, value: Any) -> Any:
         if value.is_file():
             return value.read_text(errors="replace")
         if value.is_dir():
-            return {str(p.relative_to(value)): p.read_text(errors="replace")
-                    for p in sorted(value.rglob("*")) if p.is_file()}
+            return {
+                str(p.relative_to(value)): p.read_text(errors="replace")
+                for p in sorted(value.rglob("*"))
+                if p.is_file()
+            }
         raise ContextError(f"input {name!r}: path {value} does not exist")
     if isinstance(value, (str, bytes, int, float, bool, type(None))):
         return value
     try:
         pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception as exc:
-        raise ContextError(f"input {name!r} of type {type(value).__name__} cannot be sent to the sandbox: {exc}") from None
+        raise ContextError(
+            f"input {name!r} of type {type(value).__name__} cannot be sent to the sandbox: {exc}"
+        ) from None
     return value
 
 
@@ -256,6 +298,9 @@ def _record_dspy_trace(predictor: dspy.Predict, inputs: dict[str, Any], outputs:
     trace = dspy.settings.trace
     if trace is None:
         return
-    short = {k: (v if not isinstance(v, str) or len(v) <= 2_000 else v[:1_000] + " ... " + v[-1_000:])
-             for k, v in inputs.items() if not isinstance(v, Path)}
+    short = {
+        k: (v if not isinstance(v, str) or len(v) <= 2_000 else v[:1_000] + " ... " + v[-1_000:])
+        for k, v in inputs.items()
+        if not isinstance(v, Path)
+    }
     trace.append((predictor, short, dspy.Prediction(**outputs)))

@@ -54,7 +54,9 @@ async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
         else:
             loop.call_soon_threadsafe(_settle, future, result, None)
 
-    threading.Thread(target=contextvars.copy_context().run, args=(target,), daemon=True, name="rlmkit-cell").start()
+    threading.Thread(
+        target=contextvars.copy_context().run, args=(target,), daemon=True, name="rlmkit-cell"
+    ).start()
     return await future
 
 
@@ -85,18 +87,38 @@ async def run_loop(state: RunState, variables: dict[str, Any], aliases: dict[str
     # The first request needs no REPL: it goes out while the inputs cross into the worker,
     # and a turn waits for the worker only before it runs code (``state.sandbox_ready``).
     guard = input_guard([*variables, *aliases])
-    state.sandbox_ready = asyncio.ensure_future(_start_sandbox(
-        settings.sandbox, sandbox, {**variables, **{a: variables[n] for a, n in aliases.items()}}, functions,
-        "\n".join(p for p in (protocol.prelude, _SHOW_VARS, guard, prelude) if p)))
+    state.sandbox_ready = asyncio.ensure_future(
+        _start_sandbox(
+            settings.sandbox,
+            sandbox,
+            {**variables, **{a: variables[n] for a, n in aliases.items()}},
+            functions,
+            "\n".join(p for p in (protocol.prelude, _SHOW_VARS, guard, prelude) if p),
+        )
+    )
     try:
         messages = [
-            Message(role="system", content=system_prompt(
-                protocol=protocol, signature=spec.signature, instructions=spec.instructions,
-                function_docs=host.docs(settings.display.sub_model_chars), demos=list(spec.demos),
-                display=settings.display)),
-            Message(role="user", content=task_message(
-                inputs=variables, aliases=aliases, signature=spec.signature, display=settings.display,
-                max_iterations=settings.max_iterations)),
+            Message(
+                role="system",
+                content=system_prompt(
+                    protocol=protocol,
+                    signature=spec.signature,
+                    instructions=spec.instructions,
+                    function_docs=host.docs(settings.display.sub_model_chars),
+                    demos=list(spec.demos),
+                    display=settings.display,
+                ),
+            ),
+            Message(
+                role="user",
+                content=task_message(
+                    inputs=variables,
+                    aliases=aliases,
+                    signature=spec.signature,
+                    display=settings.display,
+                    max_iterations=settings.max_iterations,
+                ),
+            ),
         ]
         new_messages, keep, progress = list(messages), 0, Progress()
         for index in range(settings.max_iterations + 1):
@@ -112,13 +134,18 @@ async def run_loop(state: RunState, variables: dict[str, Any], aliases: dict[str
                 why = "repeating itself" if index < turns else f"{turns} turns"
                 raise MaxIterationsError(f"no valid answer after {why} and a final request", trajectory=traj)
             keep = len(messages) + 1
-            messages = messages + [Message(role="assistant", content=turn.reply),
-                                   Message(role="user", content=turn.feedback or "")]
+            messages = messages + [
+                Message(role="assistant", content=turn.reply),
+                Message(role="user", content=turn.feedback or ""),
+            ]
             new_messages = messages[keep:]
     except RunError as exc:
         exc.trajectory = traj
-        traj.status = "budget_exceeded" if isinstance(exc, BudgetExceeded) else (
-            "max_iterations" if isinstance(exc, MaxIterationsError) else "error")
+        traj.status = (
+            "budget_exceeded"
+            if isinstance(exc, BudgetExceeded)
+            else ("max_iterations" if isinstance(exc, MaxIterationsError) else "error")
+        )
         traj.error, traj.error_type = str(exc), type(exc).__name__
         raise
     except LMError as exc:
@@ -138,8 +165,9 @@ async def run_loop(state: RunState, variables: dict[str, Any], aliases: dict[str
         ev.emit(ev.RunFinished(traj, sys.exc_info()[1]))
 
 
-async def _start_sandbox(name: str, sandbox: Any, variables: dict[str, Any], functions: dict,
-                         prelude: str) -> None:
+async def _start_sandbox(
+    name: str, sandbox: Any, variables: dict[str, Any], functions: dict, prelude: str
+) -> None:
     ev.emit(ev.SandboxStarting(sandbox))
     try:
         await in_thread(sandbox.start, variables, functions, prelude)
@@ -148,8 +176,16 @@ async def _start_sandbox(name: str, sandbox: Any, variables: dict[str, Any], fun
     ev.emit(ev.SandboxStarted(sandbox))
 
 
-async def _turn(state: RunState, sandbox: Any, messages: list[Message], new_messages: list[Message],
-                keep: int, index: int, last: bool, progress: Progress) -> Turn:
+async def _turn(
+    state: RunState,
+    sandbox: Any,
+    messages: list[Message],
+    new_messages: list[Message],
+    keep: int,
+    index: int,
+    last: bool,
+    progress: Progress,
+) -> Turn:
     traj, tree = state.trajectory, state.tree
     settings, fields = state.spec.settings, state.spec.validator.fields
     protocol = settings.protocol
@@ -170,9 +206,15 @@ async def _turn(state: RunState, sandbox: Any, messages: list[Message], new_mess
     try:
         request = [m.model_dump() for m in messages]
         ev.emit(ev.ModelRequest(turn, state.spec.lm, request))
-        completion = await call_model(tree, state.spec.lm, request,
-                                      max_tokens=settings.max_tokens, stop=list(protocol.stop),
-                                      record=record, rollout_id=tree.rollout_id)
+        completion = await call_model(
+            tree,
+            state.spec.lm,
+            request,
+            max_tokens=settings.max_tokens,
+            stop=list(protocol.stop),
+            record=record,
+            rollout_id=tree.rollout_id,
+        )
     except BudgetExceeded:
         if turn.usage.calls:  # it answered, then passed a limit: keep the turn
             _finish_turn(traj, turn, start, tree)
@@ -213,8 +255,9 @@ async def _turn(state: RunState, sandbox: Any, messages: list[Message], new_mess
     if state.submitted is None and (nudge := progress.after(completion.text, parsed.code_blocks)):
         outputs.append(nudge)
     turn.final = state.submitted is not None
-    turn.feedback = feedback_message(outputs, turn=index, max_iterations=settings.max_iterations,
-                                     limit=settings.display.max_output_chars)
+    turn.feedback = feedback_message(
+        outputs, turn=index, max_iterations=settings.max_iterations, limit=settings.display.max_output_chars
+    )
     _finish_turn(traj, turn, start, tree)
     return turn
 
@@ -247,11 +290,10 @@ def _fill_block(block: CodeBlock, cell: CellResult, limit: int) -> None:
     block.timed_out, block.restarted, block.duration_s = cell.timed_out, cell.restarted, cell.duration_s
 
 
-_SHOW_VARS = '''
+_SHOW_VARS = """
 def SHOW_VARS():
     for _k, _v in list(globals().items()):
         if not _k.startswith("_") and not callable(_v) and type(_v).__name__ != "module":
             _n = len(_v) if hasattr(_v, "__len__") else ""
             print(f"{_k}: {type(_v).__name__} {_n}")
-'''
-
+"""

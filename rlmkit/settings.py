@@ -42,8 +42,13 @@ class RunSettings:
         object.__setattr__(self, "protocol", get_protocol(self.protocol))  # a name becomes its object
         if self.sandbox not in SANDBOXES:
             raise ConfigError(f"unknown sandbox {self.sandbox!r}; choose one of {list(SANDBOXES)}")
-        for name, optional in (("max_iterations", False), ("max_depth", False), ("max_concurrency", False),
-                               ("max_tokens", True), ("sub_max_tokens", True)):
+        for name, optional in (
+            ("max_iterations", False),
+            ("max_depth", False),
+            ("max_concurrency", False),
+            ("max_tokens", True),
+            ("sub_max_tokens", True),
+        ):
             value = getattr(self, name)
             if optional and not value:
                 continue  # None (or 0): no cap

@@ -12,19 +12,23 @@ from pydantic import TypeAdapter, ValidationError
 from rlmkit.errors import SignatureError
 
 
-def make_signature(signature: "str | type[dspy.Signature]") -> type[dspy.Signature]:
+def make_signature(signature: str | type[dspy.Signature]) -> type[dspy.Signature]:
     """A dspy.Signature class from a string or class, refusing ones an RLM cannot use."""
     if isinstance(signature, type) and issubclass(signature, dspy.Signature):
         sig = signature
     elif isinstance(signature, str):
         if "->" not in signature:
-            raise SignatureError(f"signature {signature!r} needs 'inputs -> outputs', e.g. 'context, question -> answer'")
+            raise SignatureError(
+                f"signature {signature!r} needs 'inputs -> outputs', e.g. 'context, question -> answer'"
+            )
         try:
             sig = dspy.Signature(signature)
         except Exception as exc:  # dspy raises several types for a bad string
             raise SignatureError(f"cannot parse signature {signature!r}: {exc}") from exc
     else:
-        raise SignatureError(f"signature must be a string or a dspy.Signature class, got {type(signature).__name__}")
+        raise SignatureError(
+            f"signature must be a string or a dspy.Signature class, got {type(signature).__name__}"
+        )
     if not sig.output_fields:
         raise SignatureError(f"signature {signature_text(sig)!r} has no output fields")
     if not sig.input_fields:
@@ -99,10 +103,16 @@ class OutputValidator:
 def _coerce(value: Any, annotation: Any) -> Any:
     """Friendly coercions pydantic's lax mode does not do: str for str fields, JSON for others."""
     if annotation is str and not isinstance(value, str):
-        return value if value is None else (json.dumps(value) if isinstance(value, (dict, list)) else str(value))
+        return (
+            value if value is None else (json.dumps(value) if isinstance(value, (dict, list)) else str(value))
+        )
     if isinstance(value, str) and annotation is not str:
         text = value.strip()
-        if get_origin(annotation) in (list, dict, tuple) or annotation in (list, dict, bool) or get_args(annotation):
+        if (
+            get_origin(annotation) in (list, dict, tuple)
+            or annotation in (list, dict, bool)
+            or get_args(annotation)
+        ):
             try:
                 return json.loads(text)
             except ValueError:

@@ -44,11 +44,17 @@ class TypedSubcall:
     def doc(self) -> str:
         args = ", ".join(f"{n}: {type_name(f.annotation)}" for n, f in self.sig.input_fields.items())
         outs = describe_outputs(self.sig)
-        ret = next(iter(outs.values())) if len(outs) == 1 else "object with " + ", ".join(
-            f".{k}: {v}" for k, v in outs.items()
+        ret = (
+            next(iter(outs.values()))
+            if len(outs) == 1
+            else "object with " + ", ".join(f".{k}: {v}" for k, v in outs.items())
         )
-        return TYPED_CALL_DOC.format(call=f"{self.name}({args})", returns=ret,
-                                     instructions=self.sig.instructions.strip(), name=self.name)
+        return TYPED_CALL_DOC.format(
+            call=f"{self.name}({args})",
+            returns=ret,
+            instructions=self.sig.instructions.strip(),
+            name=self.name,
+        )
 
     def messages(self, kwargs: dict[str, Any]) -> list[dict[str, str]]:
         missing = [n for n in self.inputs if n not in kwargs]
@@ -58,7 +64,12 @@ class TypedSubcall:
         spec = "\n".join(f'- "{name}": {desc}' for name, desc in describe_outputs(self.sig).items())
         system = TYPED_CALL_SYSTEM.format(instructions=self.sig.instructions.strip(), keys=spec)
         user = "\n\n".join(
-            f"{name}" + (f" ({field_desc(self.sig.input_fields[name])})" if field_desc(self.sig.input_fields[name]) else "")
+            f"{name}"
+            + (
+                f" ({field_desc(self.sig.input_fields[name])})"
+                if field_desc(self.sig.input_fields[name])
+                else ""
+            )
             + f":\n{value}"
             for name, value in kwargs.items()
         )
@@ -109,14 +120,21 @@ class SubcallHost:
         start = time.monotonic()
         ev.emit(ev.SubcallStarted(node))
         try:
+
             def record(completion: Any) -> None:
                 node.usage = completion.usage
                 node.reply = bounded(completion.text, self.settings.display.trajectory_chars)
                 ev.emit(ev.ModelReply(node, completion))
 
             ev.emit(ev.ModelRequest(node, lm, messages))
-            completion = await call_model(tree, lm, messages, max_tokens=self.settings.sub_max_tokens, record=record,
-                                          rollout_id=tree.rollout_id)
+            completion = await call_model(
+                tree,
+                lm,
+                messages,
+                max_tokens=self.settings.sub_max_tokens,
+                record=record,
+                rollout_id=tree.rollout_id,
+            )
             return completion.text
         except (LMError, BudgetExceeded) as exc:
             node.error = f"{type(exc).__name__}: {exc}"
@@ -156,8 +174,13 @@ class SubcallHost:
     # -- llm_query -----------------------------------------------------------------
     async def _llm_query(self, prompt: Any, batch: int | None = None) -> str:
         text = prompt if isinstance(prompt, str) else str(prompt)
-        node = SubCall(kind="llm_query", name="llm_query", depth=self.run.depth + 1, batch=batch,
-                       prompt=bounded(text, self.settings.display.trajectory_chars))
+        node = SubCall(
+            kind="llm_query",
+            name="llm_query",
+            depth=self.run.depth + 1,
+            batch=batch,
+            prompt=bounded(text, self.settings.display.trajectory_chars),
+        )
         return await self._call_lm(node, [{"role": "user", "content": text}], self.run.spec.sub_lm)
 
     def llm_query(self, prompt: str) -> str:
@@ -165,22 +188,31 @@ class SubcallHost:
 
     def llm_query_batched(self, prompts: list[str]) -> list[str]:
         _check_list("llm_query_batched", prompts)
-        return self._sync(self._batch(lambda p, i: self._llm_query(p, i), list(prompts), lambda e: f"Error: {e}"))
+        return self._sync(
+            self._batch(lambda p, i: self._llm_query(p, i), list(prompts), lambda e: f"Error: {e}")
+        )
 
     # -- rlm_query -----------------------------------------------------------------
     async def _rlm_query(self, prompt: Any, context: Any = None, batch: int | None = None) -> str:
         depth = self.run.depth + 1
         if depth >= self.settings.max_depth:  # no recursion left: a plain sub-model answers
             return await self._llm_query(prompt if context is None else f"{prompt}\n\n{context}", batch)
-        node = SubCall(kind="rlm_query", name="rlm_query", depth=depth, batch=batch,
-                       prompt=bounded(str(prompt), self.settings.display.trajectory_chars))
+        node = SubCall(
+            kind="rlm_query",
+            name="rlm_query",
+            depth=depth,
+            batch=batch,
+            prompt=bounded(str(prompt), self.settings.display.trajectory_chars),
+        )
         node.started_s = self.run.tree.elapsed()
         start = time.monotonic()
         ev.emit(ev.SubcallStarted(node))
         try:
             outputs, trajectory = await self.run.spec.start_child(
                 {"context": prompt if context is None else context, "question": str(prompt)},
-                tree=self.run.tree, depth=depth, parent_id=self.run.trajectory.meta.run_id,
+                tree=self.run.tree,
+                depth=depth,
+                parent_id=self.run.trajectory.meta.run_id,
             )
             node.child = trajectory
             node.model = trajectory.meta.model
@@ -207,23 +239,41 @@ class SubcallHost:
         if contexts is not None and len(contexts) != len(prompts):
             raise ValueError(f"rlm_query_batched: {len(prompts)} prompts but {len(contexts)} contexts")
         pairs = list(zip(prompts, contexts if contexts is not None else [None] * len(prompts)))
-        return self._sync(self._batch(lambda pc, i: self._rlm_query(pc[0], pc[1], i), pairs, lambda e: f"Error: {e}",
-                                      gate=False))
+        return self._sync(
+            self._batch(
+                lambda pc, i: self._rlm_query(pc[0], pc[1], i), pairs, lambda e: f"Error: {e}", gate=False
+            )
+        )
 
     # -- typed sub-calls and tools -------------------------------------------------------
     async def _typed(self, spec: TypedSubcall, kwargs: dict[str, Any], batch: int | None = None) -> Any:
         messages = spec.messages(kwargs)
         limit = self.settings.display.trajectory_chars
-        node = SubCall(kind="typed", name=spec.name, depth=self.run.depth + 1, batch=batch,
-                       prompt=bounded(messages[-1]["content"], limit),
-                       messages=[Message(role=m["role"], content=bounded(m["content"], limit)) for m in messages])
+        node = SubCall(
+            kind="typed",
+            name=spec.name,
+            depth=self.run.depth + 1,
+            batch=batch,
+            prompt=bounded(messages[-1]["content"], limit),
+            messages=[Message(role=m["role"], content=bounded(m["content"], limit)) for m in messages],
+        )
         text = await self._call_lm(node, messages, self.run.spec.sub_lm)
         try:
             return spec.parse(text)
         except ValueError as exc:  # one repair round: tell the sub-model what was wrong
-            retry = messages + [{"role": "assistant", "content": text}, {"role": "user", "content": TYPED_CALL_REPAIR.format(error=exc)}]
-            node2 = node.model_copy(update={"id": node.id + "r", "prompt": str(exc), "reply": "", "error": None,
-                                            "messages": [Message(**m) for m in retry]})
+            retry = messages + [
+                {"role": "assistant", "content": text},
+                {"role": "user", "content": TYPED_CALL_REPAIR.format(error=exc)},
+            ]
+            node2 = node.model_copy(
+                update={
+                    "id": node.id + "r",
+                    "prompt": str(exc),
+                    "reply": "",
+                    "error": None,
+                    "messages": [Message(**m) for m in retry],
+                }
+            )
             return spec.parse(await self._call_lm(node2, retry, self.run.spec.sub_lm))
 
     def _typed_function(self, spec: TypedSubcall) -> tuple[Callable[..., Any], Callable[..., Any]]:
@@ -240,8 +290,12 @@ class SubcallHost:
 
     def _tool_function(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
-            node = SubCall(kind="tool", name=name, depth=self.run.depth + 1,
-                           prompt=bounded(repr((args, kwargs)), self.settings.display.trajectory_chars))
+            node = SubCall(
+                kind="tool",
+                name=name,
+                depth=self.run.depth + 1,
+                prompt=bounded(repr((args, kwargs)), self.settings.display.trajectory_chars),
+            )
             node.started_s = self.run.tree.elapsed()
             start = time.monotonic()
             ev.emit(ev.SubcallStarted(node))
@@ -271,7 +325,9 @@ class SubcallHost:
         prelude = [_TYPED_PRELUDE] if self.typed else []
         for name, spec in self.typed.items():
             functions[name], functions[f"{name}__batched"] = self._typed_function(spec)
-            prelude.append(f"{name} = _TypedCall({name}, {name}__batched, {spec.doc()!r}); del {name}__batched")
+            prelude.append(
+                f"{name} = _TypedCall({name}, {name}__batched, {spec.doc()!r}); del {name}__batched"
+            )
         for name, fn in self.tools.items():
             functions[name] = self._tool_function(name, fn)
         return functions, "\n".join(prelude)
@@ -285,7 +341,7 @@ class SubcallHost:
         return lines
 
 
-_TYPED_PRELUDE = '''
+_TYPED_PRELUDE = """
 class _TypedCall:
     def __init__(self, one, many, doc):
         self._one, self._many, self.__doc__ = one, many, doc
@@ -295,7 +351,7 @@ class _TypedCall:
         return self._many(list(items))
     def __repr__(self):
         return self.__doc__
-'''
+"""
 
 
 def _error_value(exc: Exception) -> Exception:
@@ -317,11 +373,23 @@ def _signature_of(fn: Callable[..., Any]) -> str:
         return "(...)"
 
 
-def make_typed_subcalls(subcalls: dict[str, Any] | None) -> tuple[dict[str, TypedSubcall], dict[str, Callable[..., Any]]]:
+def make_typed_subcalls(
+    subcalls: dict[str, Any] | None,
+) -> tuple[dict[str, TypedSubcall], dict[str, Callable[..., Any]]]:
     """Split user sub-calls into typed ones (dspy.Signature) and plain tools (callables)."""
     typed: dict[str, TypedSubcall] = {}
     tools: dict[str, Callable[..., Any]] = {}
-    reserved = {"llm_query", "llm_query_batched", "rlm_query", "rlm_query_batched", "SUBMIT", "FINAL", "FINAL_VAR", "answer", "SHOW_VARS"}
+    reserved = {
+        "llm_query",
+        "llm_query_batched",
+        "rlm_query",
+        "rlm_query_batched",
+        "SUBMIT",
+        "FINAL",
+        "FINAL_VAR",
+        "answer",
+        "SHOW_VARS",
+    }
     for name, value in (subcalls or {}).items():
         if name in reserved:
             raise UserError(f"sub-call name {name!r} is reserved by rlmkit")

@@ -57,7 +57,9 @@ def run_sync(coro: Coroutine[Any, Any, Any]) -> Any:
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             box["error"] = exc
 
-    thread = threading.Thread(target=contextvars.copy_context().run, args=(target,), name="rlmkit-sync-call", daemon=True)
+    thread = threading.Thread(
+        target=contextvars.copy_context().run, args=(target,), name="rlmkit-sync-call", daemon=True
+    )
     thread.start()
     thread.join()
     if "error" in box:

@@ -76,7 +76,9 @@ class SubCall(BaseModel):
     model: str | None = None
     depth: int = 1
     prompt: str = ""  # bounded copy (see Trajectory limits)
-    messages: list[Message] | None = None  # the full request, when it is more than one user prompt (typed calls)
+    messages: list[Message] | None = (
+        None  # the full request, when it is more than one user prompt (typed calls)
+    )
     reply: str = ""  # bounded copy
     usage: Usage = Field(default_factory=Usage)
     started_s: float = 0.0  # seconds since the run started

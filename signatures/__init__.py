@@ -20,7 +20,20 @@ from signatures.long_context import (
 )
 
 __all__ = [
-    "AggregationQA", "AnswerFromTally", "AnswerWithCitations", "ClassifyText", "CodeQA", "CollectFacts",
-    "ConversationRecall", "ExtractFacts", "Fact", "LongDocQA", "MultiHopQA", "NeedleQA", "PairFinding",
-    "Record", "TallyRecords", "classifier",
+    "AggregationQA",
+    "AnswerFromTally",
+    "AnswerWithCitations",
+    "ClassifyText",
+    "CodeQA",
+    "CollectFacts",
+    "ConversationRecall",
+    "ExtractFacts",
+    "Fact",
+    "LongDocQA",
+    "MultiHopQA",
+    "NeedleQA",
+    "PairFinding",
+    "Record",
+    "TallyRecords",
+    "classifier",
 ]

@@ -102,8 +102,10 @@ class ClassifyText(dspy.Signature):
 def classifier(labels: tuple[str, ...] | list[str], name: str = "ClassifyInstance") -> type[dspy.Signature]:
     """A classification signature whose output type is the closed set ``labels`` (validated)."""
     label_type = Literal[tuple(labels)]  # type: ignore[valid-type]
-    fields = {"text": (str, dspy.InputField()),
-              "label": (label_type, dspy.OutputField(desc=f"one of: {', '.join(labels)}"))}
+    fields = {
+        "text": (str, dspy.InputField()),
+        "label": (label_type, dspy.OutputField(desc=f"one of: {', '.join(labels)}")),
+    }
     sig = dspy.Signature(fields, f"Classify the text into exactly one label: {', '.join(labels)}.")
     sig.__name__ = name
     return sig

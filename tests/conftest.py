@@ -44,7 +44,9 @@ def serve():
     def start(responder, *, lm_kwargs=None, **kwargs):
         server = ScriptedServer(responder, **kwargs).start()
         servers.append(server)
-        lm = rlmkit.LM("openai/scripted", api_base=server.url, api_key="test-key", cache=False, **(lm_kwargs or {}))
+        lm = rlmkit.LM(
+            "openai/scripted", api_base=server.url, api_key="test-key", cache=False, **(lm_kwargs or {})
+        )
         return server, lm
 
     yield start

@@ -47,8 +47,16 @@ class ThrowawayPostgres:
         self.url = f"postgresql+psycopg://rlmkit@127.0.0.1:{self.port}/postgres"
 
     def _run(self, *args: str) -> None:
-        proc = subprocess.run(args, check=False, cwd=self.dir, user=self.user, capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "LC_ALL": "C"})
+        proc = subprocess.run(
+            args,
+            check=False,
+            cwd=self.dir,
+            user=self.user,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "LC_ALL": "C"},
+        )
         if proc.returncode != 0:
             log = (self.dir / "server.log").read_text() if (self.dir / "server.log").exists() else ""
             raise RuntimeError(f"{args[0]} failed: {proc.stderr or proc.stdout}\n{log[-2000:]}")
@@ -56,10 +64,24 @@ class ThrowawayPostgres:
     def start(self) -> ThrowawayPostgres:
         if self.user:
             shutil.chown(self.dir, self.user)
-        self._run(self.initdb, "-D", str(self.data), "-U", "rlmkit", "--auth=trust", "-E", "UTF8", "--no-sync")
-        options = (f"-c listen_addresses=127.0.0.1 -p {self.port} -c unix_socket_directories='' "
-                   "-c fsync=off -c max_connections=50")
-        self._run(self.pg_ctl, "-D", str(self.data), "-l", str(self.dir / "server.log"), "-o", options, "-w", "start")
+        self._run(
+            self.initdb, "-D", str(self.data), "-U", "rlmkit", "--auth=trust", "-E", "UTF8", "--no-sync"
+        )
+        options = (
+            f"-c listen_addresses=127.0.0.1 -p {self.port} -c unix_socket_directories='' "
+            "-c fsync=off -c max_connections=50"
+        )
+        self._run(
+            self.pg_ctl,
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.dir / "server.log"),
+            "-o",
+            options,
+            "-w",
+            "start",
+        )
         return self
 
     def stop(self) -> None:

@@ -94,6 +94,8 @@ def test_registry_and_missing_dependency_names_the_extra(tmp_path, monkeypatch):
         base_model="m",
         output_dir=tmp_path / "o",
     )
-    with pytest.raises(MissingDependencyError, match=r"trl, peft.*pip install 'dspy-rlmkit\[train\]'") as info:
+    with pytest.raises(
+        MissingDependencyError, match=r"trl, peft.*pip install 'dspy-rlmkit\[train\]'"
+    ) as info:
         backend.run(job)
     assert info.value.extras == ["train"]

@@ -174,5 +174,7 @@ def test_only_the_top_root_is_the_policy_a_child_rlm_asks_the_frozen_model(tmp_p
 
     with ScriptedServer(respond) as server:
         reward = rollout.run_and_score(rl_row(4), server.url)
-    assert models == [POLICY_MODEL, FROZEN_MODEL, POLICY_MODEL], SCORED[-1][1].trajectory.model_dump_json()[-3000:]
+    assert models == [POLICY_MODEL, FROZEN_MODEL, POLICY_MODEL], SCORED[-1][1].trajectory.model_dump_json()[
+        -3000:
+    ]
     assert reward == 1.0, SCORED[-1][1].trajectory

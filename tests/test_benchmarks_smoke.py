@@ -16,11 +16,25 @@ import run
 
 
 def test_one_turns_measurement_for_rlmkit(tmp_path):
-    results = run.main(["--frameworks", "rlmkit", "--sizes", "20000", "--repeats", "1", "--skip-fanout",
-                        "--skip-clients", "--out", str(tmp_path)])
+    results = run.main(
+        [
+            "--frameworks",
+            "rlmkit",
+            "--sizes",
+            "20000",
+            "--repeats",
+            "1",
+            "--skip-fanout",
+            "--skip-clients",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     entry = results["turns"]["rlmkit"]["20000"]
     assert entry["answers_ok"], entry
-    assert entry["root_calls"] == [5] and entry["sub_calls"] == [9]  # the scripted 5-turn run, 1 + 8 sub-calls
+    assert entry["root_calls"] == [5] and entry["sub_calls"] == [
+        9
+    ]  # the scripted 5-turn run, 1 + 8 sub-calls
     run_ = entry["runs"][0]
     assert len(run_["turn_overheads_s"]) == 5
     assert all(0 <= t < run_["wall_s"] for t in run_["turn_overheads_s"])

@@ -38,8 +38,20 @@ def test_demo_prints_each_cell_before_the_next_turn_is_answered(tmp_path):
 
         demo.console.print = spy
         try:
-            result = runner.invoke(app, ["demo", "--lm", "openai/scripted", "--api-base", server.url,
-                                         "--length", "3000", "--out", str(tmp_path)])
+            result = runner.invoke(
+                app,
+                [
+                    "demo",
+                    "--lm",
+                    "openai/scripted",
+                    "--api-base",
+                    server.url,
+                    "--length",
+                    "3000",
+                    "--out",
+                    str(tmp_path),
+                ],
+            )
         finally:
             demo.console.print = original
     assert result.exit_code == 0, result.output

@@ -21,8 +21,27 @@ def server():
 
 
 def run(server, out, *extra):
-    args = ["eval", "needle", "--n", "3", "--length", "8000", "--seed", "3", "--lm", "openai/scripted",
-            "--api-base", server.url, "--out", str(out), "--max-iterations", "3", "--workers", "2", *extra]
+    args = [
+        "eval",
+        "needle",
+        "--n",
+        "3",
+        "--length",
+        "8000",
+        "--seed",
+        "3",
+        "--lm",
+        "openai/scripted",
+        "--api-base",
+        server.url,
+        "--out",
+        str(out),
+        "--max-iterations",
+        "3",
+        "--workers",
+        "2",
+        *extra,
+    ]
     return runner.invoke(app, args)
 
 
@@ -35,7 +54,8 @@ def test_eval_runs_prints_the_table_and_resumes(server, tmp_path):
     assert "running 0, model calls 3" in result.output  # 3 examples, each answered in one root turn
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert sorted((r["program"], r["id"]) for r in rows) == sorted(
-        (p, f"needle-s3-{i:04d}") for p in ("program", "baseline") for i in range(3))
+        (p, f"needle-s3-{i:04d}") for p in ("program", "baseline") for i in range(3)
+    )
     summary = json.loads((out / "summary.json").read_text())
     assert summary["summary"]["mean"] == 1.0 and summary["baseline"]["n"] == 3
     assert len(list((out / "trajectories").glob("*.jsonl"))) == 6
@@ -49,13 +69,27 @@ def test_eval_runs_prints_the_table_and_resumes(server, tmp_path):
     assert other.exit_code == 2 and "another configuration" in other.output
 
 
-@pytest.mark.parametrize("args,message", [
-    (["eval", "nope", "--lm", "openai/x"], "unknown suite 'nope'"),
-    (["eval", "needle", "--lm", "openai/x", "--knob", "colour=red"], "no knob 'colour'"),
-    (["eval", "needle", "--lm", "openai/x", "--length", "10"], "too small"),
-    (["eval", "needle", "--lm", "openai/x", "--api-base", "http://127.0.0.1:9/v1", "--program", "tally_then_answer"],
-     "answers ['aggregation']"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["eval", "nope", "--lm", "openai/x"], "unknown suite 'nope'"),
+        (["eval", "needle", "--lm", "openai/x", "--knob", "colour=red"], "no knob 'colour'"),
+        (["eval", "needle", "--lm", "openai/x", "--length", "10"], "too small"),
+        (
+            [
+                "eval",
+                "needle",
+                "--lm",
+                "openai/x",
+                "--api-base",
+                "http://127.0.0.1:9/v1",
+                "--program",
+                "tally_then_answer",
+            ],
+            "answers ['aggregation']",
+        ),
+    ],
+)
 def test_bad_input_fails_before_any_model_call(args, message, tmp_path):
     result = runner.invoke(app, [*args, "--out", str(tmp_path / "x")])
     assert result.exit_code == 2
@@ -65,21 +99,33 @@ def test_bad_input_fails_before_any_model_call(args, message, tmp_path):
 
 # `rlmkit demo` shares this plumbing (a generated suite, a scored, logged run); here it runs with a
 # scripted root in place of the embedded model, which the demo uses when --lm is not given.
-COUNT_LABELLED = '''```repl
+COUNT_LABELLED = """```repl
 import re
 label = re.search(r"labelled as '(\\w+)'", question).group(1)
 n = sum(1 for line in context.splitlines() if line.endswith("|| Label: " + label))
 print(n)
 SUBMIT(answer=str(n))
-```'''
+```"""
 
 
 def test_demo_shows_turns_scores_and_writes_the_trajectory(tmp_path):
     import rlmkit
 
     with ScriptedServer(lambda body: COUNT_LABELLED if is_root_request(body) else "x") as srv:
-        result = runner.invoke(app, ["demo", "--lm", "openai/scripted", "--api-base", srv.url,
-                                     "--length", "20000", "--out", str(tmp_path)])
+        result = runner.invoke(
+            app,
+            [
+                "demo",
+                "--lm",
+                "openai/scripted",
+                "--api-base",
+                srv.url,
+                "--length",
+                "20000",
+                "--out",
+                str(tmp_path),
+            ],
+        )
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
     assert "turn 1" in text and "SUBMIT(answer=str(n))" in text

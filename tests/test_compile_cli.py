@@ -7,8 +7,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from rlmkit.testing.synthetic_runs import make_run
 from rlmkit.cli import app
+from rlmkit.testing.synthetic_runs import make_run
 from rlmkit.trajectory import TrajectoryLog
 
 runner = CliRunner()

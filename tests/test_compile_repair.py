@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from optimizers.compile.repair import PROTOCOLS, Unrepairable, repair_reply
-from rlmkit.testing.synthetic_runs import final_reply
 from rlmkit.protocols import find_code_blocks, get_protocol
+from rlmkit.testing.synthetic_runs import final_reply
 
 FIELDS = {"answer": "int"}
 

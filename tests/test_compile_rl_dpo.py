@@ -8,8 +8,8 @@ import statistics
 import pytest
 
 from optimizers.compile import EmptyDatasetError, compile_dpo, compile_rl, group_advantages
-from rlmkit.testing.synthetic_runs import make_run
 from rlmkit.errors import UserError
+from rlmkit.testing.synthetic_runs import make_run
 
 
 def rollouts(task, scores, protocol="submit", **kw):

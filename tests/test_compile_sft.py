@@ -152,8 +152,10 @@ def test_subcall_samples_train_the_sub_model():
         .subcalls[0]
         .model_copy(update={"kind": "typed", "name": "classify", "id": "t1"})
     )
-    typed.messages = [Message(role="system", content="Classify. Reply with JSON."),
-                      Message(role="user", content=typed.prompt)]
+    typed.messages = [
+        Message(role="system", content="Classify. Reply with JSON."),
+        Message(role="user", content=typed.prompt),
+    ]
     typed.reply = '{"label": "x"}'
     unparsed = typed.model_copy(update={"id": "t3", "reply": "label: x"})
     repair = typed.model_copy(update={"id": "t3r"})  # rlmkit's repair round after "label: x" failed to parse

@@ -65,9 +65,27 @@ def _rlmkit_eval(server: ScriptedServer, out: Path) -> None:
     """``rlmkit eval needle ...`` exactly as the command line runs it."""
     from rlmkit.cli import app
 
-    app(["eval", "needle", "--n", str(N_EXAMPLES), "--length", "3000", "--lm", "openai/scripted",
-         "--api-base", server.url, "--workers", "2", "--max-iterations", "3", "--out", str(out)],
-        standalone_mode=False)
+    app(
+        [
+            "eval",
+            "needle",
+            "--n",
+            str(N_EXAMPLES),
+            "--length",
+            "3000",
+            "--lm",
+            "openai/scripted",
+            "--api-base",
+            server.url,
+            "--workers",
+            "2",
+            "--max-iterations",
+            "3",
+            "--out",
+            str(out),
+        ],
+        standalone_mode=False,
+    )
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -180,7 +198,7 @@ def test_killed_eval_keeps_finished_work_and_resumes(model_server, isolated_env,
     # short line are not torn by kill -9 in practice, so the torn tail is written here by hand.
     with open(out / "results.jsonl", "a") as fh:
         fh.write(json.dumps(before[0])[:TORN_CHARS])
-    torn_run = (out / "trajectories" / f"{before[0]['run_id']}.jsonl")
+    torn_run = out / "trajectories" / f"{before[0]['run_id']}.jsonl"
     with open(torn_run, "a") as fh:
         fh.write('{"event": "turn", "turn": {"index": 7, "ke')
     found, bad = read_runs(torn_run)  # the reader skips the torn line and counts it
@@ -194,14 +212,22 @@ def test_killed_eval_keeps_finished_work_and_resumes(model_server, isolated_env,
     after, unreadable = _rows(out)
     # Only the hand-made torn record is unreadable: the row appended after it was not glued onto it.
     assert all(len(line) <= TORN_CHARS for line in unreadable), (
-        f"a row was appended onto the torn line and lost: {unreadable}")
+        f"a row was appended onto the torn line and lost: {unreadable}"
+    )
     assert (out / "results.jsonl").read_bytes().startswith(kept_bytes)  # finished rows untouched
     assert sorted(r["id"] for r in after) == sorted({r["id"] for r in after})  # each example once
     assert len(after) == N_EXAMPLES and all(r["status"] == "ok" for r in after)
     # No request of the re-run is about an example that had finished (prompts show a context preview).
-    previews = {e.id: repr(e.inputs["context"][:120])[1:-1] for e in generate("needle", n=N_EXAMPLES, length=3000, seed=0)}
-    redone = {row["id"] for row in before for body in model_server.requests[requests_before:]
-              if previews[row["id"]] in body["messages"][1]["content"]}
+    previews = {
+        e.id: repr(e.inputs["context"][:120])[1:-1]
+        for e in generate("needle", n=N_EXAMPLES, length=3000, seed=0)
+    }
+    redone = {
+        row["id"]
+        for row in before
+        for body in model_server.requests[requests_before:]
+        if previews[row["id"]] in body["messages"][1]["content"]
+    }
     assert not redone, f"finished examples were run again: {redone}"
     assert len(model_server.requests) > requests_before
     runs = _trajectories(out, torn={torn_run.name})
@@ -214,10 +240,22 @@ def _tune(api_base: str, storage: str, n_trials: int):
 
     lm = rlmkit.LM("openai/scripted", api_base=api_base, api_key="test", cache=False)
     base = rlmkit.RLM("context, question -> answer: int", lm=lm, sandbox="inline")
-    space = SearchSpace(knobs=[IntKnob("max_iterations", 1, 4)],
-                        instructions=["Answer quickly.", KEYWORD + ": look first, then search."])
-    return RLMTuner(base, secret_metric, secret_examples(2), space=space, n_trials=n_trials,
-                    cost_unit="tokens", storage=storage, study_name="crash", seed=0, heartbeat_s=1).fit()
+    space = SearchSpace(
+        knobs=[IntKnob("max_iterations", 1, 4)],
+        instructions=["Answer quickly.", KEYWORD + ": look first, then search."],
+    )
+    return RLMTuner(
+        base,
+        secret_metric,
+        secret_examples(2),
+        space=space,
+        n_trials=n_trials,
+        cost_unit="tokens",
+        storage=storage,
+        study_name="crash",
+        seed=0,
+        heartbeat_s=1,
+    ).fit()
 
 
 def test_killed_study_resumes_from_its_storage(tmp_path):
@@ -232,7 +270,9 @@ def test_killed_study_resumes_from_its_storage(tmp_path):
     finished_states = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
 
     def finished() -> list:
-        return optuna.load_study(study_name="crash", storage=url).get_trials(deepcopy=False, states=finished_states)
+        return optuna.load_study(study_name="crash", storage=url).get_trials(
+            deepcopy=False, states=finished_states
+        )
 
     def finished_so_far() -> int:
         """Read-only peek while the study runs (optuna.load_study would race it creating the schema)."""
@@ -273,8 +313,11 @@ def test_killed_study_resumes_from_its_storage(tmp_path):
     assert len(interrupted) <= 1
     assert not [t for t in study.trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
     assert all(row.state != "RUNNING" for row in result.rows)
-    done_after = {t.number: t for t in study.get_trials(deepcopy=False, states=finished_states)
-                  if t.number not in interrupted}
+    done_after = {
+        t.number: t
+        for t in study.get_trials(deepcopy=False, states=finished_states)
+        if t.number not in interrupted
+    }
     assert len(done_after) == n_trials
     assert {row.number for row in result.rows} >= set(done_after)
     for number, record in done_before.items():  # the finished trials are kept as they were ...

@@ -55,9 +55,19 @@ def test_no_file_tells_the_user_to_install_bare_rlmkit():
 
 
 def test_the_patterns_catch_what_they_are_for():
-    bad = ["pip install 'rlmkit[local]'", 'dependencies = ["rlmkit", "x"]', "pip install rlmkit",
-           "needs trl (rlmkit[train])"]
-    good = ["pip install 'dspy-rlmkit[local]'", "pip install -e '.[local]'", "python -m rlmkit demo",
-            "import rlmkit", 'dependencies = ["dspy-rlmkit"]', "rlmkit.RLM(...)"]
+    bad = [
+        "pip install 'rlmkit[local]'",
+        'dependencies = ["rlmkit", "x"]',
+        "pip install rlmkit",
+        "needs trl (rlmkit[train])",
+    ]
+    good = [
+        "pip install 'dspy-rlmkit[local]'",
+        "pip install -e '.[local]'",
+        "python -m rlmkit demo",
+        "import rlmkit",
+        'dependencies = ["dspy-rlmkit"]',
+        "rlmkit.RLM(...)",
+    ]
     assert all(any(p.search(line) for p in FOREIGN) for line in bad)
     assert not any(p.search(line) for p in FOREIGN for line in good)

@@ -50,8 +50,13 @@ def setup(serve):
     def make(proposals, instructions="Answer the question."):
         responder = OptimizerResponder(proposals)
         server, lm = serve(responder)
-        student = rlmkit.RLM("context, question -> answer: int", lm=lm, sandbox="inline", max_iterations=3,
-                             instructions=instructions)
+        student = rlmkit.RLM(
+            "context, question -> answer: int",
+            lm=lm,
+            sandbox="inline",
+            max_iterations=3,
+            instructions=instructions,
+        )
         helper_lm = dspy.LM("openai/scripted", api_base=server.url, api_key="test", cache=False)
         return responder, student, helper_lm
 
@@ -86,11 +91,27 @@ def test_bootstrap_fewshot_fills_the_root_demos_and_they_reach_the_prompt(setup)
 def test_mipro_v2_tunes_the_root_instructions(setup):
     responder, student, helper_lm = setup(["Answer quickly.", GOOD, "Be brief."])
     trainset, valset = secret_examples(4, seed=1), secret_examples(4, seed=2)
-    optimizer = dspy.MIPROv2(metric=secret_metric, prompt_model=helper_lm, task_model=helper_lm, auto=None,
-                             num_candidates=3, num_threads=1, verbose=False, seed=0)
+    optimizer = dspy.MIPROv2(
+        metric=secret_metric,
+        prompt_model=helper_lm,
+        task_model=helper_lm,
+        auto=None,
+        num_candidates=3,
+        num_threads=1,
+        verbose=False,
+        seed=0,
+    )
     compiled = optimizer.compile(
-        student, trainset=trainset, valset=valset, num_trials=6, max_bootstrapped_demos=0, max_labeled_demos=0,
-        minibatch=False, program_aware_proposer=False, data_aware_proposer=False, tip_aware_proposer=False,
+        student,
+        trainset=trainset,
+        valset=valset,
+        num_trials=6,
+        max_bootstrapped_demos=0,
+        max_labeled_demos=0,
+        minibatch=False,
+        program_aware_proposer=False,
+        data_aware_proposer=False,
+        tip_aware_proposer=False,
         fewshot_aware_proposer=False,
     )
     assert KEYWORD in compiled.instructions and KEYWORD not in student.instructions
@@ -109,8 +130,15 @@ def test_gepa_reflects_on_rlm_traces_and_rewrites_the_root_instructions(setup):
         return dspy.Prediction(score=score, feedback=feedback)
 
     trainset, valset = secret_examples(3, seed=3), secret_examples(3, seed=4)
-    optimizer = dspy.GEPA(metric=metric, reflection_lm=helper_lm, max_metric_calls=24,
-                          reflection_minibatch_size=2, use_merge=False, num_threads=1, seed=0)
+    optimizer = dspy.GEPA(
+        metric=metric,
+        reflection_lm=helper_lm,
+        max_metric_calls=24,
+        reflection_minibatch_size=2,
+        use_merge=False,
+        num_threads=1,
+        seed=0,
+    )
     compiled = optimizer.compile(student, trainset=trainset, valset=valset)
     assert compiled.instructions.strip() == GOOD
     reflection = [r for r in responder.dspy_requests if "wrong:" in str(r["messages"])]

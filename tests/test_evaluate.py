@@ -16,13 +16,13 @@ from programs.tasks.needle import score as needle_score
 from rlmkit.errors import ConfigError, LMUnavailableError, MaxIterationsError, UserError
 from rlmkit.testing.server import ScriptedServer, is_root_request
 
-NEEDLE_ROOT = '''```repl
+NEEDLE_ROOT = """```repl
 import re
 key = re.search(r"for (\\S+) mentioned", question).group(1)
 values = re.findall(r"special magic \\w+ for " + re.escape(key) + r" is: (\\S+?)\\.(?:\\s|$)", context)
 print(values)
 SUBMIT(answer=values)
-```'''
+```"""
 
 
 def oracle(wrong=(), fail=None):
@@ -47,7 +47,9 @@ EXAMPLES = generate("needle", n=6, length=4_000, seed=5)
 
 def test_scores_failures_by_kind_and_interval():
     ids = [e.id for e in EXAMPLES]
-    program = oracle(wrong={ids[1]}, fail={ids[2]: MaxIterationsError("no answer"), ids[3]: RuntimeError("boom")})
+    program = oracle(
+        wrong={ids[1]}, fail={ids[2]: MaxIterationsError("no answer"), ids[3]: RuntimeError("boom")}
+    )
     result = evaluate(program, EXAMPLES, workers=3)
     assert [r.id for r in result.rows] == ids  # example order, whatever order they finished in
     assert [r.score for r in result.rows] == [1.0, 0.0, 0.0, 0.0, 1.0, 1.0]
@@ -129,7 +131,8 @@ def scripted_lm(server):
 
 def test_real_rlm_runs_are_scored_logged_and_resumed(server, tmp_path):
     examples = generate("needle", n=3, length=30_000, seed=9)
-    factory = lambda: program_for("needle", lm=scripted_lm(server), max_iterations=3)
+    def factory():
+        return program_for("needle", lm=scripted_lm(server), max_iterations=3)
     result = evaluate(factory, examples, workers=2, out_dir=tmp_path, config={"lm": "scripted"})
     assert result.mean == 1.0 and result.failures == {}
     row = result.rows[0]
@@ -137,8 +140,10 @@ def test_real_rlm_runs_are_scored_logged_and_resumed(server, tmp_path):
     runs = rlmkit.TrajectoryLog(tmp_path / "trajectories").runs()
     assert sorted(r.meta.task["example_id"] for r in runs) == [e.id for e in examples]
     assert all(r.score == 1.0 and r.status == "ok" for r in runs)
-    assert all(examples[0].context[:5_000] not in (tmp_path / "trajectories" / f"{r.meta.run_id}.jsonl").read_text()
-               for r in runs)  # a trajectory never holds the context body
+    assert all(
+        examples[0].context[:5_000] not in (tmp_path / "trajectories" / f"{r.meta.run_id}.jsonl").read_text()
+        for r in runs
+    )  # a trajectory never holds the context body
     before = len(server.requests)
     evaluate(factory, examples, out_dir=tmp_path, config={"lm": "scripted"})
     assert len(server.requests) == before  # resumed: nothing ran again
@@ -146,12 +151,16 @@ def test_real_rlm_runs_are_scored_logged_and_resumed(server, tmp_path):
 
 def test_a_model_failing_mid_eval_is_recorded_and_the_rest_go_on(server):
     examples = generate("needle", n=3, length=3_000, seed=2)
-    poisoned = examples[1].model_copy(update={"inputs": {**examples[1].inputs,
-                                                        "question": examples[1].inputs["question"] + " fail-me"}})
+    poisoned = examples[1].model_copy(
+        update={"inputs": {**examples[1].inputs, "question": examples[1].inputs["question"] + " fail-me"}}
+    )
     server.failing["on"] = True
     try:
-        result = evaluate(lambda: program_for("needle", lm=scripted_lm(server), max_iterations=2),
-                          [examples[0], poisoned, examples[2]], workers=3)
+        result = evaluate(
+            lambda: program_for("needle", lm=scripted_lm(server), max_iterations=2),
+            [examples[0], poisoned, examples[2]],
+            workers=3,
+        )
     finally:
         server.failing["on"] = False
     assert [r.status for r in result.rows] == ["ok", "failed", "ok"]
@@ -161,7 +170,9 @@ def test_a_model_failing_mid_eval_is_recorded_and_the_rest_go_on(server):
 
 def test_baseline_reads_the_context_cut_to_its_window(server):
     examples = generate("needle", n=2, length=60_000, seed=4)
-    baseline = BaselineLM("context, question -> answer: list[str]", lm=scripted_lm(server), window_tokens=2_000)
+    baseline = BaselineLM(
+        "context, question -> answer: list[str]", lm=scripted_lm(server), window_tokens=2_000
+    )
     before = len(server.requests)
     result = evaluate(oracle_for(examples), examples, baseline=baseline, metric=needle_score)
     sent = server.requests[before:]

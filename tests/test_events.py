@@ -43,13 +43,23 @@ def tree_root(body: dict) -> str:
         return repl("SUBMIT(answer='c' + llm_query('inner'))")
     turn = sum(1 for m in body["messages"] if m["role"] == "assistant")
     if turn == 0:
-        return repl("a = llm_query_batched(['x', 'y'])", "r = classify(text='good')", "n = word_count('a b c')", "print(a, r, n)")
+        return repl(
+            "a = llm_query_batched(['x', 'y'])",
+            "r = classify(text='good')",
+            "n = word_count('a b c')",
+            "print(a, r, n)",
+        )
     return repl("c = rlm_query('child task', 'ctx')", "SUBMIT(answer=c)")
 
 
 def make_tree_rlm(lm, **kwargs):
-    return rlmkit.RLM("context -> answer", lm=lm, max_depth=2, subcalls={"classify": Sentiment, "word_count": word_count},
-                      **kwargs)
+    return rlmkit.RLM(
+        "context -> answer",
+        lm=lm,
+        max_depth=2,
+        subcalls={"classify": Sentiment, "word_count": word_count},
+        **kwargs,
+    )
 
 
 class Recorder(BaseCallback):
@@ -77,7 +87,9 @@ def test_listen_sees_every_step_nested_run_turn_cell_subcall_child(serve):
     kinds = Counter(type(e).__name__ for e in seen)
     assert kinds["RunStarted"] == kinds["RunFinished"] == 2  # root + child
     assert kinds["ModelRequest"] == kinds["ModelReply"] == len(server.requests) == 7
-    assert kinds["SubcallStarted"] == kinds["SubcallFinished"] == 6  # 2 batch items, typed, tool, rlm_query, child's llm_query
+    assert (
+        kinds["SubcallStarted"] == kinds["SubcallFinished"] == 6
+    )  # 2 batch items, typed, tool, rlm_query, child's llm_query
     for event in seen:  # every span closes, and each kind nests where it belongs
         parent = by_span.get(event.parent_id)
         if isinstance(event, ev.TurnStarted):
@@ -93,7 +105,9 @@ def test_listen_sees_every_step_nested_run_turn_cell_subcall_child(serve):
     starts = [e.span_id for e in seen if e.starts]
     ends = [e.span_id for e in seen if not e.starts]
     assert sorted(starts) == sorted(ends) and len(set(starts)) == len(starts)
-    assert isinstance(seen[0], ev.RunStarted) and isinstance(seen[-1], ev.RunFinished) and seen[-1].error is None
+    assert (
+        isinstance(seen[0], ev.RunStarted) and isinstance(seen[-1], ev.RunFinished) and seen[-1].error is None
+    )
     assert seen[-1].trajectory is pred.trajectory
     assert max(len(repr(e)) for e in seen) < 120  # printing an event never prints the inputs or a prompt
 
@@ -128,14 +142,22 @@ def test_dspy_callbacks_fire_for_turns_model_calls_cells_and_tools(serve):
         make_tree_rlm(lm)(context="abc")
     count = recorder.count()
     assert count["on_lm_start"] == count["on_lm_end"] == len(server.requests) == 7
-    assert count["on_interpreter_startup_start"] == count["on_interpreter_shutdown_end"] == 2  # root + child sandbox
-    assert count["on_interpreter_execute_start"] == count["on_interpreter_execute_end"] == 3  # 2 root cells + 1 child
+    assert (
+        count["on_interpreter_startup_start"] == count["on_interpreter_shutdown_end"] == 2
+    )  # root + child sandbox
+    assert (
+        count["on_interpreter_execute_start"] == count["on_interpreter_execute_end"] == 3
+    )  # 2 root cells + 1 child
     assert count["on_interpreter_tool_call_start"] == count["on_interpreter_tool_call_end"] == 6
     # module hooks: the top-level RLM (from dspy.Module), 3 root-level turns... 2 root turns + child run + child turn
     assert count["on_module_start"] == count["on_module_end"] == 1 + 2 + 1 + 1
     lm_inputs = [kw["inputs"] for name, _, kw in recorder.calls if name == "on_lm_start"]
     assert lm_inputs[0]["messages"][0]["role"] == "system"  # the first root turn's request, in full
-    tools = [kw["inputs"]["tool_name"] for name, _, kw in recorder.calls if name == "on_interpreter_tool_call_start"]
+    tools = [
+        kw["inputs"]["tool_name"]
+        for name, _, kw in recorder.calls
+        if name == "on_interpreter_tool_call_start"
+    ]
     assert sorted(tools) == ["classify", "llm_query", "llm_query", "llm_query", "rlm_query", "word_count"]
     outputs = [kw["outputs"] for name, _, kw in recorder.calls if name == "on_lm_end"]
     assert outputs[0] == [server_reply for server_reply in [tree_root(server.requests[0])]]
@@ -175,8 +197,11 @@ def test_concurrent_async_runs_never_see_each_others_events(serve):
     preds = asyncio.run(both())
     assert [p.answer for p in preds] == ["a", "b"]
     for tag in "ab":
-        prompts = [kw["inputs"]["messages"][-1]["content"] for name, _, kw in recorders[tag].calls
-                   if name == "on_lm_start"]
+        prompts = [
+            kw["inputs"]["messages"][-1]["content"]
+            for name, _, kw in recorders[tag].calls
+            if name == "on_lm_start"
+        ]
         assert len(prompts) == 2 and prompts[1] == tag  # the run's own sub-call, nobody else's
         run_ids = {e.run_id for e in listened[tag]}
         assert run_ids == {preds["ab".index(tag)].trajectory.meta.run_id}
@@ -201,4 +226,7 @@ def test_root_turns_appear_in_dspy_history(serve, capsys):
     dspy.inspect_history(n=2)
     shown = capsys.readouterr().out
     assert "SUBMIT(answer='x')" in shown and "print('looking')" in shown
-    assert [entry["outputs"][0] for entry in rlm.history[-2:]] == [repl("print('looking')"), repl("SUBMIT(answer='x')")]
+    assert [entry["outputs"][0] for entry in rlm.history[-2:]] == [
+        repl("print('looking')"),
+        repl("SUBMIT(answer='x')"),
+    ]

@@ -30,8 +30,13 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def cluster():
     """One small local Ray instance for the module (starting Ray takes seconds on 2 cores)."""
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
-             runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}})  # workers import this checkout, tests too
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+        runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}},
+    )  # workers import this checkout, tests too
     yield
     ray.shutdown()
 
@@ -49,13 +54,22 @@ def needle_factory(url):
 
 def test_ray_rows_match_threads_and_stream_into_the_run_dir(cluster, server, tmp_path):
     examples = generate("needle", n=4, length=8_000, seed=11)
-    threads = evaluate(needle_factory(server.url), examples, workers=2, out_dir=tmp_path / "threads", config={"x": 1})
+    threads = evaluate(
+        needle_factory(server.url), examples, workers=2, out_dir=tmp_path / "threads", config={"x": 1}
+    )
     seen = []
-    on_ray = evaluate(needle_factory(server.url), examples, out_dir=tmp_path / "ray", config={"x": 1}, ray=True,
-                      on_result=lambda row: seen.append(
-                          len((tmp_path / "ray" / "results.jsonl").read_text().splitlines())))
+    on_ray = evaluate(
+        needle_factory(server.url),
+        examples,
+        out_dir=tmp_path / "ray",
+        config={"x": 1},
+        ray=True,
+        on_result=lambda row: seen.append(len((tmp_path / "ray" / "results.jsonl").read_text().splitlines())),
+    )
     assert [r.score for r in on_ray.rows] == [r.score for r in threads.rows] == [1.0] * 4
-    assert [(r.id, r.iterations, r.calls) for r in on_ray.rows] == [(r.id, r.iterations, r.calls) for r in threads.rows]
+    assert [(r.id, r.iterations, r.calls) for r in on_ray.rows] == [
+        (r.id, r.iterations, r.calls) for r in threads.rows
+    ]
     assert seen == [1, 2, 3, 4]  # each row is on disk (on the driver) before the next one arrives
     runs = rlmkit.TrajectoryLog(tmp_path / "ray" / "trajectories").runs()
     assert sorted(r.meta.task["example_id"] for r in runs) == [e.id for e in examples]
@@ -63,7 +77,9 @@ def test_ray_rows_match_threads_and_stream_into_the_run_dir(cluster, server, tmp
     assert ray.is_initialized()  # the caller's Ray session is left running
 
     before = len(server.requests)
-    again = evaluate(needle_factory(server.url), examples, out_dir=tmp_path / "ray", config={"x": 1}, ray=True)
+    again = evaluate(
+        needle_factory(server.url), examples, out_dir=tmp_path / "ray", config={"x": 1}, ray=True
+    )
     assert len(server.requests) == before and again.mean == 1.0  # resumed: nothing ran again
     with pytest.raises(ConfigError, match="another configuration"):
         evaluate(needle_factory(server.url), examples, out_dir=tmp_path / "ray", config={"x": 2}, ray=True)
@@ -93,8 +109,13 @@ def test_a_worker_killed_mid_example_loses_only_that_example(cluster, tmp_path):
     marks.mkdir()
     victim = EXAMPLES[1].id
     results: dict = {}
-    runner = threading.Thread(target=lambda: results.update(done=evaluate(
-        StallOnce(marks, victim), EXAMPLES, out_dir=tmp_path / "run", config={"x": 1}, ray=True)))
+    runner = threading.Thread(
+        target=lambda: results.update(
+            done=evaluate(
+                StallOnce(marks, victim), EXAMPLES, out_dir=tmp_path / "run", config={"x": 1}, ray=True
+            )
+        )
+    )
     runner.start()
     first = marks / f"{victim}.0"
     deadline = time.monotonic() + 120
@@ -152,9 +173,29 @@ def test_cli_eval_with_ray_prints_the_same_table(cluster, server, tmp_path):
 
     from rlmkit.cli import app
 
-    args = ["eval", "needle", "--ray", "local", "--n", "2", "--length", "8000", "--seed", "3", "--lm", "openai/scripted",
-            "--api-base", server.url, "--out", str(tmp_path), "--max-iterations", "3", "--baseline",
-            "--window-tokens", "1000"]
+    args = [
+        "eval",
+        "needle",
+        "--ray",
+        "local",
+        "--n",
+        "2",
+        "--length",
+        "8000",
+        "--seed",
+        "3",
+        "--lm",
+        "openai/scripted",
+        "--api-base",
+        server.url,
+        "--out",
+        str(tmp_path),
+        "--max-iterations",
+        "3",
+        "--baseline",
+        "--window-tokens",
+        "1000",
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "1.000 [1.000, 1.000]" in result.output and "baseline" in result.output  # both pickled to workers

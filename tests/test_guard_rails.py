@@ -22,8 +22,14 @@ def repl(*lines: str) -> str:
 
 
 def test_a_rebound_input_is_restored_and_the_model_is_told(serve):
-    server, lm = serve(Script([repl("context = 'south lantern orbit'", "print(len(context))"),
-                               repl("SUBMIT(answer=str(len(context)))")]))
+    server, lm = serve(
+        Script(
+            [
+                repl("context = 'south lantern orbit'", "print(len(context))"),
+                repl("SUBMIT(answer=str(len(context)))"),
+            ]
+        )
+    )
     pred = rlmkit.RLM("context -> answer", lm=lm)(context="x" * 5000)
     assert pred.answer == "5000"  # the second turn ran on the real input
     told = server.requests[1]["messages"][-1]["content"]
@@ -94,8 +100,12 @@ def test_the_same_code_twice_gets_a_nudge_then_a_forced_answer(serve):
 
 
 def test_the_default_budget_stops_a_runaway_batch_at_the_cap(serve):
-    server, lm = serve(Script([repl("r = llm_query_batched(['hi'] * 5000)", "SUBMIT(answer=str(len(r)))")],
-                              sub=lambda prompt: "hello"))
+    server, lm = serve(
+        Script(
+            [repl("r = llm_query_batched(['hi'] * 5000)", "SUBMIT(answer=str(len(r)))")],
+            sub=lambda prompt: "hello",
+        )
+    )
     with pytest.raises(BudgetExceeded) as info:
         rlmkit.RLM("context -> answer", lm=lm)(context="abc")
     assert info.value.kind == "calls" and info.value.limit == DEFAULT_MAX_CALLS

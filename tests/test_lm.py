@@ -71,7 +71,9 @@ def test_cost_comes_from_litellms_local_cost_map(transport):
         return response
 
     with ScriptedServer(priced) as s:
-        reply = LM("openai/gpt-4o-mini", api_base=s.url, api_key="test", cache=False, transport=transport).complete(HI)
+        reply = LM(
+            "openai/gpt-4o-mini", api_base=s.url, api_key="test", cache=False, transport=transport
+        ).complete(HI)
     price = litellm.model_cost["gpt-4o-mini"]
     expected = 1000 * price["input_cost_per_token"] + 500 * price["output_cost_per_token"]
     assert reply.usage.cost == pytest.approx(expected) and expected > 0
@@ -154,7 +156,9 @@ def test_auth_and_not_found_are_config_errors_without_retries(status, transport)
     server = StatusServer(status)
     try:
         with pytest.raises(LMConfigError) as info:
-            LM("openai/scripted", transport=transport, api_base=server.url, api_key=secret, cache=False).complete(HI)
+            LM(
+                "openai/scripted", transport=transport, api_base=server.url, api_key=secret, cache=False
+            ).complete(HI)
     finally:
         server.httpd.shutdown()
     assert server.hits == 1 and info.value.status == status
@@ -184,7 +188,9 @@ def test_rollout_id_gives_a_distinct_cache_entry(server, tmp_path, transport):
 
 def test_cache_dir_from_env(server, tmp_path, monkeypatch, transport):
     monkeypatch.setenv("RLMKIT_CACHE_DIR", str(tmp_path / "from-env"))
-    lm = LM("openai/scripted", transport=transport, api_base=server.url, api_key="test")  # cache on by default
+    lm = LM(
+        "openai/scripted", transport=transport, api_base=server.url, api_key="test"
+    )  # cache on by default
     lm.complete(HI)
     assert lm.complete(HI).cached and (tmp_path / "from-env").is_dir()
 
@@ -193,7 +199,13 @@ def test_unusable_cache_dir_is_a_clear_error(tmp_path, transport):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     with pytest.raises(ConfigError, match="RLMKIT_CACHE_DIR"):
-        LM("openai/scripted", transport=transport, api_base="http://127.0.0.1:9/v1", api_key="t", cache=blocker / "cache")
+        LM(
+            "openai/scripted",
+            transport=transport,
+            api_base="http://127.0.0.1:9/v1",
+            api_key="t",
+            cache=blocker / "cache",
+        )
 
 
 message_lists = st.lists(
@@ -298,7 +310,9 @@ def test_copies_share_the_handle_and_pickles_work_again(server, tmp_path, transp
 
 
 def test_describe_has_model_and_params_but_no_secrets(server, transport):
-    lm = scripted_lm(server, transport, temperature=0.1, max_tokens=5, extra_headers={"Authorization": "Bearer x"})
+    lm = scripted_lm(
+        server, transport, temperature=0.1, max_tokens=5, extra_headers={"Authorization": "Bearer x"}
+    )
     described = lm.describe()
     assert described["model"] == "openai/scripted" and described["api_base"] == server.url
     assert described["params"] == {"temperature": 0.1, "max_tokens": 5}

@@ -65,9 +65,29 @@ def _settled_children(before: set[int], timeout: float = 5.0) -> set[int]:
 def _eval_round(server: ScriptedServer, out, seed: int) -> None:
     from rlmkit.cli import app
 
-    app(["eval", "needle", "--n", str(N), "--length", str(LENGTH), "--seed", str(seed), "--lm", "openai/scripted",
-         "--api-base", server.url, "--workers", str(N), "--max-iterations", "4", "--out", str(out)],
-        standalone_mode=False)
+    app(
+        [
+            "eval",
+            "needle",
+            "--n",
+            str(N),
+            "--length",
+            str(LENGTH),
+            "--seed",
+            str(seed),
+            "--lm",
+            "openai/scripted",
+            "--api-base",
+            server.url,
+            "--workers",
+            str(N),
+            "--max-iterations",
+            "4",
+            "--out",
+            str(out),
+        ],
+        standalone_mode=False,
+    )
 
 
 def _run_with_deadline(fn, *args) -> None:
@@ -107,11 +127,20 @@ def test_32_concurrent_examples_with_fan_out_and_faults(fault_server, tmp_path, 
         _run_with_deadline(_eval_round, fault_server, out, round_no)
         gc.collect()
         leftover = _settled_children(children_before)
-        measures.append({"round": round_no, "s": time.monotonic() - t0, "fds": _fds(),
-                         "rss": psutil.Process().memory_info().rss, "leftover": leftover,
-                         "rows": [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]})
+        measures.append(
+            {
+                "round": round_no,
+                "s": time.monotonic() - t0,
+                "fds": _fds(),
+                "rss": psutil.Process().memory_info().rss,
+                "leftover": leftover,
+                "rows": [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()],
+            }
+        )
     first, second = measures
-    report = {k: {m["round"]: (m[k] if k != "rows" else len(m[k])) for m in measures} for k in ("s", "fds", "rss")}
+    report = {
+        k: {m["round"]: (m[k] if k != "rows" else len(m[k])) for m in measures} for k in ("s", "fds", "rss")
+    }
 
     for m in measures:
         assert len(m["rows"]) == N and len({r["id"] for r in m["rows"]}) == N, "an example has no row"
@@ -122,10 +151,14 @@ def test_32_concurrent_examples_with_fan_out_and_faults(fault_server, tmp_path, 
     assert sum(fault_server.faults.injected.values()) > 20, "the faults did not happen"
     # Pools (HTTP keep-alive connections, the LM cache) fill during the first round; the second
     # round may not add descriptors beyond what one connection pool holds.
-    assert second["fds"] - first["fds"] <= FD_SLACK, f"file descriptors leaked: {report['fds']} (before: {fds_before})"
+    assert second["fds"] - first["fds"] <= FD_SLACK, (
+        f"file descriptors leaked: {report['fds']} (before: {fds_before})"
+    )
     assert second["rss"] - first["rss"] < RSS_GROWTH_LIMIT, f"memory grew: {report['rss']}"
     with capsys.disabled():
-        print(f"\nload: {N} examples x {CHUNKS} sub-calls per round; seconds {report['s']}; fds before "
-              f"{fds_before} after {report['fds']}; RSS MiB "
-              f"{ {k: round(v / 2**20) for k, v in report['rss'].items()} }; faults {fault_server.faults.injected}; "
-              f"failed {[sum(r['status'] != 'ok' for r in m['rows']) for m in measures]}")
+        print(
+            f"\nload: {N} examples x {CHUNKS} sub-calls per round; seconds {report['s']}; fds before "
+            f"{fds_before} after {report['fds']}; RSS MiB "
+            f"{ {k: round(v / 2**20) for k, v in report['rss'].items()} }; faults {fault_server.faults.injected}; "
+            f"failed {[sum(r['status'] != 'ok' for r in m['rows']) for m in measures]}"
+        )

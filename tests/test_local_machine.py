@@ -32,8 +32,9 @@ def home(tmp_path, monkeypatch):
 
 
 def client(env: dict) -> tuple[subprocess.Popen, str, int]:
-    proc = subprocess.Popen([sys.executable, "-c", CLIENT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                            env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CLIENT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+    )
     url, pid = proc.stdout.readline().split()
     return proc, url, int(pid)
 

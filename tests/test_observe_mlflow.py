@@ -13,7 +13,9 @@ mlflow = pytest.importorskip("mlflow", reason="the 'observe' extra (mlflow-skinn
 
 @pytest.fixture
 def tracking(tmp_path, monkeypatch):
-    monkeypatch.setenv("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")  # the trace is stored when the call returns
+    monkeypatch.setenv(
+        "MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false"
+    )  # the trace is stored when the call returns
     previous = mlflow.get_tracking_uri()
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/mlflow.db")
     mlflow.set_experiment("rlmkit")
@@ -42,12 +44,30 @@ def test_one_rlm_call_is_one_trace_with_nested_spans(serve, tracking):
     [top] = [span for span in spans if span.parent_id is None]
     assert top.name == "RLM.forward" and top.outputs["answer"] == "cleaf"
     assert sum(span.span_type == "CHAT_MODEL" for span in spans) == len(server.requests) == 7
-    inner = next(span for span in spans if span.name.startswith("chat ") and span.inputs["messages"][-1]["content"] == "inner")
-    assert ancestors(inner) == ["llm_query", "cell", "turn 1", "RLM run (depth 1)", "rlm_query", "cell", "turn 2",
-                                "RLM.forward"]
+    inner = next(
+        span
+        for span in spans
+        if span.name.startswith("chat ") and span.inputs["messages"][-1]["content"] == "inner"
+    )
+    assert ancestors(inner) == [
+        "llm_query",
+        "cell",
+        "turn 1",
+        "RLM run (depth 1)",
+        "rlm_query",
+        "cell",
+        "turn 2",
+        "RLM.forward",
+    ]
     typed = next(span for span in spans if span.name == "classify")
     assert typed.span_type == "TOOL" and ancestors(typed) == ["cell", "turn 1", "RLM.forward"]
-    root_call = next(span for span in spans if span.span_type == "CHAT_MODEL" and span.parent_id
-                     and by_id[span.parent_id].name == "turn 1" and by_id[by_id[span.parent_id].parent_id] is top)
+    root_call = next(
+        span
+        for span in spans
+        if span.span_type == "CHAT_MODEL"
+        and span.parent_id
+        and by_id[span.parent_id].name == "turn 1"
+        and by_id[by_id[span.parent_id].parent_id] is top
+    )
     assert root_call.attributes["mlflow.chat.tokenUsage"]["input_tokens"] > 0
     assert all(span.status.status_code == "OK" for span in spans)

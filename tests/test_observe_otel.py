@@ -50,12 +50,30 @@ def test_spans_nest_like_the_run_with_gen_ai_attributes(serve, exporter):
         assert span.name == "chat openai/scripted" and span.attributes["gen_ai.provider.name"] == "openai"
         assert span.attributes["gen_ai.request.model"] == "openai/scripted"
         assert span.attributes["gen_ai.response.model"] == "scripted"
-        assert span.attributes["gen_ai.usage.input_tokens"] > 0 and span.attributes["gen_ai.usage.output_tokens"] > 0
+        assert (
+            span.attributes["gen_ai.usage.input_tokens"] > 0
+            and span.attributes["gen_ai.usage.output_tokens"] > 0
+        )
         assert "gen_ai.input.messages" not in span.attributes  # content only when asked for
-    [inner] = [span for span in chats if span.attributes["rlmkit.depth"] == 1 and span.attributes["rlmkit.role"] == "sub"]
-    assert ancestors(inner) == ["execute_tool llm_query", "cell", "turn 1", "invoke_agent rlm", "execute_tool rlm_query",
-                                "cell", "turn 2", "invoke_agent rlm", "handle request"]
-    [top] = [span for span in spans if span.name == "invoke_agent rlm" and span.attributes["rlmkit.depth"] == 0]
+    [inner] = [
+        span
+        for span in chats
+        if span.attributes["rlmkit.depth"] == 1 and span.attributes["rlmkit.role"] == "sub"
+    ]
+    assert ancestors(inner) == [
+        "execute_tool llm_query",
+        "cell",
+        "turn 1",
+        "invoke_agent rlm",
+        "execute_tool rlm_query",
+        "cell",
+        "turn 2",
+        "invoke_agent rlm",
+        "handle request",
+    ]
+    [top] = [
+        span for span in spans if span.name == "invoke_agent rlm" and span.attributes["rlmkit.depth"] == 0
+    ]
     assert top.attributes["gen_ai.agent.id"] == pred.trajectory.meta.run_id
     assert top.attributes["gen_ai.usage.input_tokens"] == pred.trajectory.usage.prompt_tokens
     tool = next(span for span in spans if span.name == "execute_tool word_count")

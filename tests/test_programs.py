@@ -18,7 +18,7 @@ from rlmkit.testing.server import ScriptedServer, is_root_request, last_user_tex
 
 LABEL_OF = {text: label for label, texts in POOL.items() for text in texts}
 
-COUNT_WITH_CLASSIFY = '''```repl
+COUNT_WITH_CLASSIFY = """```repl
 import re
 label = re.search(r"labelled as '(\\w+)'", question).group(1)
 texts = [line.split(" || Instance: ")[1] for line in context.splitlines() if " || Instance: " in line]
@@ -26,9 +26,9 @@ distinct = sorted(set(texts))
 labels = classify.batched([{"text": t} for t in distinct])
 of = dict(zip(distinct, labels))
 SUBMIT(answer=str(sum(of[t] == label for t in texts)))
-```'''
+```"""
 
-TALLY = '''```repl
+TALLY = """```repl
 from collections import Counter
 counts, by_user, by_month = Counter(), {}, {}
 for line in context.splitlines():
@@ -41,9 +41,9 @@ for line in context.splitlines():
     by_month.setdefault(date.split()[0] + " " + date.split()[-1], Counter())[label] += 1
 SUBMIT(counts=dict(counts), by_user={k: dict(v) for k, v in by_user.items()},
        by_month={k: dict(v) for k, v in by_month.items()})
-```'''
+```"""
 
-WALK_CHAIN = '''```repl
+WALK_CHAIN = """```repl
 import re
 PREFIX = {"the founder of ": "founder", "the birthplace of ": "birthplace", "the employer of ": "employer",
           "the mentor of ": "mentor", "the mayor of ": "mayor", "the river that flows through ": "river"}
@@ -65,7 +65,7 @@ for rel in chain[1:]:
     entity = m.group(1)
 facts.append({"statement": "The answer is " + entity + ".", "doc": facts[-1]["doc"]})
 SUBMIT(facts=facts)
-```'''
+```"""
 
 
 def unused_lm():
@@ -118,8 +118,12 @@ def test_aggregation_rlm_labels_with_typed_sub_calls(lm):
     prediction = program_for("aggregation", lm=lm, max_iterations=2)(**example.inputs)
     assert score(example, prediction) == 1.0
     calls = list(prediction.trajectory.iter_subcalls())
-    distinct = {line.split(" || Instance: ")[1] for line in example.context.splitlines() if "Instance: " in line}
-    assert len(calls) == len(distinct) and {c.kind for c in calls} == {"typed"} and calls[0].name == "classify"
+    distinct = {
+        line.split(" || Instance: ")[1] for line in example.context.splitlines() if "Instance: " in line
+    }
+    assert (
+        len(calls) == len(distinct) and {c.kind for c in calls} == {"typed"} and calls[0].name == "classify"
+    )
 
 
 def test_facts_then_answer_composes_an_rlm_with_chain_of_thought(lm):

@@ -10,15 +10,23 @@ from rlmkit.signature import make_signature
 
 
 def prompt(protocol: str = "submit") -> str:
-    return system_prompt(protocol=get_protocol(protocol), signature=make_signature("context, question -> answer: str"),
-                         instructions="", function_docs=[], demos=[], display=Display(sub_model_chars=8_000))
+    return system_prompt(
+        protocol=get_protocol(protocol),
+        signature=make_signature("context, question -> answer: str"),
+        instructions="",
+        function_docs=[],
+        demos=[],
+        display=Display(sub_model_chars=8_000),
+    )
 
 
 def test_the_worked_examples_run_on_any_text():
     blocks = re.findall(r"```repl\n(.*?)```", prompt().split("How to work", 1)[1], re.DOTALL)
     assert len(blocks) == 4
-    namespace = {"context": "alpha one\nbeta two\n\nalpha three\n" * 3000,
-                 "llm_query_batched": lambda prompts: ["NONE" for _ in prompts]}
+    namespace = {
+        "context": "alpha one\nbeta two\n\nalpha three\n" * 3000,
+        "llm_query_batched": lambda prompts: ["NONE" for _ in prompts],
+    }
     for block in blocks:
         exec(compile(block, "<example>", "exec"), namespace)  # noqa: S102 - our own prompt's code
     assert namespace["counts"]["alpha"] == 6000

@@ -22,11 +22,19 @@ TRANSPORTS = ["openai", "litellm"]  # the direct path and litellm must absorb th
 @pytest.mark.parametrize("transport", TRANSPORTS)
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_runs_complete_at_twenty_percent_faults(serve, seed, transport):
-    faults = Faults(rate=0.2, kinds=("429", "500", "timeout", "truncated_json", "empty", "no_code", "broken_code"),
-                    seed=seed, timeout_s=1.5, retry_after=0.01)
+    faults = Faults(
+        rate=0.2,
+        kinds=("429", "500", "timeout", "truncated_json", "empty", "no_code", "broken_code"),
+        seed=seed,
+        timeout_s=1.5,
+        retry_after=0.01,
+    )
     # every root turn is replayed from the turn count, so a fault just costs one more turn
-    server, lm = serve(Script(lambda body: ROOT[min(_code_turns(body), len(ROOT) - 1)], sub=lambda p: "1"),
-                       faults=faults, lm_kwargs={"num_retries": 6, "timeout": 1.0, "transport": transport})
+    server, lm = serve(
+        Script(lambda body: ROOT[min(_code_turns(body), len(ROOT) - 1)], sub=lambda p: "1"),
+        faults=faults,
+        lm_kwargs={"num_retries": 6, "timeout": 1.0, "transport": transport},
+    )
     rlm = rlmkit.RLM("context -> answer", lm=lm, max_iterations=12)
     pred = rlm(context="x.." * 200)
     assert pred.answer == "200"
@@ -38,7 +46,9 @@ def test_runs_complete_at_twenty_percent_faults(serve, seed, transport):
 
 def _code_turns(body: dict) -> int:
     """Turns whose reply was one of ours (fault replies do not advance the script)."""
-    return sum(1 for m in body["messages"] if m["role"] == "assistant" and any(m["content"] == r for r in ROOT))
+    return sum(
+        1 for m in body["messages"] if m["role"] == "assistant" and any(m["content"] == r for r in ROOT)
+    )
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

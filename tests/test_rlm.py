@@ -9,7 +9,14 @@ import dspy
 import pytest
 
 import rlmkit
-from rlmkit.errors import BudgetExceeded, ConfigError, ContextError, MaxIterationsError, MissingInputError, SignatureError
+from rlmkit.errors import (
+    BudgetExceeded,
+    ConfigError,
+    ContextError,
+    MaxIterationsError,
+    MissingInputError,
+    SignatureError,
+)
 from rlmkit.trajectory import read_runs
 from tests.conftest import Script, root_turn
 
@@ -114,7 +121,10 @@ def test_llm_query_and_typed_subcalls_are_recorded(serve):
     calls = list(pred.trajectory.iter_subcalls())
     assert [c.kind for c in calls].count("typed") == 3 and calls[0].kind == "llm_query"
     typed = calls[1]
-    assert [m.role for m in typed.messages] == ["system", "user"] and "positive or negative" in typed.messages[0].content
+    assert [m.role for m in typed.messages] == [
+        "system",
+        "user",
+    ] and "positive or negative" in typed.messages[0].content
     system = server.requests[0]["messages"][0]["content"]
     assert "classify(text: str) -> object with .label: str" in system
 
@@ -227,7 +237,11 @@ def test_dead_worker_is_restarted_with_inputs_back(serve):
 # ------------------------------------------------------------------ big contexts and logs
 def test_ten_million_char_context_is_never_resent(serve, tmp_path):
     context = ("lorem ipsum dolor " * 600_000)[:10_000_000]
-    turns = [repl("print(len(context))"), repl("print(context[:10])"), repl("SUBMIT(answer=str(len(context)))")]
+    turns = [
+        repl("print(len(context))"),
+        repl("print(context[:10])"),
+        repl("SUBMIT(answer=str(len(context)))"),
+    ]
     server, lm = serve(Script(turns))
     pred = rlmkit.RLM("context -> answer", lm=lm, log_dir=tmp_path)(context=context)
     assert pred.answer == "10000000"

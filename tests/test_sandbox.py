@@ -29,7 +29,9 @@ def upper(text: str) -> str:
 
 @pytest.fixture(params=BACKENDS)
 def sandbox(request):
-    sb = make_sandbox(request.param, SandboxLimits(cell_timeout=1.0, max_output_chars=1000, interrupt_grace=0.5))
+    sb = make_sandbox(
+        request.param, SandboxLimits(cell_timeout=1.0, max_output_chars=1000, interrupt_grace=0.5)
+    )
     sb.start({"context": "alpha beta gamma", "items": [1, 2, 3]}, {"llm_query": upper, "SUBMIT": submit})
     yield sb
     sb.close()
@@ -117,7 +119,9 @@ def test_get_reads_values_and_defaults(sandbox):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_prelude_defines_helpers_over_host_functions(backend):
     with make_sandbox(backend) as sb:
-        sb.start({"context": "abc"}, {"llm_query": upper}, prelude="def shout(s):\n    return llm_query(s) + '!'")
+        sb.start(
+            {"context": "abc"}, {"llm_query": upper}, prelude="def shout(s):\n    return llm_query(s) + '!'"
+        )
         assert sb.run("shout(context)").stdout == "'ABC!'\n"
 
 
@@ -167,7 +171,10 @@ def test_ten_million_char_context_crosses_once(process_sandbox):
     sb.start({"context": context}, {})
     start_s = time.monotonic() - t0
     assert start_s < 5.0
-    assert sb.run("print(len(context), context.count('dög'))").stdout == f"{len(context)} {context.count('dög')}\n"
+    assert (
+        sb.run("print(len(context), context.count('dög'))").stdout
+        == f"{len(context)} {context.count('dög')}\n"
+    )
     t1 = time.monotonic()
     for _ in range(5):
         sb.run("n = len(context)")
@@ -181,8 +188,10 @@ def test_get_never_runs_worker_code_on_the_host(process_sandbox, tmp_path):
     sb = process_sandbox
     sb.start({}, {"llm_query": upper})
     # __reduce__ makes the pickle call os.system when loaded: the host must refuse to load it.
-    sb.run(f"import os\nclass Evil:\n    def __reduce__(self):\n        return (os.system, ('touch {marker}',))\n"
-           "evil = Evil()")
+    sb.run(
+        f"import os\nclass Evil:\n    def __reduce__(self):\n        return (os.system, ('touch {marker}',))\n"
+        "evil = Evil()"
+    )
     with pytest.raises(TypeError, match="cannot leave the sandbox"):
         sb.get("evil")
     result = sb.run("llm_query(Evil())")
@@ -245,10 +254,18 @@ def test_protections_report_is_typed():
     assert isinstance(CellResult(), CellResult)
 
 
-@pytest.mark.parametrize("value", [
-    "plain ascii", "latin-1 café", "two-byte \u0101\u0102", "four-byte \U0001f600 and \ud800 lone surrogate", "",
-    ["doc one", "doc two"] * 1000, {"a": ("x", 1.5, None), "nested": [{"k": b"bytes"}]},
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "plain ascii",
+        "latin-1 café",
+        "two-byte \u0101\u0102",
+        "four-byte \U0001f600 and \ud800 lone surrogate",
+        "",
+        ["doc one", "doc two"] * 1000,
+        {"a": ("x", 1.5, None), "nested": [{"k": b"bytes"}]},
+    ],
+)
 def test_inputs_of_every_kind_cross_intact(process_sandbox, value):
     class Sub(str):
         pass
@@ -257,7 +274,9 @@ def test_inputs_of_every_kind_cross_intact(process_sandbox, value):
     sb.start({"value": value, "sub": Sub("a str subclass takes the UTF-8 path é")}, {})
     assert sb.get("value") == value
     assert sb.get("sub") == "a str subclass takes the UTF-8 path é"
-    assert sb.run("print(type(value).__name__, len(value))").stdout == f"{type(value).__name__} {len(value)}\n"
+    assert (
+        sb.run("print(type(value).__name__, len(value))").stdout == f"{type(value).__name__} {len(value)}\n"
+    )
 
 
 class HostOnly:

@@ -40,7 +40,9 @@ def test_a_new_launcher_runs_an_rlm_through_the_shared_worker_host(monkeypatch, 
     assert prediction.trajectory.meta.sandbox == "counting"
 
 
-@pytest.mark.parametrize("backend", ["process", "inline"] + (["monty"] if find_spec("pydantic_monty") else []))
+@pytest.mark.parametrize(
+    "backend", ["process", "inline"] + (["monty"] if find_spec("pydantic_monty") else [])
+)
 def test_every_backend_ends_the_run_on_a_host_functions_run_error(backend):
     """The one route for a fatal sub-call error: the host function raises it, the cell stops (the
     model's own ``except Exception`` cannot keep it going) and ``run()`` raises it on the host."""

@@ -13,13 +13,14 @@ import time
 import pytest
 
 from rlmkit.sandbox import SandboxLimits
-from rlmkit.testing.hostile_cases import ENV_SECRET, HOSTILE_CASES, SECRET_TEXT, HostileEnv
 from rlmkit.sandbox.process import ProcessSandbox
+from rlmkit.testing.hostile_cases import ENV_SECRET, HOSTILE_CASES, SECRET_TEXT, HostileEnv
 
 CELL_TIMEOUT = 2.0
 GRACE = 0.5
-LIMITS = SandboxLimits(cell_timeout=CELL_TIMEOUT, interrupt_grace=GRACE, max_disk_bytes=64 * 1024**2,
-                       memory_bytes=2 * 1024**3)
+LIMITS = SandboxLimits(
+    cell_timeout=CELL_TIMEOUT, interrupt_grace=GRACE, max_disk_bytes=64 * 1024**2, memory_bytes=2 * 1024**3
+)
 
 
 @pytest.fixture(scope="module")
@@ -99,10 +100,16 @@ def test_worker_dies_with_its_host(tmp_path):
     import subprocess
     import sys
 
-    script = ("import sys, time\nfrom rlmkit.sandbox.process import ProcessSandbox\n"
-              "sb = ProcessSandbox()\nsb.start({}, {})\nprint(sb.pid, flush=True)\ntime.sleep(60)\n")
-    host = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
-                            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    script = (
+        "import sys, time\nfrom rlmkit.sandbox.process import ProcessSandbox\n"
+        "sb = ProcessSandbox()\nsb.start({}, {})\nprint(sb.pid, flush=True)\ntime.sleep(60)\n"
+    )
+    host = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    )
     try:
         worker_pid = int(host.stdout.readline())
         os.kill(worker_pid, 0)  # alive while its host lives
@@ -127,7 +134,9 @@ def test_network_flag_opens_the_network(env):
     sb = ProcessSandbox(SandboxLimits(cell_timeout=5.0, network=True))
     sb.start({}, {})
     try:
-        result = sb.run(f"import socket\nsocket.create_connection(('127.0.0.1', {env.port}), timeout=2).close()")
+        result = sb.run(
+            f"import socket\nsocket.create_connection(('127.0.0.1', {env.port}), timeout=2).close()"
+        )
         assert result.error is None, result.error
         deadline = time.monotonic() + 2
         while env.connections == before and time.monotonic() < deadline:

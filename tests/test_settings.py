@@ -16,9 +16,17 @@ from rlmkit.settings import KNOBS, RunSettings
 
 LM = FunctionLM(lambda messages: "unused")  # no call is made
 CHANGED = {
-    "max_iterations": 7, "max_depth": 3, "cell_timeout": 12.5, "max_concurrency": 5, "max_tokens": 300,
-    "sub_max_tokens": 200, "sandbox": "inline", "protocol": "final", "budget": rlmkit.Budget(max_calls=9),
-    "limits": SandboxLimits(memory_bytes=1 << 30), "display": Display(max_output_chars=1_234),
+    "max_iterations": 7,
+    "max_depth": 3,
+    "cell_timeout": 12.5,
+    "max_concurrency": 5,
+    "max_tokens": 300,
+    "sub_max_tokens": 200,
+    "sandbox": "inline",
+    "protocol": "final",
+    "budget": rlmkit.Budget(max_calls=9),
+    "limits": SandboxLimits(memory_bytes=1 << 30),
+    "display": Display(max_output_chars=1_234),
 }
 
 
@@ -51,5 +59,11 @@ def test_knobs_are_read_and_set_by_name_and_checked_like_the_constructor():
 
 
 def test_numeric_knobs_are_what_a_run_records():
-    assert set(RunSettings().record()) == {"max_iterations", "max_depth", "cell_timeout", "max_concurrency",
-                                           "max_tokens", "sub_max_tokens"}
+    assert set(RunSettings().record()) == {
+        "max_iterations",
+        "max_depth",
+        "cell_timeout",
+        "max_concurrency",
+        "max_tokens",
+        "sub_max_tokens",
+    }

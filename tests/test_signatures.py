@@ -11,10 +11,15 @@ from rlmkit.signature import OutputValidator
 from rlmkit.subcalls import TypedSubcall
 
 ROOT_JOBS = {
-    signatures.LongDocQA: ["answer"], signatures.NeedleQA: ["answer"], signatures.ConversationRecall: ["answer"],
-    signatures.AggregationQA: ["answer"], signatures.PairFinding: ["answer"],
-    signatures.MultiHopQA: ["answer", "citations"], signatures.CodeQA: ["answer"],
-    signatures.CollectFacts: ["facts"], signatures.TallyRecords: ["counts", "by_user", "by_month"],
+    signatures.LongDocQA: ["answer"],
+    signatures.NeedleQA: ["answer"],
+    signatures.ConversationRecall: ["answer"],
+    signatures.AggregationQA: ["answer"],
+    signatures.PairFinding: ["answer"],
+    signatures.MultiHopQA: ["answer", "citations"],
+    signatures.CodeQA: ["answer"],
+    signatures.CollectFacts: ["facts"],
+    signatures.TallyRecords: ["counts", "by_user", "by_month"],
 }
 
 
@@ -39,7 +44,9 @@ def test_typed_outputs_are_validated():
         OutputValidator(signatures.CodeQA).validate({"answer": "E"})
     hop = OutputValidator(signatures.MultiHopQA).validate({"answer": "Oslo", "citations": ["3", 7]})
     assert hop["citations"] == [3, 7]
-    facts = OutputValidator(signatures.CollectFacts).validate({"facts": [{"statement": "A is B.", "doc": "4"}]})
+    facts = OutputValidator(signatures.CollectFacts).validate(
+        {"facts": [{"statement": "A is B.", "doc": "4"}]}
+    )
     assert facts["facts"][0] == signatures.Fact(statement="A is B.", doc=4)
     with pytest.raises(ValueError, match="facts"):
         OutputValidator(signatures.CollectFacts).validate({"facts": [{"statement": "no doc"}]})

@@ -49,7 +49,11 @@ def test_stream_yields_events_while_the_run_goes_on_then_the_prediction(serve):
     assert isinstance(items[0], ev.RunStarted) and isinstance(items[-1], dspy.Prediction)
     assert items[-1].answer == "done" and isinstance(items[-2], ev.RunFinished)
     names = [type(i).__name__ for i in items[:-1]]
-    assert names.count("TurnStarted") == 2 and names.count("ModelReply") == 3 and names.count("SubcallFinished") == 1
+    assert (
+        names.count("TurnStarted") == 2
+        and names.count("ModelReply") == 3
+        and names.count("SubcallFinished") == 1
+    )
     reply = next(i for i in items if isinstance(i, ev.ModelReply) and i.start.root)
     assert "llm_query('hi')" in reply.completion.text
 
@@ -82,7 +86,9 @@ def test_streamify_shows_status_messages_for_turns_and_cells(serve, is_async):
         user = body["messages"][1]["content"]
         if "child task" in user:
             return repl("SUBMIT(answer='leaf')")
-        return [repl("print(len(context))"), repl("SUBMIT(answer=rlm_query('child task', 'c'))")][min(root_turn(body), 1)]
+        return [repl("print(len(context))"), repl("SUBMIT(answer=rlm_query('child task', 'c'))")][
+            min(root_turn(body), 1)
+        ]
 
     server, lm = serve(Script(root))
     rlm = rlmkit.RLM("context -> answer", lm=lm, max_depth=2)
@@ -94,7 +100,9 @@ def test_streamify_shows_status_messages_for_turns_and_cells(serve, is_async):
     assert "Running code: print(len(context))" in messages and "Code finished" in messages[2]
     assert "Starting a child RLM run at depth 1..." in messages
     assert "Turn 1 (child run, depth 1): asking the root model..." in messages
-    assert messages.index("Turn 2: asking the root model...") < messages.index("Starting a child RLM run at depth 1...")
+    assert messages.index("Turn 2: asking the root model...") < messages.index(
+        "Starting a child RLM run at depth 1..."
+    )
 
 
 @pytest.mark.parametrize("is_async", [False, True])

@@ -11,7 +11,10 @@ from programs.tasks import aggregation
 from programs.tasks.records import MONTH_NAMES, MONTHS, POOL
 
 LABEL_OF = {text: label for label, texts in POOL.items() for text in texts}
-LINE = re.compile(r"^Date: (\w{3}) \d\d, (\d{4}) \|\| User: (\d+) \|\| Instance: (.+?)(?: \|\| Label: (\w+))?$", re.MULTILINE)
+LINE = re.compile(
+    r"^Date: (\w{3}) \d\d, (\d{4}) \|\| User: (\d+) \|\| Instance: (.+?)(?: \|\| Label: (\w+))?$",
+    re.MULTILINE,
+)
 
 
 def parsed(context):
@@ -44,24 +47,33 @@ def recompute(example):
 
 
 @settings(max_examples=20, deadline=None)
-@given(length=st.integers(1_000, 60_000), seed=st.integers(0, 9_999), labelled=st.booleans(),
-       question=st.sampled_from(aggregation.QUESTIONS))
+@given(
+    length=st.integers(1_000, 60_000),
+    seed=st.integers(0, 9_999),
+    labelled=st.booleans(),
+    question=st.sampled_from(aggregation.QUESTIONS),
+)
 def test_gold_is_derivable_from_the_context(length, seed, labelled, question):
     example = aggregation.generate(1, length, seed, labelled=labelled, question=question)[0]
     assert len(parsed(example.context)) == example.meta["records"]
     assert recompute(example) == example.gold
 
 
-@pytest.mark.parametrize("predicted,expected", [(12, 1.0), ("12", 1.0), ("about 14 instances", 0.75 ** 2),
-                                                ("9", 0.75 ** 3), ("none", 0.0)])
+@pytest.mark.parametrize(
+    "predicted,expected",
+    [(12, 1.0), ("12", 1.0), ("about 14 instances", 0.75**2), ("9", 0.75**3), ("none", 0.0)],
+)
 def test_numbers_score_three_quarters_per_unit_off(predicted, expected):
     example = aggregation.generate(1, 5_000, seed=1, question="count")[0].model_copy(update={"gold": 12})
     assert aggregation.score(example, predicted) == pytest.approx(expected)
 
 
 def test_dates_are_parsed_and_labels_match_case_insensitively():
-    month = next(e for e in aggregation.generate(6, 30_000, seed=2, question="top_month")
-                 if e.meta["answer_type"] == "month")
+    month = next(
+        e
+        for e in aggregation.generate(6, 30_000, seed=2, question="top_month")
+        if e.meta["answer_type"] == "month"
+    )
     name, year = month.gold.split()
     assert aggregation.score(month, f"{name[:3]} {year}") == 1.0
     assert aggregation.score(month, f"{year}-{MONTH_NAMES.index(name) + 1:02d}") == 1.0

@@ -24,8 +24,9 @@ def answer_from_source(example):
 
 
 @settings(max_examples=15, deadline=None)
-@given(length=st.integers(2_000, 80_000), seed=st.integers(0, 9_999),
-       question=st.sampled_from(codeqa.QUESTIONS))
+@given(
+    length=st.integers(2_000, 80_000), seed=st.integers(0, 9_999), question=st.sampled_from(codeqa.QUESTIONS)
+)
 def test_exactly_one_option_is_right_by_ast(length, seed, question):
     example = codeqa.generate(1, length, seed, question=question)[0]
     right = answer_from_source(example)
@@ -34,7 +35,9 @@ def test_exactly_one_option_is_right_by_ast(length, seed, question):
 
 
 def test_decoy_comments_fool_grep_not_ast():
-    example = next(e for e in codeqa.generate(8, 5_000, seed=1, question="callee") if "used to run here" in e.context)
+    example = next(
+        e for e in codeqa.generate(8, 5_000, seed=1, question="callee") if "used to run here" in e.context
+    )
     assert "# " in example.context and example.meta["correct"]
 
 

@@ -18,7 +18,9 @@ def test_gold_is_derivable_from_the_context(length, seed, k):
     replies = [r for f, t, r in TURN.findall(nth.context) if (f, t) == (meta["form"], meta["topic"])]
     assert len(replies) == k
     assert meta["hash"] + replies[meta["index"] - 1] == nth.gold
-    asked = [(f, t) for f, t, _ in TURN.findall(count.context)].count((count.meta["form"], count.meta["topic"]))
+    asked = [(f, t) for f, t, _ in TURN.findall(count.context)].count(
+        (count.meta["form"], count.meta["topic"])
+    )
     assert asked == count.gold == k
 
 

@@ -13,7 +13,11 @@ DOC = re.compile(r"^\[Doc (\d+)\] (.+)$", re.MULTILINE)
 def facts(context):
     table = {}
     for relation, (_, _, template, _) in multihop.RELATIONS.items():
-        pattern = re.escape(template).replace(r"\{s\}", r"(?P<s>[A-Z][\w ]*?)").replace(r"\{o\}", r"(?P<o>[A-Z][\w ]*?)")
+        pattern = (
+            re.escape(template)
+            .replace(r"\{s\}", r"(?P<s>[A-Z][\w ]*?)")
+            .replace(r"\{o\}", r"(?P<o>[A-Z][\w ]*?)")
+        )
         for match in re.finditer(rf"^{pattern}$", context, re.MULTILINE):
             key = (relation, match["s"])
             assert key not in table, f"two {relation} facts for {match['s']}"
@@ -22,8 +26,12 @@ def facts(context):
 
 
 @settings(max_examples=15, deadline=None)
-@given(length=st.integers(1_000, 80_000), seed=st.integers(0, 9_999), hops=st.integers(1, 3),
-       negatives=st.integers(0, 1))
+@given(
+    length=st.integers(1_000, 80_000),
+    seed=st.integers(0, 9_999),
+    hops=st.integers(1, 3),
+    negatives=st.integers(0, 1),
+)
 def test_chain_through_the_text_reaches_the_gold(length, seed, hops, negatives):
     example = multihop.generate(1, length, seed, hops=hops, negatives=negatives)[0]
     table, entity = facts(example.context), example.meta["start"]
@@ -39,7 +47,11 @@ def test_hard_negatives_share_name_stems():
     example = multihop.generate(1, 20_000, seed=2, hops=2, negatives=2)[0]
     titles = [t for _, t in DOC.findall(example.context)]
     start = example.meta["start"]
-    stem = start.split()[-1][:4] if example.meta["relations"][0] in ("birthplace", "employer", "mentor") else start[:4]
+    stem = (
+        start.split()[-1][:4]
+        if example.meta["relations"][0] in ("birthplace", "employer", "mentor")
+        else start[:4]
+    )
     assert sum(stem in t for t in titles) >= 2
 
 

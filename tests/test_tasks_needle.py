@@ -9,12 +9,19 @@ from programs.tasks import needle
 
 
 @settings(max_examples=15, deadline=None)
-@given(length=st.integers(1_000, 80_000), seed=st.integers(0, 9_999), kind=st.sampled_from(needle.CHOICES["kind"]),
-       values=st.integers(1, 3), haystack=st.sampled_from(needle.CHOICES["haystack"]))
+@given(
+    length=st.integers(1_000, 80_000),
+    seed=st.integers(0, 9_999),
+    kind=st.sampled_from(needle.CHOICES["kind"]),
+    values=st.integers(1, 3),
+    haystack=st.sampled_from(needle.CHOICES["haystack"]),
+)
 def test_gold_is_derivable_from_the_context(length, seed, kind, values, haystack):
     example = needle.generate(1, length, seed, kind=kind, values=values, haystack=haystack)[0]
     key = example.meta["key"]
-    found = re.findall(rf"One of the special magic {kind} for {re.escape(key)} is: (\S+?)\.(?:\s|$)", example.context)
+    found = re.findall(
+        rf"One of the special magic {kind} for {re.escape(key)} is: (\S+?)\.(?:\s|$)", example.context
+    )
     assert sorted(found) == sorted(example.gold)
     assert key in example.inputs["question"]
     others = re.findall(rf"special magic {kind} for (\S+) is", example.context)

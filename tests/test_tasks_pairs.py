@@ -16,21 +16,30 @@ def recompute(example):
     for _, user, label in parsed(example.context):
         table.setdefault(user, {}).setdefault(label, 0)
         table[user][label] += 1
-    terms = [(int(m), lab) for m, lab in re.findall(r"at least (\d+) instances? labelled '(\w+)'",
-                                                    example.inputs["question"])]
-    has = lambda user, term: table[user].get(term[1], 0) >= term[0]
+    terms = [
+        (int(m), lab)
+        for m, lab in re.findall(r"at least (\d+) instances? labelled '(\w+)'", example.inputs["question"])
+    ]
+    def has(user, term):
+        return table[user].get(term[1], 0) >= term[0]
     gold = set()
     for u, v in itertools.combinations(sorted(table), 2):
         if len(terms) == 1 and has(u, terms[0]) and has(v, terms[0]):
             gold.add((u, v))
-        if len(terms) == 2 and ((has(u, terms[0]) and has(v, terms[1])) or (has(u, terms[1]) and has(v, terms[0]))):
+        if len(terms) == 2 and (
+            (has(u, terms[0]) and has(v, terms[1])) or (has(u, terms[1]) and has(v, terms[0]))
+        ):
             gold.add((u, v))
     return gold
 
 
 @settings(max_examples=20, deadline=None)
-@given(length=st.integers(1_000, 60_000), seed=st.integers(0, 9_999), users=st.integers(2, 15),
-       predicate=st.sampled_from(pairs.PREDICATES))
+@given(
+    length=st.integers(1_000, 60_000),
+    seed=st.integers(0, 9_999),
+    users=st.integers(2, 15),
+    predicate=st.sampled_from(pairs.PREDICATES),
+)
 def test_gold_is_derivable_from_the_context(length, seed, users, predicate):
     example = pairs.generate(1, length, seed, users=users, predicate=predicate)[0]
     assert recompute(example) == {tuple(p) for p in example.gold}

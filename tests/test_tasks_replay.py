@@ -13,10 +13,20 @@ from programs.tasks.replay import example_of, inputs_of
 
 
 def row_for(example, **example_fields) -> RLRow:
-    fields = {"suite": example.suite, "example_id": example.id, "seed": example.seed, "length": example.length}
-    return RLRow(id="r", task_id=example.id, prompt=[ChatMessage(role="user", content="q")],
-                 answer=json.dumps(example.gold), example={**fields, **example_fields},
-                 reward=RewardSpec(scorer="programs.tasks:score", suite=example.suite, knobs=example.knobs))
+    fields = {
+        "suite": example.suite,
+        "example_id": example.id,
+        "seed": example.seed,
+        "length": example.length,
+    }
+    return RLRow(
+        id="r",
+        task_id=example.id,
+        prompt=[ChatMessage(role="user", content="q")],
+        answer=json.dumps(example.gold),
+        example={**fields, **example_fields},
+        reward=RewardSpec(scorer="programs.tasks:score", suite=example.suite, knobs=example.knobs),
+    )
 
 
 def test_the_row_names_its_example_and_gets_it_back():

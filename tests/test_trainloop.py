@@ -15,7 +15,6 @@ import pytest
 import rlmkit
 from optimizers.backends.testing import build_tiny_qwen
 from optimizers.compile import EmptyDatasetError, Filters, compile_sft
-from rlmkit.testing.synthetic_runs import make_run
 from optimizers.trainloop import (
     BuiltDataset,
     JobRecord,
@@ -30,6 +29,7 @@ from optimizers.trainloop import (
 from optimizers.trainloop.hf_serve import serve_hf
 from programs.tasks import generate, score
 from rlmkit.errors import RunError, UserError
+from rlmkit.testing.synthetic_runs import make_run
 
 
 @pytest.fixture(scope="module")
@@ -111,12 +111,16 @@ def test_optuna_loop_records_rewards_failures_and_resumes(tmp_path, tiny_model):
     # pre measured once, then the trained model; then base and best job on the test set
     assert [c.adapter for c in calls] == [None, job.artifact, None, job.artifact]
     assert report.test["job"] == 0 and set(report.test["post"]) == {"needle"}
-    assert report.test["reward"] == pytest.approx(report.test["post"]["needle"] - report.test["pre"]["needle"])
+    assert report.test["reward"] == pytest.approx(
+        report.test["post"]["needle"] - report.test["pre"]["needle"]
+    )
 
     # an interrupted loop resumes: the finished job is not run again, nor the pre evaluation
     report = tuner().run(2)
     assert len(report.records) == 2 and report.records[0] == job
-    assert len(calls) == 5 + (2 if report.best.index == 1 else 0)  # the test set is re-run only for a new best
+    assert len(calls) == 5 + (
+        2 if report.best.index == 1 else 0
+    )  # the test set is re-run only for a new best
     assert report.plot(tmp_path / "curve.png").stat().st_size > 0
     lines = (tmp_path / "loop" / "jobs.jsonl").read_text().splitlines()
     assert [JobRecord.model_validate_json(line).index for line in lines] == [0, 1]
@@ -218,11 +222,19 @@ def test_bad_space_and_empty_eval_set_are_refused(tmp_path):
     with pytest.raises(ValueError, match="no family left to train"):
         JobSpace(families=["needle"], held_out=["needle"])
     with pytest.raises(ValueError, match=r"backends \['prime-rl'\] cannot be in the loop"):
-        JobSpace(families=["needle"], backends=["trl-sft", "prime-rl"])  # its artifact is a config, not a model
+        JobSpace(
+            families=["needle"], backends=["trl-sft", "prime-rl"]
+        )  # its artifact is a config, not a model
     space = JobSpace(families=["needle"])
     inside = ProposedJob(families=["needle"], length=2_000, min_score=0.5, lr=1e-4, steps=10, lora_rank=8)
     space.check(inside)
-    for field, value in (("length", 3_000), ("min_score", 0.7), ("steps", 11), ("lora_rank", 4), ("batch_size", 64)):
+    for field, value in (
+        ("length", 3_000),
+        ("min_score", 0.7),
+        ("steps", 11),
+        ("lora_rank", 4),
+        ("batch_size", 64),
+    ):
         with pytest.raises(ValueError, match=f"{field} {value} is not one of"):
             space.check(inside.model_copy(update={field: value}))
     with pytest.raises(UserError, match="shares examples"):

@@ -36,7 +36,9 @@ def test_function_lm_sync_async_and_full_replies():
     assert FunctionLM(lambda messages: "sync: " + messages[-1]["content"]).complete(HI).text == "sync: hi"
 
     async def answer(messages, request):
-        return ModelReply(text="async", model="mine", prompt_tokens=7, completion_tokens=3, finish_reason="length")
+        return ModelReply(
+            text="async", model="mine", prompt_tokens=7, completion_tokens=3, finish_reason="length"
+        )
 
     reply = asyncio.run(FunctionLM(answer).acomplete(HI, max_tokens=3))
     assert (reply.text, reply.model, reply.finish_reason) == ("async", "mine", "length")
@@ -55,7 +57,9 @@ def test_function_lm_sees_max_tokens_and_stop_and_goes_through_the_retry_layer()
     assert FunctionLM(flaky, max_tokens=50).complete(HI, stop="END").text == "ok"
     assert seen == [(50, ["END"]), (50, ["END"])]  # the 429 was retried by rlmkit.LM
     with pytest.raises(LMUnavailableError, match="1 tries"):
-        FunctionLM(lambda m: (_ for _ in ()).throw(ProviderError("down", status=503)), num_retries=0).complete(HI)
+        FunctionLM(
+            lambda m: (_ for _ in ()).throw(ProviderError("down", status=503)), num_retries=0
+        ).complete(HI)
 
 
 def test_an_rlm_runs_on_a_function_model():
@@ -97,7 +101,14 @@ def test_bad_arguments_are_user_errors_before_any_call():
 @pytest.mark.parametrize("transport", ["openai", "litellm"])
 def test_max_tokens_and_stop_are_sent(transport):
     with ScriptedServer(lambda body: "ok") as server:
-        lm = LM("openai/scripted", api_base=server.url, api_key="t", cache=False, transport=transport, max_tokens=9)
+        lm = LM(
+            "openai/scripted",
+            api_base=server.url,
+            api_key="t",
+            cache=False,
+            transport=transport,
+            max_tokens=9,
+        )
         lm.complete(HI, stop=["\n\n"])
         lm.complete(HI, max_tokens=4)
     first, second = server.requests
@@ -146,7 +157,9 @@ def test_the_direct_path_never_imports_litellm():
         print("ok", reply.usage.calls)
         """
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "ok 1" in done.stdout
 
@@ -154,7 +167,11 @@ def test_the_direct_path_never_imports_litellm():
 # -- one client, one LM ----------------------------------------------------------------------------
 def test_one_keep_alive_client_per_loop_and_base_url():
     async def clients():
-        return shared_client("http://a/v1", 4), shared_client("http://a/v1", 4), shared_client("http://b/v1", 4)
+        return (
+            shared_client("http://a/v1", 4),
+            shared_client("http://a/v1", 4),
+            shared_client("http://b/v1", 4),
+        )
 
     first, again, other = asyncio.run(clients())
     assert first is again and first is not other
@@ -187,7 +204,9 @@ def test_the_first_root_request_is_sent_while_the_sandbox_starts(monkeypatch):
         return "```repl\nSUBMIT(answer='done')\n```"
 
     monkeypatch.setattr(InlineSandbox, "start", slow_start)
-    assert rlmkit.RLM("context -> answer", lm=FunctionLM(model), sandbox="inline")(context="x").answer == "done"
+    assert (
+        rlmkit.RLM("context -> answer", lm=FunctionLM(model), sandbox="inline")(context="x").answer == "done"
+    )
 
 
 def test_a_sandbox_that_fails_to_start_still_ends_the_run_typed(monkeypatch):
@@ -198,7 +217,9 @@ def test_a_sandbox_that_fails_to_start_still_ends_the_run_typed(monkeypatch):
 
     monkeypatch.setattr(InlineSandbox, "start", broken)
     with pytest.raises(SandboxError, match="failed to start") as info:
-        rlmkit.RLM("context -> answer", lm=FunctionLM(lambda m: "```repl\nprint(1)\n```"), sandbox="inline")(context="x")
+        rlmkit.RLM("context -> answer", lm=FunctionLM(lambda m: "```repl\nprint(1)\n```"), sandbox="inline")(
+            context="x"
+        )
     assert info.value.trajectory.status == "error"
 
 

@@ -37,8 +37,15 @@ def _space(**kw):
 
 def _tuner(base, tmp_path, metric=secret_metric, n_trials=12, **kw):
     kw.setdefault("space", _space())
-    return RLMTuner(base, metric, secret_examples(4), n_trials=n_trials, cost_unit="tokens",
-                    out_dir=tmp_path / "run", **kw)
+    return RLMTuner(
+        base,
+        metric,
+        secret_examples(4),
+        n_trials=n_trials,
+        cost_unit="tokens",
+        out_dir=tmp_path / "run",
+        **kw,
+    )
 
 
 def test_tuner_finds_the_keyword_instruction_with_enough_iterations(scripted, tmp_path):
@@ -51,9 +58,11 @@ def test_tuner_finds_the_keyword_instruction_with_enough_iterations(scripted, tm
     assert best.accuracy == 1.0 and KEYWORD in result.config.instruction
     assert result.config.knobs["max_iterations"] >= 3
     first_hit = min(r.number for r in result.rows if r.complete and r.accuracy == 1.0)
-    print(f"\nbest trial {best.number} {best.params}, first perfect trial #{first_hit}, "
-          f"{len(result.rows)} trials in {elapsed:.1f}s, states "
-          f"{sorted((s, sum(r.state == s for r in result.rows)) for s in {r.state for r in result.rows})}")
+    print(
+        f"\nbest trial {best.number} {best.params}, first perfect trial #{first_hit}, "
+        f"{len(result.rows)} trials in {elapsed:.1f}s, states "
+        f"{sorted((s, sum(r.state == s for r in result.rows)) for s in {r.state for r in result.rows})}"
+    )
     print(result.to_table())
 
     # The front trades accuracy for cost: the best is the most accurate, a cheap wrong one is cheaper.
@@ -106,7 +115,12 @@ def test_bad_input_is_refused_before_any_model_call(scripted, tmp_path):
     with pytest.raises(UserError, match="train set is empty"):
         RLMTuner(base, secret_metric, [], space=_space())
     with pytest.raises(UserError, match="nothing to search"):
-        RLMTuner(base, secret_metric, secret_examples(2), space=SearchSpace(knobs=[IntKnob("max_iterations", 3, 3)]))
+        RLMTuner(
+            base,
+            secret_metric,
+            secret_examples(2),
+            space=SearchSpace(knobs=[IntKnob("max_iterations", 3, 3)]),
+        )
     with pytest.raises(ConfigError, match="cost_cap"):
         RLMTuner(base, secret_metric, secret_examples(2), space=_space(), cost_cap=10.0)
     tuner = _tuner(base, tmp_path, storage="postgresql://tuner:hunter2@127.0.0.1:1/studies")
@@ -118,8 +132,14 @@ def test_bad_input_is_refused_before_any_model_call(scripted, tmp_path):
 
 def test_an_interrupted_study_resumes_with_the_same_candidates(scripted, serve, tmp_path):
     _responder, server, lm, base = scripted
-    first = _tuner(base, tmp_path, n_trials=3, space=SearchSpace(knobs=[IntKnob("max_iterations", 1, 4)]),
-                   proposer_lm=lm, bootstrap=Bootstrap(examples=1, n_instructions=3)).fit()
+    first = _tuner(
+        base,
+        tmp_path,
+        n_trials=3,
+        space=SearchSpace(knobs=[IntKnob("max_iterations", 1, 4)]),
+        proposer_lm=lm,
+        bootstrap=Bootstrap(examples=1, n_instructions=3),
+    ).fit()
     assert len(first.rows) == 3
     candidates = first.study.user_attrs["rlmkit.instructions"]
     assert len(candidates) == 4 and any(KEYWORD in text for text in candidates)  # current + 3 proposed
@@ -128,8 +148,14 @@ def test_an_interrupted_study_resumes_with_the_same_candidates(scripted, serve, 
     other = KeywordResponder(proposals=["Something else entirely."])
     other_server, other_lm = serve(other)
     requests_before = len(server.requests)
-    second = _tuner(base, tmp_path, n_trials=5, space=SearchSpace(knobs=[IntKnob("max_iterations", 1, 4)]),
-                    proposer_lm=other_lm, bootstrap=Bootstrap(examples=1, n_instructions=3)).fit()
+    second = _tuner(
+        base,
+        tmp_path,
+        n_trials=5,
+        space=SearchSpace(knobs=[IntKnob("max_iterations", 1, 4)]),
+        proposer_lm=other_lm,
+        bootstrap=Bootstrap(examples=1, n_instructions=3),
+    ).fit()
     assert [r.number for r in second.rows] == [0, 1, 2, 3, 4]  # 2 more trials, not 5
     assert second.study.user_attrs["rlmkit.instructions"] == candidates
     assert other_server.requests == [] and len(server.requests) > requests_before
@@ -138,8 +164,14 @@ def test_an_interrupted_study_resumes_with_the_same_candidates(scripted, serve, 
 def test_demos_from_successful_runs_reach_the_system_prompt(scripted, tmp_path):
     responder, server, lm, base = scripted
     base.instructions = CANDIDATES[2]  # the base program succeeds, so bootstrap runs yield demos
-    tuner = _tuner(base, tmp_path, n_trials=4, space=SearchSpace(knobs=[IntKnob("max_iterations", 3, 4)]),
-                   proposer_lm=lm, bootstrap=Bootstrap(examples=2, n_instructions=2, max_demos=1))
+    tuner = _tuner(
+        base,
+        tmp_path,
+        n_trials=4,
+        space=SearchSpace(knobs=[IntKnob("max_iterations", 3, 4)]),
+        proposer_lm=lm,
+        bootstrap=Bootstrap(examples=2, n_instructions=2, max_demos=1),
+    )
     result = tuner.fit()
     demos = result.study.user_attrs["rlmkit.demos"]
     assert len(demos) == 1 and "SUBMIT(answer=int(re.search" in demos[0]["transcript"]

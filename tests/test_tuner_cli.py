@@ -27,17 +27,45 @@ def responder(body):
 def test_optimize_prints_a_pareto_table_and_writes_the_run(serve, tmp_path):
     server, _ = serve(responder)
     out = tmp_path / "opt"
-    result = CliRunner().invoke(app, [
-        "optimize", "needle", "--lm", "openai/scripted", "--api-base", server.url, "--trials", "5",
-        "--objective", "accuracy,cost", "--n-train", "3", "--length", "2000", "--max-iterations", "2:4",
-        "--propose", "1", "--demos", "0", "--sandbox", "inline", "--out", str(out),
-    ], env={"OPENAI_API_KEY": "test"})
+    result = CliRunner().invoke(
+        app,
+        [
+            "optimize",
+            "needle",
+            "--lm",
+            "openai/scripted",
+            "--api-base",
+            server.url,
+            "--trials",
+            "5",
+            "--objective",
+            "accuracy,cost",
+            "--n-train",
+            "3",
+            "--length",
+            "2000",
+            "--max-iterations",
+            "2:4",
+            "--propose",
+            "1",
+            "--demos",
+            "0",
+            "--sandbox",
+            "inline",
+            "--out",
+            str(out),
+        ],
+        env={"OPENAI_API_KEY": "test"},
+    )
     assert result.exit_code == 0, result.output
-    assert "Pareto front" in result.output and re.search(r"^trial\s+accuracy\s+cost \(tokens/example\)",
-                                                          result.output, re.MULTILINE)
+    assert "Pareto front" in result.output and re.search(
+        r"^trial\s+accuracy\s+cost \(tokens/example\)", result.output, re.MULTILINE
+    )
     assert "trial 4: COMPLETE" in result.output  # one progress line per trial
     front = (out / "front.txt").read_text()
-    assert re.search(r"^\d+\s+1\s+", front, re.MULTILINE), front  # the proposed instruction solved every example
+    assert re.search(r"^\d+\s+1\s+", front, re.MULTILINE), (
+        front
+    )  # the proposed instruction solved every example
     assert (out / "study.db").exists() and (out / "front.png").exists()
     assert (out / "best" / "program.json").exists()
 
@@ -51,9 +79,24 @@ def test_optimize_refuses_bad_options_before_any_model_call(serve, tmp_path):
         (["needle", "--max-iterations", "three"], "LOW:HIGH"),
         (["needle", "--storage", "postgresql://u:pw@127.0.0.1:1/x"], "cannot open study storage"),
     ]:
-        result = runner.invoke(app, ["optimize", *args, "--lm", "openai/scripted", "--api-base", server.url,
-                                     "--out", str(tmp_path / "x"), "--length", "2000", "--n-train", "2"],
-                               env={"OPENAI_API_KEY": "test"})
+        result = runner.invoke(
+            app,
+            [
+                "optimize",
+                *args,
+                "--lm",
+                "openai/scripted",
+                "--api-base",
+                server.url,
+                "--out",
+                str(tmp_path / "x"),
+                "--length",
+                "2000",
+                "--n-train",
+                "2",
+            ],
+            env={"OPENAI_API_KEY": "test"},
+        )
         assert result.exit_code == 2, result.output
         assert message in " ".join(result.output.split()), result.output
     assert server.requests == []

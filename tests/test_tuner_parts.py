@@ -21,8 +21,11 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 # ------------------------------------------------------------------ space
 def test_space_samples_every_declared_choice_and_rebuilds_it_from_params():
     space = SearchSpace(
-        knobs=[IntKnob("max_iterations", 2, 6), FloatKnob("temperature", 0.0, 1.0),
-               CategoricalKnob("sub_model", ("small", {"name": "big"}))],
+        knobs=[
+            IntKnob("max_iterations", 2, 6),
+            FloatKnob("temperature", 0.0, 1.0),
+            CategoricalKnob("sub_model", ("small", {"name": "big"})),
+        ],
         instructions=["a", "b", "c"],
         demos=["d1", "d2", "d3"],
         max_demos=2,
@@ -81,13 +84,26 @@ def test_stages_grow_to_the_whole_set():
 
 # ------------------------------------------------------------------ report
 def _row(number, accuracy, cost, state="COMPLETE"):
-    return TrialRow(number=number, state=state, accuracy=accuracy, cost=cost, n_examples=4,
-                    params={"max_iterations": number})
+    return TrialRow(
+        number=number,
+        state=state,
+        accuracy=accuracy,
+        cost=cost,
+        n_examples=4,
+        params={"max_iterations": number},
+    )
 
 
 def test_pareto_front_keeps_only_undominated_finished_trials():
-    rows = [_row(0, 1.0, 900.0), _row(1, 0.0, 100.0), _row(2, 0.5, 950.0), _row(3, 1.0, 800.0),
-            _row(4, 0.0, 100.0), _row(5, 1.0, 10.0, state="PRUNED"), _row(6, None, None, state="FAIL")]
+    rows = [
+        _row(0, 1.0, 900.0),
+        _row(1, 0.0, 100.0),
+        _row(2, 0.5, 950.0),
+        _row(3, 1.0, 800.0),
+        _row(4, 0.0, 100.0),
+        _row(5, 1.0, 10.0, state="PRUNED"),
+        _row(6, None, None, state="FAIL"),
+    ]
     front = pareto_front(rows)
     assert [r.number for r in front] == [3, 1, 4]  # 0 and 2 dominated by 3; 4 ties with 1
     table = format_table(front, "tokens")
@@ -116,17 +132,26 @@ def test_plot_writes_an_image(tmp_path):
 
 # ------------------------------------------------------------------ demos
 def _trajectory(n_turns: int, reply_chars: int = 50, question: str = "q?") -> Trajectory:
-    meta = RunMeta(signature="context, question -> answer", protocol="submit", sandbox="inline",
-                   inputs=[describe_variable("context", "x" * 50_000), describe_variable("question", question)])
+    meta = RunMeta(
+        signature="context, question -> answer",
+        protocol="submit",
+        sandbox="inline",
+        inputs=[describe_variable("context", "x" * 50_000), describe_variable("question", question)],
+    )
     turns = [
-        Turn(index=i, keep=0, new_messages=[Message(role="user", content="go")],
-             reply=f"```repl\nprint({i})  # {'y' * reply_chars}\n```",
-             blocks=[CodeBlock(code=f"print({i})", stdout="z" * 5_000)])
+        Turn(
+            index=i,
+            keep=0,
+            new_messages=[Message(role="user", content="go")],
+            reply=f"```repl\nprint({i})  # {'y' * reply_chars}\n```",
+            blocks=[CodeBlock(code=f"print({i})", stdout="z" * 5_000)],
+        )
         for i in range(n_turns)
     ]
     turns[-1].reply = "```repl\nSUBMIT(answer=7)\n```"
-    return Trajectory(meta=meta, turns=turns, outputs={"answer": 7}, status="ok",
-                      usage=Usage(prompt_tokens=10 * n_turns))
+    return Trajectory(
+        meta=meta, turns=turns, outputs={"answer": 7}, status="ok", usage=Usage(prompt_tokens=10 * n_turns)
+    )
 
 
 def test_transcript_keeps_the_protocol_text_and_never_the_context_body():
@@ -153,30 +178,47 @@ def test_ranking_prefers_high_scores_then_short_runs_and_skips_failures():
 
 # ------------------------------------------------------------------ proposer parsing
 def test_instructions_are_read_between_tags_deduplicated():
-    text = "Sure!\n<instruction> Look first. </instruction>\n<INSTRUCTION>Count.</INSTRUCTION>" \
-           "<instruction>Look first.</instruction><instruction>  </instruction>"
+    text = (
+        "Sure!\n<instruction> Look first. </instruction>\n<INSTRUCTION>Count.</INSTRUCTION>"
+        "<instruction>Look first.</instruction><instruction>  </instruction>"
+    )
     assert parse_instructions(text) == ["Look first.", "Count."]
     assert parse_instructions("no tags at all") == []
 
 
-@pytest.mark.parametrize("reply, instruction", [
-    # what the embedded model wrote in the README's own optimisation table
-    ("<instruction>To improve the instructions for the Recursive Language Model program, here is a revised "
-     "version:\n\n1. Look at a few lines.\n2. Count with code.</instruction>", "1. Look at a few lines.\n2. Count with code."),
-    ("<instruction>To improve the instructions for the Recursive Language Model, do this: Search first.</instruction>",
-     "Search first."),
-    ('<instruction>Sure! **Instruction 1:**\n"Print the count, then submit it."</instruction>',
-     "Print the count, then submit it."),
-    ("<instruction>To improve accuracy: use regex.</instruction>", "To improve accuracy: use regex."),  # the instruction itself
-    ("<instruction>Here is the revised instruction:</instruction>", None),  # only a preamble: nothing
-])
+@pytest.mark.parametrize(
+    "reply, instruction",
+    [
+        # what the embedded model wrote in the README's own optimisation table
+        (
+            "<instruction>To improve the instructions for the Recursive Language Model program, here is a revised "
+            "version:\n\n1. Look at a few lines.\n2. Count with code.</instruction>",
+            "1. Look at a few lines.\n2. Count with code.",
+        ),
+        (
+            "<instruction>To improve the instructions for the Recursive Language Model, do this: Search first.</instruction>",
+            "Search first.",
+        ),
+        (
+            '<instruction>Sure! **Instruction 1:**\n"Print the count, then submit it."</instruction>',
+            "Print the count, then submit it.",
+        ),
+        (
+            "<instruction>To improve accuracy: use regex.</instruction>",
+            "To improve accuracy: use regex.",
+        ),  # the instruction itself
+        ("<instruction>Here is the revised instruction:</instruction>", None),  # only a preamble: nothing
+    ],
+)
 def test_only_the_instruction_is_kept_from_a_proposal(reply, instruction):
     assert parse_instructions(reply) == ([instruction] if instruction else [])
 
 
 # ------------------------------------------------------------------ storage
 def test_unreachable_storage_is_a_clear_config_error(tmp_path):
-    with pytest.raises(ConfigError, match=r"cannot open study storage 'postgresql://user:\*\*\*@127.0.0.1:1/x'"):
+    with pytest.raises(
+        ConfigError, match=r"cannot open study storage 'postgresql://user:\*\*\*@127.0.0.1:1/x'"
+    ):
         open_storage("postgresql://user:secret@127.0.0.1:1/x", tmp_path)
     with pytest.raises(ConfigError, match="cannot open study storage"):
         open_storage("notadb://nowhere", tmp_path)

@@ -21,7 +21,9 @@ from tests.postgres_server import ThrowawayPostgres, find_bin
 
 pytest.importorskip("psycopg", reason="the postgres extra (scripts/test.sh installs it)")
 if not find_bin("initdb"):
-    pytest.skip("PostgreSQL server not installed (scripts/test.sh installs Debian's)", allow_module_level=True)
+    pytest.skip(
+        "PostgreSQL server not installed (scripts/test.sh installs Debian's)", allow_module_level=True
+    )
 
 REPO = Path(__file__).resolve().parents[1]
 N_TRIALS = 8  # the whole grid: 4 max_iterations x 2 instructions
@@ -86,9 +88,14 @@ def start_worker(tmp_path: Path, url: str, study: str, logs: Path, *extra: str) 
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     logs.mkdir(exist_ok=True)
-    return subprocess.Popen([sys.executable, str(script), url, study, str(logs), *extra], cwd=tmp_path,
-                            env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, str(script), url, study, str(logs), *extra],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def finish(worker: subprocess.Popen) -> None:
@@ -113,8 +120,16 @@ def events(logs: Path, pid: int) -> list[dict]:
 
 def front(rows: list[dict]) -> set:
     done = [r for r in rows if r["state"] == "COMPLETE"]
-    best = [r for r in done if not any(o["accuracy"] >= r["accuracy"] and o["cost"] <= r["cost"]
-                                       and (o["accuracy"], o["cost"]) != (r["accuracy"], r["cost"]) for o in done)]
+    best = [
+        r
+        for r in done
+        if not any(
+            o["accuracy"] >= r["accuracy"]
+            and o["cost"] <= r["cost"]
+            and (o["accuracy"], o["cost"]) != (r["accuracy"], r["cost"])
+            for o in done
+        )
+    ]
     return {(json.dumps(r["params"], sort_keys=True), r["accuracy"], r["cost"]) for r in best}
 
 
@@ -128,7 +143,9 @@ def test_two_workers_share_a_study_and_find_the_single_process_front(postgres, t
     for worker in workers:
         finish(worker)
     study = optuna.load_study(study_name="pair", storage=open_storage(postgres.url, tmp_path))
-    started = {w.pid: [e["number"] for e in events(logs, w.pid) if e["event"] == "trial_start"] for w in workers}
+    started = {
+        w.pid: [e["number"] for e in events(logs, w.pid) if e["event"] == "trial_start"] for w in workers
+    }
     ran = [number for numbers in started.values() for number in numbers]
     assert len(ran) == len(set(ran)), f"a trial ran twice: {started}"  # no trial number in both workers
     assert sorted(ran) == sorted(t.number for t in study.trials)
@@ -145,8 +162,11 @@ def test_a_worker_killed_mid_trial_leaves_a_failed_trial_that_is_retried(postgre
     victim = start_worker(tmp_path, postgres.url, "killed", logs, "stall")
     wait_for(lambda: (logs / "stalled.pid").exists(), "the victim's first trial", [victim])
     healthy = start_worker(tmp_path, postgres.url, "killed", logs)
-    wait_for(lambda: any(e["event"] == "trial_end" for e in events(logs, healthy.pid)),
-             "a trial of the healthy worker", [victim, healthy])
+    wait_for(
+        lambda: any(e["event"] == "trial_end" for e in events(logs, healthy.pid)),
+        "a trial of the healthy worker",
+        [victim, healthy],
+    )
     os.kill(victim.pid, signal.SIGKILL)
     victim.communicate(timeout=60)
     finish(healthy)  # it fails the stale trial, runs its retry, finishes the study
@@ -168,7 +188,9 @@ def test_a_worker_killed_mid_trial_leaves_a_failed_trial_that_is_retried(postgre
 def test_a_plain_postgresql_url_opens_with_heartbeats(postgres, tmp_path):
     import importlib.util
 
-    storage = open_storage(postgres.url.replace("postgresql+psycopg://", "postgresql://"), tmp_path, heartbeat_s=5)
+    storage = open_storage(
+        postgres.url.replace("postgresql+psycopg://", "postgresql://"), tmp_path, heartbeat_s=5
+    )
     if importlib.util.find_spec("psycopg2") is None:  # SQLAlchemy's default driver is absent: psycopg 3 it is
         assert storage.engine.url.drivername == "postgresql+psycopg"
     assert storage.get_heartbeat_interval() == 5

@@ -57,12 +57,18 @@ def test_two_processes_share_one_study(tmp_path, kind):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     start = time.monotonic()
     workers = [
-        subprocess.Popen([sys.executable, str(script), url, str(N_TRIALS), str(ready)], cwd=tmp_path, env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, str(script), url, str(N_TRIALS), str(ready)],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(2)
     ]
     outputs = [worker.communicate(timeout=240) for worker in workers]
-    for worker, (out, err) in zip(workers, outputs):
+    for worker, (_out, err) in zip(workers, outputs):
         assert worker.returncode == 0, err[-3000:]
     print(f"\n{kind}: 2 workers, {N_TRIALS} trials in {time.monotonic() - start:.1f}s")
 
@@ -91,7 +97,16 @@ def test_a_running_trial_without_heartbeats_is_not_waited_for(tmp_path):
         lm = rlmkit.LM("openai/scripted", api_base=server.url, api_key="test", cache=False)
         base = rlmkit.RLM("context, question -> answer: int", lm=lm, sandbox="inline")
         space = SearchSpace(knobs=[IntKnob("max_iterations", 1, 4)], instructions=["Go.", KEYWORD])
-        result = RLMTuner(base, secret_metric, secret_examples(1), space=space, n_trials=2, cost_unit="tokens",
-                          storage=url, study_name="s", heartbeat_s=1).fit()
+        result = RLMTuner(
+            base,
+            secret_metric,
+            secret_examples(1),
+            space=space,
+            n_trials=2,
+            cost_unit="tokens",
+            storage=url,
+            study_name="s",
+            heartbeat_s=1,
+        ).fit()
     states = {row.number: row.state for row in result.rows}
     assert states[orphan.number] == "RUNNING" and sum(s == "COMPLETE" for s in states.values()) == 2

@@ -40,20 +40,25 @@ def clients(url: str) -> dict[str, Callable[[int], None]]:
         def run(n: int) -> None:
             for _ in range(n):
                 call()
+
         return run
 
     def aloop(make: Callable[[], object]) -> Callable[[int], None]:
         async def many(n: int) -> None:
             for _ in range(n):
                 await make()
+
         return lambda n: asyncio.run(many(n))
 
     return {
         "raw httpx": loop(lambda: http.post(url + "/chat/completions", json=body).json()),
         "openai client": loop(lambda: oai.chat.completions.create(model="scripted", messages=MESSAGES)),
         "dspy.LM": loop(lambda: dlm(messages=MESSAGES)),
-        "litellm.completion": loop(lambda: litellm.completion(model="openai/scripted", api_base=url,
-                                                              api_key="bench", messages=MESSAGES)),
+        "litellm.completion": loop(
+            lambda: litellm.completion(
+                model="openai/scripted", api_base=url, api_key="bench", messages=MESSAGES
+            )
+        ),
         "rlmkit.LM.complete": loop(lambda: rlm_lm.complete(MESSAGES)),
         "rlmkit.LM.acomplete": aloop(lambda: rlm_lm.acomplete(MESSAGES)),
     }

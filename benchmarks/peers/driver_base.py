@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 QUESTION = "BENCH-ROOT How many chunks were summarised?"
-_LINE = "".join(f"record {i:04d}: lorem ipsum dolor sit amet, consectetur adipiscing elit\n" for i in range(1000))
+_LINE = "".join(
+    f"record {i:04d}: lorem ipsum dolor sit amet, consectetur adipiscing elit\n" for i in range(1000)
+)
 
 
 def make_context(size: int) -> str:
@@ -66,5 +68,8 @@ def serve(name: str, import_s: float, run_once: Callable[[dict, str, str], tuple
                 runs.append({"start": start, "end": end, "answer": str(answer)[:200], "log_bytes": log_bytes})
             result: dict[str, Any] = {"runs": runs}
         except BaseException as exc:  # noqa: BLE001 - reported, the orchestrator decides
-            result = {"error": f"{type(exc).__name__}: {str(exc)[:500]}", "traceback": traceback.format_exc()[-3000:]}
+            result = {
+                "error": f"{type(exc).__name__}: {str(exc)[:500]}",
+                "traceback": traceback.format_exc()[-3000:],
+            }
         out.write("@@RESULT " + json.dumps(result) + "\n")

@@ -21,8 +21,12 @@ IMPORT_S = time.monotonic() - started
 def run_once(job: dict, context: str, log_dir: str) -> tuple[str, int]:
     lm = dspy.LM("openai/scripted", api_base=job["url"], api_key="bench", cache=False)
     dspy.configure(lm=lm)
-    rlm = dspy.RLM("context, question -> answer", max_iters=job.get("max_iterations", 8), max_llm_calls=10_000,
-                   interpreter_factory=dspy.LocalInterpreter)
+    rlm = dspy.RLM(
+        "context, question -> answer",
+        max_iters=job.get("max_iterations", 8),
+        max_llm_calls=10_000,
+        interpreter_factory=dspy.LocalInterpreter,
+    )
     pred = rlm(context=context, question=QUESTION)
     log = Path(log_dir) / "trajectory.json"
     log.write_text(json.dumps(pred.trajectory, default=str))

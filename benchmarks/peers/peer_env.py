@@ -13,11 +13,16 @@ PEERS = {"rlms": "0.1.3", "dspy": "3.4.1"}
 PEERS_BY_FRAMEWORK = {"dspy.RLM": "dspy", "rlms": "rlms"}
 VENV = Path(__file__).resolve().parents[1] / ".peers"
 PYTHON = VENV / "bin" / "python"
-_CHECK = f"import importlib.metadata as m, sys; sys.exit(any(m.version(p) != v for p, v in {PEERS!r}.items()))"
+_CHECK = (
+    f"import importlib.metadata as m, sys; sys.exit(any(m.version(p) != v for p, v in {PEERS!r}.items()))"
+)
 
 
 def ready() -> bool:
-    return PYTHON.exists() and subprocess.run([str(PYTHON), "-c", _CHECK], capture_output=True, check=False).returncode == 0
+    return (
+        PYTHON.exists()
+        and subprocess.run([str(PYTHON), "-c", _CHECK], capture_output=True, check=False).returncode == 0
+    )
 
 
 def ensure(log: Path) -> str | None:
@@ -25,9 +30,18 @@ def ensure(log: Path) -> str | None:
     if ready():
         return None
     with open(log, "w") as out:
-        steps = [[sys.executable, "-m", "venv", str(VENV)],
-                 [str(PYTHON), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                  *(f"{p}=={v}" for p, v in PEERS.items())]]
+        steps = [
+            [sys.executable, "-m", "venv", str(VENV)],
+            [
+                str(PYTHON),
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                *(f"{p}=={v}" for p, v in PEERS.items()),
+            ],
+        ]
         for cmd in steps:
             if subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, check=False).returncode != 0:
                 return f"could not set up the peers' venv ({' '.join(cmd[:4])} ...); see {log}"

@@ -22,9 +22,17 @@ IMPORT_S = time.monotonic() - started
 
 def run_once(job: dict, context: str, log_dir: str) -> tuple[str, int]:
     concurrency = job.get("concurrency", 16)
-    lm = rlmkit.LM("openai/scripted", api_base=job["url"], api_key="bench", cache=False, max_concurrency=concurrency)
-    rlm = rlmkit.RLM("context, question -> answer", lm=lm, max_iterations=job.get("max_iterations", 8),
-                     max_depth=job.get("max_depth", 1), max_concurrency=concurrency, log_dir=log_dir)
+    lm = rlmkit.LM(
+        "openai/scripted", api_base=job["url"], api_key="bench", cache=False, max_concurrency=concurrency
+    )
+    rlm = rlmkit.RLM(
+        "context, question -> answer",
+        lm=lm,
+        max_iterations=job.get("max_iterations", 8),
+        max_depth=job.get("max_depth", 1),
+        max_concurrency=concurrency,
+        log_dir=log_dir,
+    )
     pred = rlm(context=context, question=QUESTION)
     return pred.answer, dir_bytes(log_dir)
 

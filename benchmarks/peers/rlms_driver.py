@@ -17,9 +17,15 @@ IMPORT_S = time.monotonic() - started
 
 
 def run_once(job: dict, context: str, log_dir: str) -> tuple[str, int]:
-    rlm = RLM(backend="openai", backend_kwargs={"model_name": "scripted", "base_url": job["url"], "api_key": "bench"},
-              environment="local", max_iterations=job.get("max_iterations", 8), max_depth=job.get("max_depth", 1),
-              max_concurrent_subcalls=job.get("concurrency", 16), logger=RLMLogger(log_dir))
+    rlm = RLM(
+        backend="openai",
+        backend_kwargs={"model_name": "scripted", "base_url": job["url"], "api_key": "bench"},
+        environment="local",
+        max_iterations=job.get("max_iterations", 8),
+        max_depth=job.get("max_depth", 1),
+        max_concurrent_subcalls=job.get("concurrency", 16),
+        logger=RLMLogger(log_dir),
+    )
     result = rlm.completion(context, root_prompt=QUESTION)
     return result.response, dir_bytes(log_dir)
 

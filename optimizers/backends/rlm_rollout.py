@@ -210,9 +210,13 @@ class RLMPlayer:
         from rlmkit.errors import RunError
 
         options = self.job.options
-        policy_lm = rlmkit.LM(f"openai/{POLICY_MODEL}", api_base=url, api_key="local", cache=False, num_retries=0)
+        policy_lm = rlmkit.LM(
+            f"openai/{POLICY_MODEL}", api_base=url, api_key="local", cache=False, num_retries=0
+        )
         # sub-calls go to the frozen model: by default the same server, told apart by the model name
-        sub_lm = rlmkit.LM(f"openai/{FROZEN_MODEL}", api_base=url, api_key="local", cache=False, num_retries=0)
+        sub_lm = rlmkit.LM(
+            f"openai/{FROZEN_MODEL}", api_base=url, api_key="local", cache=False, num_retries=0
+        )
         if options.get("sub_lm"):
             sub_lm = rlmkit.LM(options["sub_lm"], api_base=options.get("sub_api_base"), cache=False)
         rlm = rollout_rlm(row, options, self.job.max_turns, policy_lm, sub_lm)

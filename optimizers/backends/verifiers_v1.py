@@ -82,4 +82,6 @@ class RLMEnv(vf.Env[RLMEnvConfig]):
                 session.task.cancel()
             # scored before the exchange closes: closing finishes the rollout (its reward included)
             interaction.trace.record_reward("rlm_score", session.reward, 1.0)
-            interaction.trace.info["rlm_answer"] = json.dumps(getattr(session.prediction, "answer", None), default=str)
+            interaction.trace.info["rlm_answer"] = json.dumps(
+                getattr(session.prediction, "answer", None), default=str
+            )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
-from enum import Enum
+from enum import Enum, StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,7 +22,7 @@ from rlmkit.cli.common import console, exit_on_error
 from rlmkit.errors import UserError
 
 
-class Kind(str, Enum):
+class Kind(StrEnum):
     sft = "sft"
     rl = "rl"
     dpo = "dpo"

@@ -43,45 +43,83 @@ class _TrialProgress:
         if event == "bootstrap":  # runs of the base program before the search, for proposals/demos
             self.progress.console.print(f"bootstrap run {info['done'] + 1}/{info['total']}")
         elif event == "trial_start":
-            self.progress.reset(self.examples, total=info["total"], visible=True,
-                                description=f"trial {info['number']}")
+            self.progress.reset(
+                self.examples, total=info["total"], visible=True, description=f"trial {info['number']}"
+            )
         elif event == "example":
             self.progress.update(self.examples, completed=info["done"])
         elif event == "study":  # the whole study's count: trials finished by every worker
             others = f", {info['running']} running" if info["running"] else ""
-            self.progress.update(self.trials, completed=info["done"], description=f"trials (all workers{others})")
+            self.progress.update(
+                self.trials, completed=info["done"], description=f"trials (all workers{others})"
+            )
         elif event == "trial_end":
             note = info.get("error") or (
-                f"accuracy={info['accuracy']:.3g} cost={info['cost']:.4g}" if "accuracy" in info else "")
+                f"accuracy={info['accuracy']:.3g} cost={info['cost']:.4g}" if "accuracy" in info else ""
+            )
             self.progress.console.print(f"trial {info['number']}: {info['state']} {escape(str(note))[:160]}")
 
 
 def optimize(
     suite: str = typer.Argument(..., help="Task suite name (see `rlmkit eval --help` for the list)."),
-    lm: str = typer.Option(..., "--lm", help="Root model: a litellm model string, or 'local' for the embedded one."),
+    lm: str = typer.Option(
+        ..., "--lm", help="Root model: a litellm model string, or 'local' for the embedded one."
+    ),
     api_base: str = typer.Option(None, "--api-base", help="OpenAI-compatible server URL for --lm."),
     trials: int = typer.Option(20, "--trials", help="Finished trials the study should hold."),
-    objective: str = typer.Option("accuracy,cost", "--objective", help="'accuracy,cost' (Pareto) or 'accuracy'."),
+    objective: str = typer.Option(
+        "accuracy,cost", "--objective", help="'accuracy,cost' (Pareto) or 'accuracy'."
+    ),
     cost_unit: str = typer.Option("tokens", "--cost-unit", help="usd or tokens (mean per example)."),
-    cost_cap: float = typer.Option(None, "--cost-cap", help="With --objective accuracy: max mean cost per example."),
-    storage: str = typer.Option(None, "--storage", help="Optuna storage URL; default: DIR/study.db (resumable)."),
+    cost_cap: float = typer.Option(
+        None, "--cost-cap", help="With --objective accuracy: max mean cost per example."
+    ),
+    storage: str = typer.Option(
+        None, "--storage", help="Optuna storage URL; default: DIR/study.db (resumable)."
+    ),
     study_name: str = typer.Option(None, "--study", help="Study name (default: the suite's name)."),
-    out: Path = typer.Option(Path("rlmkit-optimize"), "--out", help="Directory for the study, table, plot, program."),
+    out: Path = typer.Option(
+        Path("rlmkit-optimize"), "--out", help="Directory for the study, table, plot, program."
+    ),
     n_train: int = typer.Option(8, "--n-train", help="Train examples generated from the suite."),
     length: int = typer.Option(4_000, "--length", help="Context length of each example, in characters."),
     seed: int = typer.Option(0, "--seed"),
-    max_iterations: str = typer.Option("3:10", "--max-iterations", help="Range LOW:HIGH searched for max_iterations."),
-    propose: int = typer.Option(3, "--propose", help="Instructions the LM proposes from bootstrap runs (0: none)."),
+    max_iterations: str = typer.Option(
+        "3:10", "--max-iterations", help="Range LOW:HIGH searched for max_iterations."
+    ),
+    propose: int = typer.Option(
+        3, "--propose", help="Instructions the LM proposes from bootstrap runs (0: none)."
+    ),
     demos: int = typer.Option(2, "--demos", help="Largest number of demos a trial may use (0: none)."),
-    sandbox: str = typer.Option("process", "--sandbox", help="process (confined worker) or inline (debugging)."),
+    sandbox: str = typer.Option(
+        "process", "--sandbox", help="process (confined worker) or inline (debugging)."
+    ),
 ) -> None:
     """Search root instructions, demos and max_iterations; print the Pareto table at the end."""
     with exit_on_error():
         _run(**locals())
 
 
-def _run(*, suite, lm, api_base, trials, objective, cost_unit, cost_cap, storage, study_name, out,
-         n_train, length, seed, max_iterations, propose, demos, sandbox) -> None:
+def _run(
+    *,
+    suite,
+    lm,
+    api_base,
+    trials,
+    objective,
+    cost_unit,
+    cost_cap,
+    storage,
+    study_name,
+    out,
+    n_train,
+    length,
+    seed,
+    max_iterations,
+    propose,
+    demos,
+    sandbox,
+) -> None:
     # Everything that can be wrong on the command line is checked before any model call.
     import optuna
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

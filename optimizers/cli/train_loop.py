@@ -28,7 +28,8 @@ def _table(records: list[Any]) -> Table:
     for column in ("job", "state", "reward", "seen", "withheld", "wall s", "reason"):
         table.add_column(column)
     for r in records:
-        fmt = lambda v: "" if v is None else f"{v:+.3f}"
+        def fmt(v):
+            return "" if v is None else f"{v:+.3f}"
         table.add_row(
             str(r.index),
             r.state,
@@ -66,8 +67,25 @@ def train_loop(
         _run(**locals())
 
 
-def _run(*, families, runs, base_model, out, held_out, proposer, jobs, backend, lm, eval_n, test_n, eval_length,
-         eval_iterations, eval_max_tokens, ray, timeout) -> None:
+def _run(
+    *,
+    families,
+    runs,
+    base_model,
+    out,
+    held_out,
+    proposer,
+    jobs,
+    backend,
+    lm,
+    eval_n,
+    test_n,
+    eval_length,
+    eval_iterations,
+    eval_max_tokens,
+    ray,
+    timeout,
+) -> None:
     from optimizers.trainloop import (
         JobSpace,
         LMProposer,
@@ -97,9 +115,13 @@ def _run(*, families, runs, base_model, out, held_out, proposer, jobs, backend, 
     executor = (
         RayExecutor(None if ray == "local" else ray, timeout_s=timeout) if ray else LocalExecutor(timeout)
     )
+
     def examples(n: int, seed: int) -> list[Any]:
-        return [ex for i, family in enumerate(space.families)
-                for ex in generate(family, n=n, length=eval_length, seed=seed + i)]
+        return [
+            ex
+            for i, family in enumerate(space.families)
+            for ex in generate(family, n=n, length=eval_length, seed=seed + i)
+        ]
 
     tuner = TrainTuner(
         proposer=job_writer,
@@ -120,10 +142,14 @@ def _run(*, families, runs, base_model, out, held_out, proposer, jobs, backend, 
     best = report.best
     console.print(f"reward curve: {plot}; jobs: {out / 'jobs.jsonl'}")
     if best is not None:
-        console.print(f"best job #{best.index}: reward {best.reward:+.3f} on the evaluation set that picked it "
-                      f"-> {best.artifact}")
-        console.print(f"best job #{best.index} on the test set: reward {report.test['reward']:+.3f} "
-                      f"(base {report.test['pre']}, trained {report.test['post']})")
+        console.print(
+            f"best job #{best.index}: reward {best.reward:+.3f} on the evaluation set that picked it "
+            f"-> {best.artifact}"
+        )
+        console.print(
+            f"best job #{best.index} on the test set: reward {report.test['reward']:+.3f} "
+            f"(base {report.test['pre']}, trained {report.test['post']})"
+        )
 
 
 def register(app: typer.Typer) -> None:

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 from optimizers.compile.repair import PROTOCOLS, Unrepairable, repair_reply
 from optimizers.compile.turns import output_fields
-from rlmkit.trajectory import Trajectory
 from rlmkit.protocols import get_protocol
+from rlmkit.trajectory import Trajectory
 
 SystemPrompt = str | Callable[[Trajectory], str] | None
 

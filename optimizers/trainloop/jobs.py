@@ -104,8 +104,13 @@ class JobSpace(BaseModel):
             problems.append(f"backend {job.backend!r} is not one of {self.backends}")
         if not self.lr[0] <= job.lr <= self.lr[1]:
             problems.append(f"lr {job.lr} is outside [{self.lr[0]}, {self.lr[1]}]")
-        for field, allowed in (("length", self.lengths), ("min_score", self.min_scores), ("steps", self.steps),
-                               ("lora_rank", self.lora_ranks), ("batch_size", self.batch_sizes)):
+        for field, allowed in (
+            ("length", self.lengths),
+            ("min_score", self.min_scores),
+            ("steps", self.steps),
+            ("lora_rank", self.lora_ranks),
+            ("batch_size", self.batch_sizes),
+        ):
             if getattr(job, field) not in allowed:
                 problems.append(f"{field} {getattr(job, field)} is not one of {allowed}")
         if problems:

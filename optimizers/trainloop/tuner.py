@@ -149,7 +149,9 @@ class TrainTuner:
             self.proposer.space.check(proposal)
         except ValueError as exc:
             self.proposer.tell(token, None)
-            return JobRecord(**base, state="rejected", reason=f"space: {exc}", wall_s=time.monotonic() - start)
+            return JobRecord(
+                **base, state="rejected", reason=f"space: {exc}", wall_s=time.monotonic() - start
+            )
 
         def fail(state: str, reason: str) -> JobRecord:
             self.proposer.tell(token, None)

@@ -60,12 +60,18 @@ def build_messages(
 # for the Recursive Language Model, ...:", "Here is the revised instruction:", "Sure!".
 _PREAMBLE = (
     re.compile(r"^\s*(?:sure|certainly|okay|ok|of course)\s*[!.,]\s*", re.IGNORECASE),  # a bare "Sure!"
-    re.compile(r"^\s*(?:here(?:'s| is| are)|to improve|below|improved|revised|updated|the following|"
-               r"i (?:would|suggest|propose))\b[^\n]*[:!][ \t]*(?:\n+|\Z)", re.IGNORECASE),  # a framing line
-    re.compile(r"^\s*(?:to improve|here(?:'s| is| are))\b[^\n:]*\binstructions?\b[^\n:]*:\s+",
-               re.IGNORECASE),  # "To improve the instructions ..., do this: <instruction>" on one line
-    re.compile(r"^\s*(?:#+\s*|\*\*)?(?:improved |revised |new )?instructions?\s*\d*\s*:?\s*(?:\*\*)?\s*:?\s*\n",
-               re.IGNORECASE),  # a heading
+    re.compile(
+        r"^\s*(?:here(?:'s| is| are)|to improve|below|improved|revised|updated|the following|"
+        r"i (?:would|suggest|propose))\b[^\n]*[:!][ \t]*(?:\n+|\Z)",
+        re.IGNORECASE,
+    ),  # a framing line
+    re.compile(
+        r"^\s*(?:to improve|here(?:'s| is| are))\b[^\n:]*\binstructions?\b[^\n:]*:\s+", re.IGNORECASE
+    ),  # "To improve the instructions ..., do this: <instruction>" on one line
+    re.compile(
+        r"^\s*(?:#+\s*|\*\*)?(?:improved |revised |new )?instructions?\s*\d*\s*:?\s*(?:\*\*)?\s*:?\s*\n",
+        re.IGNORECASE,
+    ),  # a heading
 )
 
 

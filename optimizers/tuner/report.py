@@ -29,11 +29,7 @@ class TrialRow:
 
 def dominates(a: TrialRow, b: TrialRow) -> bool:
     """``a`` is at least as accurate and as cheap as ``b``, and strictly better in one."""
-    return (
-        a.accuracy >= b.accuracy
-        and a.cost <= b.cost
-        and (a.accuracy > b.accuracy or a.cost < b.cost)
-    )
+    return a.accuracy >= b.accuracy and a.cost <= b.cost and (a.accuracy > b.accuracy or a.cost < b.cost)
 
 
 def dominated_by_front(front: Sequence[TrialRow], accuracy: float, cost: float) -> bool:
@@ -68,11 +64,19 @@ def format_table(rows: Sequence[TrialRow], cost_unit: str) -> str:
                 param_names.append(name)
     header = ["trial", "accuracy", f"cost ({cost_unit}/example)", "examples", *param_names]
     body = [
-        [str(r.number), _fmt(r.accuracy), _fmt(r.cost), str(r.n_examples), *(_fmt(r.params.get(n)) for n in param_names)]
+        [
+            str(r.number),
+            _fmt(r.accuracy),
+            _fmt(r.cost),
+            str(r.n_examples),
+            *(_fmt(r.params.get(n)) for n in param_names),
+        ]
         for r in rows
     ]
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in [header, *body]]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in [header, *body]
+    ]
     lines.insert(1, "  ".join("-" * width for width in widths))
     return "\n".join(lines)
 

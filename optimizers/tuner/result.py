@@ -22,7 +22,9 @@ def rows_from_study(study: Any) -> list[TrialRow]:
     rows = []
     trials = study.get_trials(deepcopy=False)
     # optuna's RetryFailedTrialCallback: a retry's retry_history ends with the trial it reruns
-    retries = {t.system_attrs["retry_history"][-1]: t.number for t in trials if t.system_attrs.get("retry_history")}
+    retries = {
+        t.system_attrs["retry_history"][-1]: t.number for t in trials if t.system_attrs.get("retry_history")
+    }
     for trial in trials:
         attrs = trial.user_attrs
         tally = attrs.get("tally", {}) if trial.number not in retries else {}  # a dead worker's partial tally
@@ -84,7 +86,11 @@ def load_tuned(directory: str | Path, program: Any) -> Any:
     path = Path(directory)
     if not (path / "program.json").exists():
         raise UserError(f"{path} holds no saved program (program.json)")
-    knobs = json.loads((path / "config.json").read_text()).get("knobs", {}) if (path / "config.json").exists() else {}
+    knobs = (
+        json.loads((path / "config.json").read_text()).get("knobs", {})
+        if (path / "config.json").exists()
+        else {}
+    )
     config = Config(knobs=knobs)
     if hasattr(program, "named_predictors"):
         tuned = apply_config(program.deepcopy(), config)

@@ -140,9 +140,7 @@ class SearchSpace:
 
     def searchable(self) -> bool:
         return (
-            any(knob.searchable for knob in self.knobs)
-            or len(self.instructions) > 1
-            or self.demo_limit > 0
+            any(knob.searchable for knob in self.knobs) or len(self.instructions) > 1 or self.demo_limit > 0
         )
 
     def require_searchable(self) -> None:

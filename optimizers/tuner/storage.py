@@ -110,8 +110,9 @@ def open_storage(storage: Any, out_dir: str | Path, heartbeat_s: int | None = No
         raise ConfigError(f"cannot open study storage {redact(url)!r}: {first_line}") from exc
 
 
-def _open_rdb(rdb_storage: Any, url: str, engine_kwargs: dict[str, Any], heartbeat: dict[str, Any],
-              attempts: int = 5) -> Any:
+def _open_rdb(
+    rdb_storage: Any, url: str, engine_kwargs: dict[str, Any], heartbeat: dict[str, Any], attempts: int = 5
+) -> Any:
     """RDBStorage, retried while another worker is creating the same fresh database's tables
     (two first workers race on the schema: one gets a UNIQUE or 'locked' error, then finds it made)."""
     for attempt in range(attempts):
@@ -121,7 +122,9 @@ def _open_rdb(rdb_storage: Any, url: str, engine_kwargs: dict[str, Any], heartbe
                 return rdb_storage(url, engine_kwargs=engine_kwargs or None, **heartbeat)
         except Exception as exc:
             message = str(exc)  # two processes creating one fresh study race on its tables: retry
-            transient = any(s in message for s in ("UNIQUE constraint", "database is locked", "already exists"))
+            transient = any(
+                s in message for s in ("UNIQUE constraint", "database is locked", "already exists")
+            )
             if not transient or attempt == attempts - 1:
                 raise
             time.sleep(0.2 * (attempt + 1))

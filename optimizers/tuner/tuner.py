@@ -137,11 +137,15 @@ class RLMTuner:
             try:
                 example_inputs(example)
             except Exception as exc:
-                raise UserError(f"train examples must be dspy.Example (with inputs set) or task Examples ({exc})") from exc
+                raise UserError(
+                    f"train examples must be dspy.Example (with inputs set) or task Examples ({exc})"
+                ) from exc
         if not callable(self.metric):
             raise UserError("metric must be a callable (example, prediction) -> number")
         if self.objectives not in (("accuracy", "cost"), ("accuracy",)):
-            raise ConfigError(f"objectives must be ('accuracy', 'cost') or ('accuracy',), got {self.objectives}")
+            raise ConfigError(
+                f"objectives must be ('accuracy', 'cost') or ('accuracy',), got {self.objectives}"
+            )
         if self.cost_unit not in COST_UNITS:
             raise ConfigError(f"cost_unit must be one of {COST_UNITS}, got {self.cost_unit!r}")
         if self.cost_cap is not None and self.multi_objective:
@@ -173,7 +177,9 @@ class RLMTuner:
         sampler = self.sampler
         if sampler is None:
             sampler = optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=5)
-        pruner = self.pruner or (None if self.multi_objective else optuna.pruners.MedianPruner(n_startup_trials=3))
+        pruner = self.pruner or (
+            None if self.multi_objective else optuna.pruners.MedianPruner(n_startup_trials=3)
+        )
         directions = ["maximize", "minimize"] if self.multi_objective else ["maximize"]
         return optuna.create_study(
             storage=storage,
@@ -298,7 +304,9 @@ class RLMTuner:
         config = space.sample(trial)
         trial.set_user_attr("config", config.summary())
         trial.set_user_attr("worker", os.getpid())
-        if heartbeats_on(trial.study, self.heartbeat_s):  # other workers wait for this trial: it ends or goes stale
+        if heartbeats_on(
+            trial.study, self.heartbeat_s
+        ):  # other workers wait for this trial: it ends or goes stale
             trial.set_user_attr("heartbeat_s", self.heartbeat_s)
         examples = self._ordered_examples()
         stages = default_stages(len(examples))
@@ -311,7 +319,9 @@ class RLMTuner:
 
         def after_stage(tally: Tally) -> None:
             # One write per stage (each is a storage round trip): what a pruned trial reached.
-            trial.set_user_attr("tally", {"accuracy": tally.accuracy, "cost": tally.cost, "n_examples": tally.n})
+            trial.set_user_attr(
+                "tally", {"accuracy": tally.accuracy, "cost": tally.cost, "n_examples": tally.n}
+            )
             reason = None
             if tally.n >= len(examples):
                 pass

@@ -54,8 +54,13 @@ class TurnPrinter:
         if kind is ev.TurnStarted:
             console.print(f"[dim]turn {event.turn.index + 1}: asking the model ...[/dim]")
         elif kind is ev.CellStarted:
-            console.print(Panel(Syntax(event.block.code, "python", theme="ansi_dark", word_wrap=True),
-                                title="code", title_align="left"))
+            console.print(
+                Panel(
+                    Syntax(event.block.code, "python", theme="ansi_dark", word_wrap=True),
+                    title="code",
+                    title_align="left",
+                )
+            )
         elif kind is ev.CellFinished:
             output = (event.block.stdout or "") + (event.block.error or "")
             if output.strip():
@@ -67,9 +72,11 @@ class TurnPrinter:
         usage = turn.usage
         self.cost += usage.cost + sum(c.usage.cost for b in turn.blocks for c in b.subcalls)
         subcalls = sum(len(block.subcalls) for block in turn.blocks)
-        head = (f"turn {turn.index + 1}  {turn.duration_s:.0f}s  "
-                f"tokens {usage.prompt_tokens:,} in / {usage.completion_tokens:,} out  "
-                f"sub-calls {subcalls}  cost ${self.cost:.4f}  elapsed {time.monotonic() - self.started:.0f}s")
+        head = (
+            f"turn {turn.index + 1}  {turn.duration_s:.0f}s  "
+            f"tokens {usage.prompt_tokens:,} in / {usage.completion_tokens:,} out  "
+            f"sub-calls {subcalls}  cost ${self.cost:.4f}  elapsed {time.monotonic() - self.started:.0f}s"
+        )
         console.rule(escape(head), align="left")
         if not turn.blocks:
             console.print(escape(turn.reply[:600]))
@@ -88,15 +95,19 @@ def demo(
         _run(length, seed, lm, api_base, max_iterations, Path(out or "runs/demo"))
 
 
-def _run(length: int, seed: int, lm: str | None, api_base: str | None, max_iterations: int, out: Path) -> None:
+def _run(
+    length: int, seed: int, lm: str | None, api_base: str | None, max_iterations: int, out: Path
+) -> None:
     import rlmkit
     from programs.tasks import generate, score
     from rlmkit.prompting import Display
     from signatures import AggregationQA
 
     example = generate("aggregation", n=1, length=length, seed=seed, labelled=True, question="count")[0]
-    console.print(f"[bold]rlmkit demo[/bold]: {example.meta['records']:,} records, {len(example.context):,} "
-                  f"characters; the model sees only a preview and reads the rest with code.")
+    console.print(
+        f"[bold]rlmkit demo[/bold]: {example.meta['records']:,} records, {len(example.context):,} "
+        f"characters; the model sees only a preview and reads the rest with code."
+    )
     console.print(f"question: {escape(example.inputs['question'])}")
     if lm in EMBEDDED_FLAGS:
         console.print("starting the embedded model (Qwen2.5-Coder-1.5B, CPU) ...")
@@ -104,12 +115,20 @@ def _run(length: int, seed: int, lm: str | None, api_base: str | None, max_itera
     short = {"max_tokens": 400} if lm in EMBEDDED_FLAGS else {}
     model = lm_from_flag(lm, api_base, temperature=0.0, **short)
     stream_dir = out / f"run-{time.strftime('%Y%m%d-%H%M%S')}"
-    rlm = rlmkit.RLM(AggregationQA, lm=model, max_iterations=max_iterations, log_dir=stream_dir,
-                     instructions=DEMO_INSTRUCTIONS, display=Display(max_output_chars=DEMO_DISPLAY_OUTPUT_CHARS))
+    rlm = rlmkit.RLM(
+        AggregationQA,
+        lm=model,
+        max_iterations=max_iterations,
+        log_dir=stream_dir,
+        instructions=DEMO_INSTRUCTIONS,
+        display=Display(max_output_chars=DEMO_DISPLAY_OUTPUT_CHARS),
+    )
     started = time.monotonic()
     task = {"suite": "aggregation", "example_id": example.id, "seed": seed, "length": length, "demo": True}
-    console.print(f"[dim]up to {max_iterations} turns; each turn's code appears when the model has written it, "
-                  "its output when the REPL has run it (on 2 CPU cores a turn can take a minute)[/dim]")
+    console.print(
+        f"[dim]up to {max_iterations} turns; each turn's code appears when the model has written it, "
+        "its output when the REPL has run it (on 2 CPU cores a turn can take a minute)[/dim]"
+    )
     with ev.listen(TurnPrinter(started)):
         try:
             prediction = rlm(**example.inputs, _task=task)
@@ -121,8 +140,10 @@ def _run(length: int, seed: int, lm: str | None, api_base: str | None, max_itera
     value = score(example, answer)
     path = _rewrite_with_score(stream_dir, trajectory, value)
     colour = "green" if value >= 0.999 else "yellow" if value > 0 else "red"
-    console.print(f"\nanswer: [bold]{escape(str(answer))}[/bold]   gold: [bold]{example.gold}[/bold]   "
-                  f"score: [{colour}]{value:.3f}[/{colour}] (OOLONG: 0.75^|error|)   wall: {wall:.0f}s")
+    console.print(
+        f"\nanswer: [bold]{escape(str(answer))}[/bold]   gold: [bold]{example.gold}[/bold]   "
+        f"score: [{colour}]{value:.3f}[/{colour}] (OOLONG: 0.75^|error|)   wall: {wall:.0f}s"
+    )
     console.print(f"trajectory: {path}")
     console.print(NEXT_STEPS.format(trajectory=path))
 

@@ -30,35 +30,81 @@ def eval_command(
     n: int = typer.Option(10, "--n", help="Number of examples."),
     length: int = typer.Option(100_000, "--length", help="Context length of each example, in characters."),
     seed: int = typer.Option(0, "--seed", help="Generator seed: the same seed gives the same examples."),
-    knob: Annotated[list[str] | None, typer.Option(
-        "--knob", help="Suite knob as name=value (repeatable), e.g. labelled=true.")] = None,
+    knob: Annotated[
+        list[str] | None,
+        typer.Option("--knob", help="Suite knob as name=value (repeatable), e.g. labelled=true."),
+    ] = None,
     lm: str = typer.Option(..., "--lm", help="Root model: a litellm model string, or 'local' (embedded)."),
-    api_base: str = typer.Option(None, "--api-base", help="OpenAI-compatible server URL for --lm and --sub-lm."),
+    api_base: str = typer.Option(
+        None, "--api-base", help="OpenAI-compatible server URL for --lm and --sub-lm."
+    ),
     sub_lm: str = typer.Option(None, "--sub-lm", help="Model for sub-calls (default: the root model)."),
-    program: str = typer.Option("rlm", "--program", help="rlm, facts_then_answer (multihop), tally_then_answer (aggregation)."),
+    program: str = typer.Option(
+        "rlm", "--program", help="rlm, facts_then_answer (multihop), tally_then_answer (aggregation)."
+    ),
     max_depth: int = typer.Option(1, "--max-depth", help="Recursion depth for rlm_query sub-calls."),
     max_iterations: int = typer.Option(20, "--max-iterations", help="Root turns per example."),
     workers: int = typer.Option(4, "--workers", help="Examples run concurrently."),
     out: str = typer.Option(None, "--out", help="Run directory (default runs/eval-SUITE-LENGTH-sSEED)."),
-    baseline: bool = typer.Option(False, "--baseline", help="Also run the plain LM on the context cut to its window."),
-    window_tokens: int = typer.Option(32_000, "--window-tokens", help="The baseline's context window, in tokens."),
-    retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed examples again when resuming."),
-    samples: int = typer.Option(1, "--samples", min=1,
-                                help="Distinct runs per example (rollout ids 0..K-1), e.g. for compile sft/rl/dpo."),
-    temperature: float = typer.Option(None, "--temperature", min=0.0,
-                                      help="Sampling temperature of --lm and --sub-lm (default: the model's)."),
-    ray: str = typer.Option(None, "--ray", metavar="ADDRESS", help=(
-        "Run examples as Ray tasks: 'local' starts a Ray instance on this machine for the call; 'auto', "
-        "host:port or ray://host:10001 joins a cluster; one example per cluster CPU at a time "
-        "(--workers is for threads). Needs the cluster extra.")),
+    baseline: bool = typer.Option(
+        False, "--baseline", help="Also run the plain LM on the context cut to its window."
+    ),
+    window_tokens: int = typer.Option(
+        32_000, "--window-tokens", help="The baseline's context window, in tokens."
+    ),
+    retry_failed: bool = typer.Option(
+        False, "--retry-failed", help="Run failed examples again when resuming."
+    ),
+    samples: int = typer.Option(
+        1,
+        "--samples",
+        min=1,
+        help="Distinct runs per example (rollout ids 0..K-1), e.g. for compile sft/rl/dpo.",
+    ),
+    temperature: float = typer.Option(
+        None,
+        "--temperature",
+        min=0.0,
+        help="Sampling temperature of --lm and --sub-lm (default: the model's).",
+    ),
+    ray: str = typer.Option(
+        None,
+        "--ray",
+        metavar="ADDRESS",
+        help=(
+            "Run examples as Ray tasks: 'local' starts a Ray instance on this machine for the call; 'auto', "
+            "host:port or ray://host:10001 joins a cluster; one example per cluster CPU at a time "
+            "(--workers is for threads). Needs the cluster extra."
+        ),
+    ),
 ) -> None:
     """Evaluate a program on a generated task suite; prints score (95% CI), cost, tokens, failures."""
     with exit_on_error():
         _run(**locals())
 
 
-def _run(*, suite, n, length, seed, knob, lm, api_base, sub_lm, program, max_depth, max_iterations, workers,
-         out, baseline, window_tokens, retry_failed, samples, temperature, ray) -> None:
+def _run(
+    *,
+    suite,
+    n,
+    length,
+    seed,
+    knob,
+    lm,
+    api_base,
+    sub_lm,
+    program,
+    max_depth,
+    max_iterations,
+    workers,
+    out,
+    baseline,
+    window_tokens,
+    retry_failed,
+    samples,
+    temperature,
+    ray,
+) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from programs.evaluate import evaluate
@@ -71,22 +117,46 @@ def _run(*, suite, n, length, seed, knob, lm, api_base, sub_lm, program, max_dep
     sampling = {"temperature": temperature} if temperature is not None else {}
     root = lm_from_flag(lm, api_base, **sampling)
     sub = lm_from_flag(sub_lm, api_base, **sampling) if sub_lm else None
-    factory = lambda: build_program(program, suite, lm=root, sub_lm=sub, max_depth=max_depth,
-                                    max_iterations=max_iterations)
+    def factory():
+        return build_program(
+            program, suite, lm=root, sub_lm=sub, max_depth=max_depth, max_iterations=max_iterations
+        )
     factory()  # a bad program/suite pairing or knob fails now, not in every worker
-    config = {"suite": suite, "length": length, "seed": seed, "knobs": knobs, "program": program, "lm": lm,
-              "api_base": api_base, "sub_lm": sub_lm, "max_depth": max_depth, "max_iterations": max_iterations,
-              "window_tokens": window_tokens}
+    config = {
+        "suite": suite,
+        "length": length,
+        "seed": seed,
+        "knobs": knobs,
+        "program": program,
+        "lm": lm,
+        "api_base": api_base,
+        "sub_lm": sub_lm,
+        "max_depth": max_depth,
+        "max_iterations": max_iterations,
+        "window_tokens": window_tokens,
+    }
     if temperature is not None:  # only when set: older run folders keep their config hash
         config["temperature"] = temperature
     out = Path(out) if out else Path("runs") / f"eval-{suite}-{length}-s{seed}"
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("correct {task.fields[correct]}"), TextColumn("${task.fields[cost]:.4f}"),
-               TextColumn("running {task.fields[running]}, model calls {task.fields[calls]}"),
-               TextColumn("ETA"), TimeRemainingColumn())
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("correct {task.fields[correct]}"),
+        TextColumn("${task.fields[cost]:.4f}"),
+        TextColumn("running {task.fields[running]}, model calls {task.fields[calls]}"),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
     with Progress(*columns, console=err) as progress:
-        task = progress.add_task(f"{suite} x{n}" + (f" x{samples} samples" if samples > 1 else ""),
-                                 total=None, correct=0, cost=0.0, running=0, calls=0)
+        task = progress.add_task(
+            f"{suite} x{n}" + (f" x{samples} samples" if samples > 1 else ""),
+            total=None,
+            correct=0,
+            cost=0.0,
+            running=0,
+            calls=0,
+        )
         stop_live = ev.instrument(lambda start: LiveCounts(progress, task))  # runs in this process's threads
 
         def on_start(todo: int, done: int) -> None:
@@ -97,21 +167,40 @@ def _run(*, suite, n, length, seed, knob, lm, api_base, sub_lm, program, max_dep
         def on_result(row) -> None:
             fields = progress.tasks[task].fields
             right = row.program == "program" and row.score >= 0.999  # the baseline has its own table row
-            progress.update(task, advance=1, correct=fields["correct"] + right,
-                            cost=fields["cost"] + row.cost)
+            progress.update(
+                task, advance=1, correct=fields["correct"] + right, cost=fields["cost"] + row.cost
+            )
             if row.status == "failed":
-                progress.console.print(f"[yellow]{row.id}#{row.sample} ({row.program}) failed: {row.failure}[/yellow] "
-                                       f"{escape((row.error or '')[:160])}")
+                progress.console.print(
+                    f"[yellow]{row.id}#{row.sample} ({row.program}) failed: {row.failure}[/yellow] "
+                    f"{escape((row.error or '')[:160])}"
+                )
 
         try:
-            result = evaluate(factory, examples, workers=workers, out_dir=out, config=config,
-                              baseline=baseline_for(suite, lm=root, window_tokens=window_tokens) if baseline else False,
-                              samples=samples, retry_failed=retry_failed, on_result=on_result, on_start=on_start, ray=ray)
+            result = evaluate(
+                factory,
+                examples,
+                workers=workers,
+                out_dir=out,
+                config=config,
+                baseline=baseline_for(suite, lm=root, window_tokens=window_tokens) if baseline else False,
+                samples=samples,
+                retry_failed=retry_failed,
+                on_result=on_result,
+                on_start=on_start,
+                ray=ray,
+            )
         finally:
             stop_live()
-    Console(width=max(Console().width, 130)).print(result.table(title=f"rlmkit eval {suite} (n={n}, length={length:,}, seed={seed})"))
-    summary = {"config": config, "samples": samples, "summary": result.summary(),
-               "baseline": result.baseline.summary() if result.baseline else None}
+    Console(width=max(Console().width, 130)).print(
+        result.table(title=f"rlmkit eval {suite} (n={n}, length={length:,}, seed={seed})")
+    )
+    summary = {
+        "config": config,
+        "samples": samples,
+        "summary": result.summary(),
+        "baseline": result.baseline.summary() if result.baseline else None,
+    }
     (Path(out) / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     print(f"results and trajectories: {out}  (view them: rlmkit view {out}/trajectories)")
 

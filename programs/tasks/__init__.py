@@ -37,8 +37,9 @@ FAMILIES = ("needle", "multi_needle", "aggregation", "pairs", "multihop", "codeq
 def _load_family(module_name: str) -> Suite:
     suite = getattr(importlib.import_module(f"programs.tasks.{module_name}"), "SUITE", None)
     if not isinstance(suite, Suite):
-        raise TaskError(f"programs/tasks/{module_name}.py is listed in FAMILIES but defines no "
-                        "SUITE = Suite(...)")
+        raise TaskError(
+            f"programs/tasks/{module_name}.py is listed in FAMILIES but defines no SUITE = Suite(...)"
+        )
     return suite
 
 
@@ -71,7 +72,9 @@ def parse_knobs(suite: str, pairs_text: list[str]) -> dict[str, Any]:
         name, raw = item.split("=", 1)
         name = name.strip()
         if name not in spec.knobs:
-            raise UnknownKnobError(f"suite {suite!r} has no knob {name!r}; its knobs are: {', '.join(spec.knobs)}")
+            raise UnknownKnobError(
+                f"suite {suite!r} has no knob {name!r}; its knobs are: {', '.join(spec.knobs)}"
+            )
         knobs[name] = _typed(raw.strip(), spec.knobs[name], spec.choices.get(name, ()))
     return knobs
 

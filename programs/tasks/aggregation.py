@@ -46,8 +46,18 @@ MAX_USERS = 1000
 
 
 def generate(n: int, length: int, seed: int = 0, **knobs: Any) -> list[Example]:
-    return build_examples(NAME, n, length, seed, knobs, defaults=KNOBS, choices=CHOICES, build=_one,
-                          minimum=minimum_length, validate=users_check(NAME, 1, MAX_USERS))
+    return build_examples(
+        NAME,
+        n,
+        length,
+        seed,
+        knobs,
+        defaults=KNOBS,
+        choices=CHOICES,
+        build=_one,
+        minimum=minimum_length,
+        validate=users_check(NAME, 1, MAX_USERS),
+    )
 
 
 def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int):
@@ -68,35 +78,69 @@ def ask(rng: random.Random, records: Records, kind: str) -> tuple[str, Any, str,
     label = rng.choice(present)
     tail = " Answer with a single number."
     if kind == "count":
-        return (f"In the data above, how many instances should be labelled as '{label}'?{tail}",
-                counts[label], "number", kind)
+        return (
+            f"In the data above, how many instances should be labelled as '{label}'?{tail}",
+            counts[label],
+            "number",
+            kind,
+        )
     if kind == "compare":
         other = rng.choice([x for x in LABELS if x != label])
         a, b = counts[label], counts[other]
         gold = COMPARE_ANSWERS[0] if a > b else COMPARE_ANSWERS[1] if a < b else COMPARE_ANSWERS[2]
-        return ((f"In the data above, is the label '{label}' more common, less common, or the same "
+        return (
+            (
+                f"In the data above, is the label '{label}' more common, less common, or the same "
                 f"frequency as the label '{other}'? Answer with exactly one of: "
-                f"{', '.join(COMPARE_ANSWERS)}."), gold, "choice", kind)
+                f"{', '.join(COMPARE_ANSWERS)}."
+            ),
+            gold,
+            "choice",
+            kind,
+        )
     if kind == "per_user":
         user = rng.choice(sorted(set(records.users)) or records.user_ids)
-        return ((f"In the data above, how many instances from User {user} should be labelled as "
-                f"'{label}'?{tail}"), records.user_counts()[(user, label)], "number", kind)
+        return (
+            (
+                f"In the data above, how many instances from User {user} should be labelled as "
+                f"'{label}'?{tail}"
+            ),
+            records.user_counts()[(user, label)],
+            "number",
+            kind,
+        )
     month_counts = records.month_counts()
     months = sorted({m for m, _ in month_counts})
     if kind == "per_month":
         month = rng.choice(months)
-        return ((f"In the data above, how many instances dated in {month_name(month)} should be "
-                f"labelled as '{label}'?{tail}"), month_counts[(month, label)], "number", kind)
+        return (
+            (
+                f"In the data above, how many instances dated in {month_name(month)} should be "
+                f"labelled as '{label}'?{tail}"
+            ),
+            month_counts[(month, label)],
+            "number",
+            kind,
+        )
     # top_month: only labels whose busiest month is unique have an answer
     for candidate in [label] + [x for x in present if x != label]:
         per = sorted(((month_counts[(m, candidate)], m) for m in months), reverse=True)
         if per and per[0][0] > 0 and (len(per) == 1 or per[0][0] > per[1][0]):
-            return ((f"In the data above, in which month do instances labelled as '{candidate}' occur "
-                    f"most often? Answer as Month YYYY."), month_name(per[0][1]), "month", kind)
+            return (
+                (
+                    f"In the data above, in which month do instances labelled as '{candidate}' occur "
+                    f"most often? Answer as Month YYYY."
+                ),
+                month_name(per[0][1]),
+                "month",
+                kind,
+            )
     return ask(rng, records, "count")
 
 
-_MONTH = re.compile(r"\b(" + "|".join(m[:3] for m in MONTH_NAMES) + r")[a-z]*\.?\s*,?\s*(\d{4})", re.IGNORECASE)
+_MONTH = re.compile(
+    r"\b(" + "|".join(m[:3] for m in MONTH_NAMES) + r")[a-z]*\.?\s*,?\s*(\d{4})", re.IGNORECASE
+)
 _ISO = re.compile(r"\b(\d{4})-(\d{1,2})\b")
 
 
@@ -125,5 +169,4 @@ def score(example: Example, prediction: Any) -> float:
 
 
 PROGRAM = ProgramRecipe("signatures:AggregationQA", RECORDS_STRATEGY, {"classify": CLASSIFY_INSTANCE})
-SUITE = Suite(NAME, generate, score, KNOBS, CHOICES,
-              "aggregation over inferred labels (OOLONG)", PROGRAM)
+SUITE = Suite(NAME, generate, score, KNOBS, CHOICES, "aggregation over inferred labels (OOLONG)", PROGRAM)

@@ -57,7 +57,13 @@ class Example(BaseModel):
 
     def summary(self) -> dict[str, Any]:
         """Everything but the context body (for logs and trajectories)."""
-        return {"id": self.id, "suite": self.suite, "seed": self.seed, "length": self.length, "knobs": self.knobs}
+        return {
+            "id": self.id,
+            "suite": self.suite,
+            "seed": self.seed,
+            "length": self.length,
+            "knobs": self.knobs,
+        }
 
 
 Generator = Callable[..., "list[Example]"]
@@ -97,8 +103,12 @@ class Suite:
 
 
 # ------------------------------------------------------------------ checks
-def check_knobs(suite: str, given: Mapping[str, Any], defaults: Mapping[str, Any],
-                choices: Mapping[str, tuple] | None = None) -> dict[str, Any]:
+def check_knobs(
+    suite: str,
+    given: Mapping[str, Any],
+    defaults: Mapping[str, Any],
+    choices: Mapping[str, tuple] | None = None,
+) -> dict[str, Any]:
     """Merge ``given`` into ``defaults``; unknown knobs or values outside ``choices`` are errors."""
     unknown = sorted(set(given) - set(defaults))
     if unknown:
@@ -121,10 +131,13 @@ def check_length(suite: str, length: int, minimum: int = MIN_LENGTH, why: str = 
     floor = max(MIN_LENGTH, minimum)
     if length < floor:
         reason = f" ({why})" if why else ""
-        raise LengthError(f"suite {suite!r}: length {length:,} is too small; it needs at least {floor:,} "
-                          f"characters{reason}")
+        raise LengthError(
+            f"suite {suite!r}: length {length:,} is too small; it needs at least {floor:,} characters{reason}"
+        )
     if length > MAX_LENGTH:
-        raise LengthError(f"suite {suite!r}: length {length:,} is over the supported {MAX_LENGTH:,} characters")
+        raise LengthError(
+            f"suite {suite!r}: length {length:,} is over the supported {MAX_LENGTH:,} characters"
+        )
 
 
 def check_count(suite: str, n: int) -> None:
@@ -135,10 +148,19 @@ def check_count(suite: str, n: int) -> None:
 Build = Callable[[random.Random, dict, int, int, int], "tuple[dict[str, Any], Any, dict[str, Any]]"]
 
 
-def build_examples(suite: str, n: int, length: int, seed: int, given: Mapping[str, Any], *,
-                   defaults: Mapping[str, Any], choices: Mapping[str, tuple], build: Build,
-                   minimum: Callable[[dict, int], tuple[int, str]] | None = None,
-                   validate: Callable[[dict], None] | None = None) -> list[Example]:
+def build_examples(
+    suite: str,
+    n: int,
+    length: int,
+    seed: int,
+    given: Mapping[str, Any],
+    *,
+    defaults: Mapping[str, Any],
+    choices: Mapping[str, tuple],
+    build: Build,
+    minimum: Callable[[dict, int], tuple[int, str]] | None = None,
+    validate: Callable[[dict], None] | None = None,
+) -> list[Example]:
     """The part every generator shares: check the request, then one seeded ``build`` per example.
 
     ``build(rng, knobs, index, n, length) -> (inputs, gold, meta)``; ``minimum(knobs, length)
@@ -155,8 +177,18 @@ def build_examples(suite: str, n: int, length: int, seed: int, given: Mapping[st
     for index in range(n):
         rng = example_rng(suite, seed, index, length, knobs)
         inputs, gold, meta = build(rng, knobs, index, n, length)
-        examples.append(Example(id=example_id(suite, seed, index), suite=suite, inputs=inputs, gold=gold,
-                                knobs=knobs, seed=seed, length=length, meta=meta))
+        examples.append(
+            Example(
+                id=example_id(suite, seed, index),
+                suite=suite,
+                inputs=inputs,
+                gold=gold,
+                knobs=knobs,
+                seed=seed,
+                length=length,
+                meta=meta,
+            )
+        )
     return examples
 
 
@@ -212,23 +244,88 @@ def normalize(text: Any) -> str:
 
 
 # ------------------------------------------------------------------ filler text
-_ADJ = ("quiet", "bright", "ancient", "narrow", "gentle", "restless", "hollow", "silver", "distant",
-        "careful", "humble", "patient", "crowded", "sudden", "steady", "wooden", "golden", "open")
-_NOUN = ("river", "garden", "lantern", "market", "harbor", "valley", "library", "orchard", "bridge",
-         "meadow", "workshop", "village", "tower", "forest", "kitchen", "archive", "station", "field")
-_VERB = ("watches", "remembers", "follows", "shelters", "crosses", "measures", "carries", "greets",
-         "outlasts", "frames", "reflects", "joins", "circles", "hides", "guides", "warms")
-_TAIL = ("in the early morning", "after the long winter", "without a sound", "as the seasons turn",
-         "for reasons nobody recalls", "near the old road", "under a pale sky", "every other year",
-         "when the work is done", "long before the maps", "at the edge of town", "in plain sight")
+_ADJ = (
+    "quiet",
+    "bright",
+    "ancient",
+    "narrow",
+    "gentle",
+    "restless",
+    "hollow",
+    "silver",
+    "distant",
+    "careful",
+    "humble",
+    "patient",
+    "crowded",
+    "sudden",
+    "steady",
+    "wooden",
+    "golden",
+    "open",
+)
+_NOUN = (
+    "river",
+    "garden",
+    "lantern",
+    "market",
+    "harbor",
+    "valley",
+    "library",
+    "orchard",
+    "bridge",
+    "meadow",
+    "workshop",
+    "village",
+    "tower",
+    "forest",
+    "kitchen",
+    "archive",
+    "station",
+    "field",
+)
+_VERB = (
+    "watches",
+    "remembers",
+    "follows",
+    "shelters",
+    "crosses",
+    "measures",
+    "carries",
+    "greets",
+    "outlasts",
+    "frames",
+    "reflects",
+    "joins",
+    "circles",
+    "hides",
+    "guides",
+    "warms",
+)
+_TAIL = (
+    "in the early morning",
+    "after the long winter",
+    "without a sound",
+    "as the seasons turn",
+    "for reasons nobody recalls",
+    "near the old road",
+    "under a pale sky",
+    "every other year",
+    "when the work is done",
+    "long before the maps",
+    "at the edge of town",
+    "in plain sight",
+)
 
 
 def _build_sentence_pool(size: int = 1500) -> tuple[str, ...]:
     rng = random.Random("rlmkit-filler-v1")
     pool = []
     for _ in range(size):
-        pool.append(f"The {rng.choice(_ADJ)} {rng.choice(_NOUN)} {rng.choice(_VERB)} the "
-                    f"{rng.choice(_ADJ)} {rng.choice(_NOUN)} {rng.choice(_TAIL)}.")
+        pool.append(
+            f"The {rng.choice(_ADJ)} {rng.choice(_NOUN)} {rng.choice(_VERB)} the "
+            f"{rng.choice(_ADJ)} {rng.choice(_NOUN)} {rng.choice(_TAIL)}."
+        )
     return tuple(pool)
 
 
@@ -257,8 +354,9 @@ def exact_length(text: str, length: int, pad: str = " ") -> str:
     return text + pad * (length - len(text))
 
 
-def fill_units(rng: random.Random, make_unit: Callable[[random.Random], str], budget: int,
-               sep: str = "\n") -> list[str]:
+def fill_units(
+    rng: random.Random, make_unit: Callable[[random.Random], str], budget: int, sep: str = "\n"
+) -> list[str]:
     """Units from ``make_unit`` until they (with separators) fill ``budget`` characters."""
     units: list[str] = []
     used = 0

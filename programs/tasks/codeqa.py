@@ -41,11 +41,31 @@ LETTERS = "ABCD"
 CORE = ("loader", "pipeline", "storage", "report")
 FILE_HEADER = "# ===== file: {path} =====\n"
 _FILE_SPLIT = re.compile(r"^# ===== file: (\S+) =====\n", re.MULTILINE)
-_VERBS = ("load", "parse", "merge", "score", "render", "flush", "index", "fetch", "clean", "split", "rank", "emit")
+_VERBS = (
+    "load",
+    "parse",
+    "merge",
+    "score",
+    "render",
+    "flush",
+    "index",
+    "fetch",
+    "clean",
+    "split",
+    "rank",
+    "emit",
+)
 _NOUNS = ("items", "rows", "cache", "report", "tokens", "batch", "graph", "records", "pages", "events")
-_SETTINGS = {"batch_size": (8, 16, 32, 64, 128), "timeout_s": (5.0, 10.0, 30.0, 60.0), "retries": (0, 1, 3, 5),
-             "mode": ("fast", "safe", "debug", "strict"), "cache_dir": ("/tmp/c", "~/.cache/x", "./cache"),
-             "workers": (1, 2, 4, 8, 16), "verbose": (True, False), "region": ("eu", "us", "ap")}
+_SETTINGS = {
+    "batch_size": (8, 16, 32, 64, 128),
+    "timeout_s": (5.0, 10.0, 30.0, 60.0),
+    "retries": (0, 1, 3, 5),
+    "mode": ("fast", "safe", "debug", "strict"),
+    "cache_dir": ("/tmp/c", "~/.cache/x", "./cache"),
+    "workers": (1, 2, 4, 8, 16),
+    "verbose": (True, False),
+    "region": ("eu", "us", "ap"),
+}
 MIN_CORE_CHARS = 2_000  # 7 core functions, main and the two config files (measured: 1,400-1,750)
 PER_FUNCTION_CHARS = 160
 
@@ -63,8 +83,12 @@ def call_graph(files: dict[str, str]) -> dict[str, set[str]]:
     for path, source in files.items():
         module = path.rsplit("/", 1)[-1].removesuffix(".py")
         tree = ast.parse(source)
-        imported = {alias.asname or alias.name for node in tree.body if isinstance(node, ast.ImportFrom)
-                    for alias in node.names}
+        imported = {
+            alias.asname or alias.name
+            for node in tree.body
+            if isinstance(node, ast.ImportFrom)
+            for alias in node.names
+        }
         local = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
         for node in tree.body:
             if not isinstance(node, ast.FunctionDef):
@@ -76,8 +100,11 @@ def call_graph(files: dict[str, str]) -> dict[str, set[str]]:
                 func = call.func
                 if isinstance(func, ast.Name) and func.id in local:
                     calls.add(f"{module}.{func.id}")
-                elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
-                        and func.value.id in imported:
+                elif (
+                    isinstance(func, ast.Attribute)
+                    and isinstance(func.value, ast.Name)
+                    and func.value.id in imported
+                ):
                     calls.add(f"{func.value.id}.{func.attr}")
     return graph
 
@@ -94,6 +121,7 @@ def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
 
 def effective_settings(files: dict[str, str]) -> dict[str, Any]:
     """DEFAULTS from config.py updated by OVERRIDES from settings.py, read with ast."""
+
     def dict_named(source: str, name: str) -> dict:
         for node in ast.parse(source).body:
             if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
@@ -115,8 +143,9 @@ def _minimum(knobs: dict, length: int) -> tuple[int, str]:
 
 
 def generate(n: int, length: int, seed: int = 0, **knobs: Any) -> list[Example]:
-    return build_examples(NAME, n, length, seed, knobs, defaults=KNOBS, choices=CHOICES, build=_one,
-                          minimum=_minimum)
+    return build_examples(
+        NAME, n, length, seed, knobs, defaults=KNOBS, choices=CHOICES, build=_one, minimum=_minimum
+    )
 
 
 def _core(rng: random.Random, count: int) -> tuple[dict[str, str], list[str], list[str]]:
@@ -127,7 +156,7 @@ def _core(rng: random.Random, count: int) -> tuple[dict[str, str], list[str], li
     body: dict[str, list[str]] = {m: [] for m in CORE}
     for i, qual in enumerate(funcs):
         module, name = qual.split(".")
-        later = [f for f in funcs[i + 1:] if f not in orphans]
+        later = [f for f in funcs[i + 1 :] if f not in orphans]
         callees = rng.sample(later, min(len(later), rng.randint(1, 3)))
         lines = [f"def {name}(data):"]
         decoy = rng.choice([f for f in funcs if f != qual and f not in callees] or [qual])
@@ -135,14 +164,23 @@ def _core(rng: random.Random, count: int) -> tuple[dict[str, str], list[str], li
             lines.append(f"    # {decoy.split('.')[1]}(data) used to run here")
         for callee in callees:
             c_mod, c_name = callee.split(".")
-            lines.append(f"    data = {c_name}(data)" if c_mod == module else f"    data = {c_mod}.{c_name}(data)")
+            lines.append(
+                f"    data = {c_name}(data)" if c_mod == module else f"    data = {c_mod}.{c_name}(data)"
+            )
         lines.append("    return data\n")
         body[module].append("\n".join(lines))
-    sources = {f"{m}.py": "from . import " + ", ".join(x for x in CORE if x != m) + "\n\n\n" + "\n\n".join(b)
-               for m, b in body.items()}
+    sources = {
+        f"{m}.py": "from . import " + ", ".join(x for x in CORE if x != m) + "\n\n\n" + "\n\n".join(b)
+        for m, b in body.items()
+    }
     entry = rng.sample([f for f in funcs if f not in orphans], 3)  # >= 3 live functions for options
-    sources["cli.py"] = ("from . import " + ", ".join(CORE) + "\n\n\ndef main(data=None):\n"
-                         + "".join(f"    data = {f}(data)\n" for f in entry) + "    return data\n")
+    sources["cli.py"] = (
+        "from . import "
+        + ", ".join(CORE)
+        + "\n\n\ndef main(data=None):\n"
+        + "".join(f"    data = {f}(data)\n" for f in entry)
+        + "    return data\n"
+    )
     return sources, funcs, orphans
 
 
@@ -153,9 +191,11 @@ def _config(rng: random.Random) -> dict[str, str]:
     ghost = rng.choice(keys)  # a commented-out override: text search sees it, Python does not
     ghost_value = rng.choice(_SETTINGS[ghost])
     over_lines = "".join(f"    {k!r}: {v!r},\n" for k, v in overrides.items())
-    return {"config.py": "DEFAULTS = {\n" + "".join(f"    {k!r}: {v!r},\n" for k, v in defaults.items()) + "}\n",
-            "settings.py": f"from .config import DEFAULTS\n\nOVERRIDES = {{\n    # {ghost!r}: {ghost_value!r},\n"
-                           f"{over_lines}}}\nSETTINGS = {{**DEFAULTS, **OVERRIDES}}\n"}
+    return {
+        "config.py": "DEFAULTS = {\n" + "".join(f"    {k!r}: {v!r},\n" for k, v in defaults.items()) + "}\n",
+        "settings.py": f"from .config import DEFAULTS\n\nOVERRIDES = {{\n    # {ghost!r}: {ghost_value!r},\n"
+        f"{over_lines}}}\nSETTINGS = {{**DEFAULTS, **OVERRIDES}}\n",
+    }
 
 
 def _filler_module(rng: random.Random, index: int, budget: int) -> str:
@@ -166,8 +206,10 @@ def _filler_module(rng: random.Random, index: int, budget: int) -> str:
     while True:
         name = f"step_{rng.choice(_NOUNS)}_{index}_{len(names)}"
         call = f"    value = {rng.choice(names)}(value)\n" if names else ""
-        text = (f"\n\ndef {name}(value):\n    \"\"\"{filler(rng, rng.randint(60, 200))}\"\"\"\n"
-                f"{call}    return value * {rng.randint(2, 9)} + {rng.randint(0, 99)}\n")
+        text = (
+            f'\n\ndef {name}(value):\n    """{filler(rng, rng.randint(60, 200))}"""\n'
+            f"{call}    return value * {rng.randint(2, 9)} + {rng.randint(0, 99)}\n"
+        )
         if used + len(text) > budget:
             return "".join(out)
         out.append(text)
@@ -182,8 +224,10 @@ def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int):
     files = [(f"{package}/{name}", src) for name, src in core.items()]
     used = sum(len(FILE_HEADER.format(path=p)) + len(s) + 1 for p, s in files)
     if used > length:  # the generous minimum makes this rare; never cut into the core
-        raise LengthError(f"suite {NAME!r}: this package's core needs {used:,} characters; "
-                          f"ask for a longer length than {length:,}")
+        raise LengthError(
+            f"suite {NAME!r}: this package's core needs {used:,} characters; "
+            f"ask for a longer length than {length:,}"
+        )
     index = 0
     while length - used > 400:  # filler modules of ~4,000-12,000 characters
         path = f"{package}/helpers_{index:04d}.py"
@@ -198,13 +242,16 @@ def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int):
     rng.shuffle(files)
     context = "".join(FILE_HEADER.format(path=p) + s + "\n" for p, s in files)
     kind = knobs["question"] if knobs["question"] != "mixed" else rng.choice(QUESTIONS)
-    question, options, correct = _ask(rng, {p: s for p, s in files if not p.split("/")[-1].startswith("helpers_")},
-                                      kind, orphans)
+    question, options, correct = _ask(
+        rng, {p: s for p, s in files if not p.split("/")[-1].startswith("helpers_")}, kind, orphans
+    )
     rng.shuffle(options)
     letter = LETTERS[options.index(correct)]
     listed = "\n".join(f"{LETTERS[j]}) {opt}" for j, opt in enumerate(options))
-    inputs = {"context": exact_length(context, length),
-              "question": f"{question}\n{listed}\nAnswer with the letter of the correct option."}
+    inputs = {
+        "context": exact_length(context, length),
+        "question": f"{question}\n{listed}\nAnswer with the letter of the correct option.",
+    }
     return inputs, letter, {"question_type": kind, "options": options, "correct": correct, "package": package}
 
 
@@ -219,14 +266,23 @@ def _ask(rng: random.Random, core_files: dict[str, str], kind: str, orphans: lis
         wrong = [repr(v) for v in rng.sample(values, min(3, len(values)))]
         wrong += ["None", "it is not set"][: 3 - len(wrong)]
         correct = repr(settings[key])
-        return ((f"What is the effective value of the setting {key!r} (DEFAULTS in config.py, updated by "
-                f"OVERRIDES in settings.py)?"), [correct] + wrong, correct)
+        return (
+            (
+                f"What is the effective value of the setting {key!r} (DEFAULTS in config.py, updated by "
+                f"OVERRIDES in settings.py)?"
+            ),
+            [correct] + wrong,
+            correct,
+        )
     if kind == "unreachable":
         live = reachable(graph, "cli.main") - {"cli.main"}
         dead = [f for f in funcs if f not in live]
         correct = rng.choice(dead)
-        return ("Which function is NOT reachable from cli.main through direct calls?",
-                [correct] + rng.sample(sorted(live), min(3, len(live))), correct)
+        return (
+            "Which function is NOT reachable from cli.main through direct calls?",
+            [correct] + rng.sample(sorted(live), min(3, len(live))),
+            correct,
+        )
     if kind == "callee":
         subject = rng.choice([f for f in funcs if graph[f]])
         correct = rng.choice(sorted(graph[subject]))
@@ -256,9 +312,12 @@ def score(example: Example, prediction: Any) -> float:
     return float(parse_letter(prediction_value(prediction), example.meta["options"]) == example.gold)
 
 
-PROGRAM = ProgramRecipe("signatures:CodeQA",
-                        "Split `context` into files on the '# ===== file: ' lines, parse them with the ast "
-                        "module, and answer from the parse (comments mention functions that are not called). "
-                        "Submit the option letter.")
-SUITE = Suite(NAME, generate, score, KNOBS, CHOICES,
-              "four-option questions about a generated package (CodeQA)", PROGRAM)
+PROGRAM = ProgramRecipe(
+    "signatures:CodeQA",
+    "Split `context` into files on the '# ===== file: ' lines, parse them with the ast "
+    "module, and answer from the parse (comments mention functions that are not called). "
+    "Submit the option letter.",
+)
+SUITE = Suite(
+    NAME, generate, score, KNOBS, CHOICES, "four-option questions about a generated package (CodeQA)", PROGRAM
+)

@@ -33,11 +33,29 @@ NAME = "multi_needle"
 KNOBS = {"k": 2, "mode": "nth", "index": None}
 CHOICES = {"k": (2, 4, 8), "mode": ("nth", "count")}
 FORMS = ("poem", "riddle", "short story", "haiku", "limerick", "essay", "letter", "song")
-TOPICS = ("tapirs", "lighthouses", "glaciers", "chess", "bicycles", "moss", "submarines", "kites",
-          "volcanoes", "libraries", "owls", "bread", "comets", "rivers", "clocks", "jellyfish")
+TOPICS = (
+    "tapirs",
+    "lighthouses",
+    "glaciers",
+    "chess",
+    "bicycles",
+    "moss",
+    "submarines",
+    "kites",
+    "volcanoes",
+    "libraries",
+    "owls",
+    "bread",
+    "comets",
+    "rivers",
+    "clocks",
+    "jellyfish",
+)
 HEADER = "Below is a long conversation between a user and an assistant.\n\n"
 # the longest turn a request can render to: the longest form/topic and three pool sentences
-LONGEST_TURN = len("User: Write a short story about submarines.\nAssistant: \n\n\n\n") + 3 * max(map(len, SENTENCES))
+LONGEST_TURN = len("User: Write a short story about submarines.\nAssistant: \n\n\n\n") + 3 * max(
+    map(len, SENTENCES)
+)
 
 
 def _reply(rng: random.Random) -> str:
@@ -59,9 +77,18 @@ def _validate(knobs: dict) -> None:
 
 
 def generate(n: int, length: int, seed: int = 0, **knobs: Any) -> list[Example]:
-    return build_examples(NAME, n, length, seed, knobs, defaults=KNOBS, choices=CHOICES, build=_one,
-                          validate=_validate, minimum=lambda kn, _length: (
-                              len(HEADER) + kn["k"] * LONGEST_TURN, f"{kn['k']} repeated requests"))
+    return build_examples(
+        NAME,
+        n,
+        length,
+        seed,
+        knobs,
+        defaults=KNOBS,
+        choices=CHOICES,
+        build=_one,
+        validate=_validate,
+        minimum=lambda kn, _length: (len(HEADER) + kn["k"] * LONGEST_TURN, f"{kn['k']} repeated requests"),
+    )
 
 
 def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int):
@@ -91,8 +118,10 @@ def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int):
     else:
         nth = knobs["index"] or rng.randint(1, k)
         tag = "".join(rng.choices(string.ascii_lowercase + string.digits, k=10))
-        question = (f"Prepend {tag} to the {_ordinal(nth)} (1-indexed) {form} about {topic} the "
-                    f"assistant wrote. Reply with that text exactly, starting with {tag}.")
+        question = (
+            f"Prepend {tag} to the {_ordinal(nth)} (1-indexed) {form} about {topic} the "
+            f"assistant wrote. Reply with that text exactly, starting with {tag}."
+        )
         gold = tag + targets[nth - 1]
         meta = {"form": form, "topic": topic, "hash": tag, "index": nth}
     return {"context": context, "question": question}, gold, meta
@@ -106,13 +135,15 @@ def score(example: Example, prediction: Any) -> float:
     text = as_text(value).strip()
     if not text.startswith(tag):
         return 0.0
-    return difflib.SequenceMatcher(None, text.removeprefix(tag).strip(),
-                                   example.gold.removeprefix(tag).strip()).ratio()
+    return difflib.SequenceMatcher(
+        None, text.removeprefix(tag).strip(), example.gold.removeprefix(tag).strip()
+    ).ratio()
 
 
-PROGRAM = ProgramRecipe("signatures:ConversationRecall",
-                        "Split `context` on blank lines into turns; find the user requests that match the "
-                        "question exactly (same form and topic), in order, and take the assistant reply that "
-                        "follows. Submit exactly what the question asks.")
-SUITE = Suite(NAME, generate, score, KNOBS, CHOICES,
-              "repeated requests in a conversation (MRCR)", PROGRAM)
+PROGRAM = ProgramRecipe(
+    "signatures:ConversationRecall",
+    "Split `context` on blank lines into turns; find the user requests that match the "
+    "question exactly (same form and topic), in order, and take the assistant reply that "
+    "follows. Submit exactly what the question asks.",
+)
+SUITE = Suite(NAME, generate, score, KNOBS, CHOICES, "repeated requests in a conversation (MRCR)", PROGRAM)

@@ -37,17 +37,66 @@ ESSENTIAL_DOC_MAX = 125  # a bare document (id line, title, one fact) with long 
 # relation -> (subject type, object type, fact template, question phrase)
 RELATIONS = {
     "founder": ("org", "person", "{s} was founded by {o}.", "the founder of {x}"),
-    "headquarters": ("org", "city", "{s} has its headquarters in {o}.", "the city where {x} has its headquarters"),
+    "headquarters": (
+        "org",
+        "city",
+        "{s} has its headquarters in {o}.",
+        "the city where {x} has its headquarters",
+    ),
     "birthplace": ("person", "city", "{s} was born in {o}.", "the birthplace of {x}"),
     "employer": ("person", "org", "{s} works for {o}.", "the employer of {x}"),
     "mentor": ("person", "person", "{s} trained under {o}.", "the mentor of {x}"),
     "mayor": ("city", "person", "The mayor of {s} is {o}.", "the mayor of {x}"),
     "river": ("city", "river", "The {o} flows through {s}.", "the river that flows through {x}"),
 }
-_FIRST = ("Tamsin", "Oren", "Ilse", "Bram", "Calla", "Dorian", "Esme", "Fenwick", "Greta", "Halvard",
-          "Ines", "Jory", "Kestrel", "Linnea", "Marek", "Nell", "Osric", "Petra", "Quill", "Rosalind")
-_SYL = ("vel", "mar", "dor", "quen", "sil", "bra", "tor", "lin", "fen", "gal", "ris", "nox", "pel",
-        "hab", "zur", "cor", "ven", "tal", "mir", "oss", "ka", "lo", "ru", "te")
+_FIRST = (
+    "Tamsin",
+    "Oren",
+    "Ilse",
+    "Bram",
+    "Calla",
+    "Dorian",
+    "Esme",
+    "Fenwick",
+    "Greta",
+    "Halvard",
+    "Ines",
+    "Jory",
+    "Kestrel",
+    "Linnea",
+    "Marek",
+    "Nell",
+    "Osric",
+    "Petra",
+    "Quill",
+    "Rosalind",
+)
+_SYL = (
+    "vel",
+    "mar",
+    "dor",
+    "quen",
+    "sil",
+    "bra",
+    "tor",
+    "lin",
+    "fen",
+    "gal",
+    "ris",
+    "nox",
+    "pel",
+    "hab",
+    "zur",
+    "cor",
+    "ven",
+    "tal",
+    "mir",
+    "oss",
+    "ka",
+    "lo",
+    "ru",
+    "te",
+)
 _ORG = ("Labs", "Works", "Foundry", "Collective", "Institute", "Guild", "Press", "Holdings")
 _CITY = ("ford", "haven", "mere", "stead", "ton", "wick", "bury", "port")
 
@@ -101,8 +150,11 @@ def _chain(rng: random.Random, hops: int) -> list[str]:
         kind = rng.choice(("org", "person", "city"))
         walk = []
         for step in range(hops):
-            options = [r for r, (dom, rng_type, *_rest) in RELATIONS.items()
-                       if dom == kind and (step == hops - 1 or rng_type != "river")]
+            options = [
+                r
+                for r, (dom, rng_type, *_rest) in RELATIONS.items()
+                if dom == kind and (step == hops - 1 or rng_type != "river")
+            ]
             relation = rng.choice(options)
             walk.append(relation)
             kind = RELATIONS[relation][1]
@@ -121,8 +173,18 @@ def _minimum(knobs: dict, _length: int) -> tuple[int, str]:
 
 
 def generate(n: int, length: int, seed: int = 0, **knobs: Any) -> list[Example]:
-    return build_examples(NAME, n, length, seed, knobs, defaults=KNOBS, choices=CHOICES, build=_one,
-                          minimum=_minimum, validate=_validate)
+    return build_examples(
+        NAME,
+        n,
+        length,
+        seed,
+        knobs,
+        defaults=KNOBS,
+        choices=CHOICES,
+        build=_one,
+        minimum=_minimum,
+        validate=_validate,
+    )
 
 
 def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int):
@@ -144,7 +206,8 @@ def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int):
     chain_titles = [title for title, _, evidence in docs if evidence]
     budget = length - len(HEADER)
     width = len(str(budget // 40))  # zero-padded ids: every document's size is known up front
-    render = lambda number, title, body: f"[Doc {number:0{width}d}] {title}\n{body}\n\n"
+    def render(number, title, body):
+        return f"[Doc {number:0{width}d}] {title}\n{body}\n\n"
     if budget < sum(len(render(0, t, b)) for t, b, _ in docs):
         raise LengthError(f"suite {NAME!r}: length {length:,} is too small for this chain's documents")
     # pad evidence like the rest only when the corpus is big enough to hide them
@@ -170,8 +233,12 @@ def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int):
     text = "".join(render(j + 1, title, body) for j, (title, body, _) in enumerate(docs))
     number = {title: j + 1 for j, (title, _, _e) in enumerate(docs)}
     question = f"What is {phrase}? Answer with the name only."
-    meta = {"start": start, "relations": relations, "evidence": [number[t] for t in chain_titles],
-            "documents": len(docs)}
+    meta = {
+        "start": start,
+        "relations": relations,
+        "evidence": [number[t] for t in chain_titles],
+        "documents": len(docs),
+    }
     return {"context": exact_length(HEADER + text, length), "question": question}, gold, meta
 
 
@@ -183,10 +250,19 @@ def score(example: Example, prediction: Any) -> float:
     return float(_entity(prediction_value(prediction)) == _entity(example.gold))
 
 
-PROGRAM = ProgramRecipe("signatures:MultiHopQA",
-                        "Documents start with '[Doc N] Title'. Resolve the question from the innermost "
-                        "entity outwards: find the sentence stating each hop with re, check the entity name "
-                        "matches exactly (look-alike names are traps), and note each document number for "
-                        "citations.")
-SUITE = Suite(NAME, generate, score, KNOBS, CHOICES,
-              "multi-hop entity questions over documents (BrowseComp-Plus)", PROGRAM)
+PROGRAM = ProgramRecipe(
+    "signatures:MultiHopQA",
+    "Documents start with '[Doc N] Title'. Resolve the question from the innermost "
+    "entity outwards: find the sentence stating each hop with re, check the entity name "
+    "matches exactly (look-alike names are traps), and note each document number for "
+    "citations.",
+)
+SUITE = Suite(
+    NAME,
+    generate,
+    score,
+    KNOBS,
+    CHOICES,
+    "multi-hop entity questions over documents (BrowseComp-Plus)",
+    PROGRAM,
+)

@@ -30,11 +30,55 @@ KNOBS = {"kind": "numbers", "values": 1, "distractors": 2, "depth": None, "hayst
 CHOICES = {"kind": ("numbers", "words", "uuids"), "haystack": ("essay", "noise")}
 
 NOISE = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. "
-_KEY_A = ("amber", "brisk", "cobalt", "dusky", "eager", "frosty", "glossy", "hazy", "icy", "jolly",
-          "keen", "lofty", "misty", "nimble", "olive", "plucky", "rusty", "sly", "tidy", "vivid")
-_KEY_B = ("anchor", "badger", "cactus", "dynamo", "ember", "falcon", "gadget", "hammock", "igloo",
-          "jigsaw", "kettle", "lagoon", "magnet", "nugget", "oyster", "pebble", "quill", "rocket",
-          "saddle", "tulip", "umbrella", "violin", "walrus", "yodel", "zephyr")
+_KEY_A = (
+    "amber",
+    "brisk",
+    "cobalt",
+    "dusky",
+    "eager",
+    "frosty",
+    "glossy",
+    "hazy",
+    "icy",
+    "jolly",
+    "keen",
+    "lofty",
+    "misty",
+    "nimble",
+    "olive",
+    "plucky",
+    "rusty",
+    "sly",
+    "tidy",
+    "vivid",
+)
+_KEY_B = (
+    "anchor",
+    "badger",
+    "cactus",
+    "dynamo",
+    "ember",
+    "falcon",
+    "gadget",
+    "hammock",
+    "igloo",
+    "jigsaw",
+    "kettle",
+    "lagoon",
+    "magnet",
+    "nugget",
+    "oyster",
+    "pebble",
+    "quill",
+    "rocket",
+    "saddle",
+    "tulip",
+    "umbrella",
+    "violin",
+    "walrus",
+    "yodel",
+    "zephyr",
+)
 
 
 def _value(rng: random.Random, kind: str) -> str:
@@ -52,8 +96,10 @@ def needle_sentence(kind: str, key: str, value: str) -> str:
 def question_for(kind: str, key: str, values: int) -> str:
     if values == 1:
         return f"What is the special magic {kind[:-1]} for {key} mentioned in the provided text?"
-    return (f"What are all the special magic {kind} for {key} mentioned in the provided text? "
-            f"There are {values} of them; list every one.")
+    return (
+        f"What are all the special magic {kind} for {key} mentioned in the provided text? "
+        f"There are {values} of them; list every one."
+    )
 
 
 def _haystack(rng: random.Random, kind: str, chars: int) -> str:
@@ -84,8 +130,18 @@ def _minimum(knobs: dict, length: int) -> tuple[int, str]:
 
 
 def generate(n: int, length: int, seed: int = 0, **knobs: Any) -> list[Example]:
-    return build_examples(NAME, n, length, seed, knobs, defaults=KNOBS, choices=CHOICES, build=_one,
-                          minimum=_minimum, validate=_validate)
+    return build_examples(
+        NAME,
+        n,
+        length,
+        seed,
+        knobs,
+        defaults=KNOBS,
+        choices=CHOICES,
+        build=_one,
+        minimum=_minimum,
+        validate=_validate,
+    )
 
 
 def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int):
@@ -119,8 +175,9 @@ def score(example: Example, prediction: Any) -> float:
     return sum(1 for value in gold if value.lower() in text) / len(gold)
 
 
-PROGRAM = ProgramRecipe("signatures:NeedleQA",
-                        "Search `context` with code (re.findall on the key from the question); "
-                        "print only the matching sentences, then SUBMIT the values as a list.")
-SUITE = Suite(NAME, generate, score, KNOBS, CHOICES,
-              "needle in a haystack (RULER S-NIAH)", PROGRAM)
+PROGRAM = ProgramRecipe(
+    "signatures:NeedleQA",
+    "Search `context` with code (re.findall on the key from the question); "
+    "print only the matching sentences, then SUBMIT the values as a list.",
+)
+SUITE = Suite(NAME, generate, score, KNOBS, CHOICES, "needle in a haystack (RULER S-NIAH)", PROGRAM)

@@ -37,9 +37,18 @@ FORMAT = "List every such pair once, smaller ID first, one per line as (id1, id2
 
 
 def generate(n: int, length: int, seed: int = 0, **knobs: Any) -> list[Example]:
-    return build_examples(NAME, n, length, seed, knobs, defaults=KNOBS, choices=CHOICES, build=_one,
-                          minimum=minimum_length,
-                          validate=users_check(NAME, 2, MAX_USERS, " (the pair list grows with its square)"))
+    return build_examples(
+        NAME,
+        n,
+        length,
+        seed,
+        knobs,
+        defaults=KNOBS,
+        choices=CHOICES,
+        build=_one,
+        minimum=minimum_length,
+        validate=users_check(NAME, 2, MAX_USERS, " (the pair list grows with its square)"),
+    )
 
 
 def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int):
@@ -85,13 +94,18 @@ def ask(rng: random.Random, records: Records, kind: str) -> tuple[str, list[tupl
                 keep = [(u, v) for u, v in pairs if table[u][label] >= least and table[v][label] >= least]
             else:
                 text = f"one user has {_phrase(least, label)} and the other has {_phrase(least, other)}"
-                keep = [(u, v) for u, v in pairs
-                        if (table[u][label] >= least and table[v][other] >= least)
-                        or (table[u][other] >= least and table[v][label] >= least)]
+                keep = [
+                    (u, v)
+                    for u, v in pairs
+                    if (table[u][label] >= least and table[v][other] >= least)
+                    or (table[u][other] >= least and table[v][label] >= least)
+                ]
             options.append((text, keep))
     # prefer a predicate that splits the pairs: neither empty nor all of them
-    text, gold = next(((t, k) for t, k in options if 0 < len(k) < len(pairs)),
-                      next(((t, k) for t, k in options if k), options[0]))
+    text, gold = next(
+        ((t, k) for t, k in options if 0 < len(k) < len(pairs)),
+        next(((t, k) for t, k in options if k), options[0]),
+    )
     return f"In the data above, find all pairs of user IDs where {text}. {FORMAT}", sorted(gold)
 
 
@@ -131,8 +145,12 @@ def score(example: Example, prediction: Any) -> float:
     return pair_f1(gold, parse_pairs(prediction_value(prediction)))
 
 
-PROGRAM = ProgramRecipe("signatures:PairFinding",
-                        RECORDS_STRATEGY + " Build per-user label counts, then test every pair of users "
-                        "with itertools.combinations.", {"classify": CLASSIFY_INSTANCE})
-SUITE = Suite(NAME, generate, score, KNOBS, CHOICES,
-              "pairs of users meeting a label predicate (OOLONG-Pairs)", PROGRAM)
+PROGRAM = ProgramRecipe(
+    "signatures:PairFinding",
+    RECORDS_STRATEGY + " Build per-user label counts, then test every pair of users "
+    "with itertools.combinations.",
+    {"classify": CLASSIFY_INSTANCE},
+)
+SUITE = Suite(
+    NAME, generate, score, KNOBS, CHOICES, "pairs of users meeting a label predicate (OOLONG-Pairs)", PROGRAM
+)

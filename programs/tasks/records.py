@@ -14,22 +14,58 @@ from dataclasses import dataclass
 
 LABELS = ("location", "person", "number", "description", "entity", "abbreviation")
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-MONTH_NAMES = ("January", "February", "March", "April", "May", "June", "July", "August",
-               "September", "October", "November", "December")
+MONTH_NAMES = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 
 _TEMPLATES = {
-    "location": ("Where is the {adj} {noun} located?", "Which country has the most {noun}s?",
-                 "In what city can you find the {noun} museum?", "Where do {noun}s spend the winter?"),
-    "person": ("Who invented the {noun}?", "Who was the first person to cross the {adj} {noun}?",
-               "Which painter is famous for the {adj} {noun}?", "Who wrote the book about the {noun}?"),
-    "number": ("How many {noun}s fit in a {noun}?", "In what year was the {adj} {noun} built?",
-               "How far is the {noun} from the {noun}?", "How much does a {adj} {noun} cost?"),
-    "description": ("Why do {noun}s {verb}?", "What does it mean to {verb} a {noun}?",
-                    "How does a {adj} {noun} work?", "What is the meaning of the {adj} {noun}?"),
-    "entity": ("What tool is used to {verb} a {noun}?", "Which animal lives near a {adj} {noun}?",
-               "What is the name of the {adj} {noun} game?", "What plant grows beside a {noun}?"),
-    "abbreviation": ("What does {abbr} stand for?", "What is the abbreviation of the {adj} {noun} society?",
-                     "What is the full form of {abbr}?", "What is {abbr} short for?"),
+    "location": (
+        "Where is the {adj} {noun} located?",
+        "Which country has the most {noun}s?",
+        "In what city can you find the {noun} museum?",
+        "Where do {noun}s spend the winter?",
+    ),
+    "person": (
+        "Who invented the {noun}?",
+        "Who was the first person to cross the {adj} {noun}?",
+        "Which painter is famous for the {adj} {noun}?",
+        "Who wrote the book about the {noun}?",
+    ),
+    "number": (
+        "How many {noun}s fit in a {noun}?",
+        "In what year was the {adj} {noun} built?",
+        "How far is the {noun} from the {noun}?",
+        "How much does a {adj} {noun} cost?",
+    ),
+    "description": (
+        "Why do {noun}s {verb}?",
+        "What does it mean to {verb} a {noun}?",
+        "How does a {adj} {noun} work?",
+        "What is the meaning of the {adj} {noun}?",
+    ),
+    "entity": (
+        "What tool is used to {verb} a {noun}?",
+        "Which animal lives near a {adj} {noun}?",
+        "What is the name of the {adj} {noun} game?",
+        "What plant grows beside a {noun}?",
+    ),
+    "abbreviation": (
+        "What does {abbr} stand for?",
+        "What is the abbreviation of the {adj} {noun} society?",
+        "What is the full form of {abbr}?",
+        "What is {abbr} short for?",
+    ),
 }
 _ADJ = ("old", "red", "tall", "frozen", "northern", "sacred", "tiny", "famous", "hidden", "royal")
 _NOUN = ("bridge", "violin", "glacier", "lighthouse", "tortoise", "canal", "comet", "harp", "mill", "volcano")
@@ -44,8 +80,11 @@ def _pool(per_label: int = 100) -> dict[str, tuple[str, ...]]:
         texts = set()
         while len(texts) < per_label:
             abbr = "".join(rng.choice("ABCDEFGHIKLMNPRSTUW") for _ in range(rng.randint(2, 4)))
-            texts.add(rng.choice(templates).format(adj=rng.choice(_ADJ), noun=rng.choice(_NOUN),
-                                                   verb=rng.choice(_VERB), abbr=abbr))
+            texts.add(
+                rng.choice(templates).format(
+                    adj=rng.choice(_ADJ), noun=rng.choice(_NOUN), verb=rng.choice(_VERB), abbr=abbr
+                )
+            )
         pool[label] = tuple(sorted(texts))
     return pool
 
@@ -72,10 +111,15 @@ class Records:
 
 
 def header(labelled: bool) -> str:
-    how = ("Each line carries its label." if labelled else
-           "Labels are not given: infer each instance's label from its text.")
-    return (f"The following lines are general-knowledge questions asked by users. Each question "
-            f"belongs to exactly one of these labels: {', '.join(LABELS)}. {how}\n")
+    how = (
+        "Each line carries its label."
+        if labelled
+        else "Labels are not given: infer each instance's label from its text."
+    )
+    return (
+        f"The following lines are general-knowledge questions asked by users. Each question "
+        f"belongs to exactly one of these labels: {', '.join(LABELS)}. {how}\n"
+    )
 
 
 def make_records(rng: random.Random, budget: int, n_users: int, labelled: bool) -> Records:
@@ -96,8 +140,10 @@ def make_records(rng: random.Random, budget: int, n_users: int, labelled: bool) 
         draw_days = rng.choices(range(12 * 28), k=estimate)
         for label, user, day in zip(draw_labels, draw_users, draw_days):
             month, dom = divmod(day, 28)
-            line = (f"Date: {MONTHS[month]} {dom + 1:02d}, {year} || User: {user} || "
-                    f"Instance: {rng.choice(POOL[label])}")
+            line = (
+                f"Date: {MONTHS[month]} {dom + 1:02d}, {year} || User: {user} || "
+                f"Instance: {rng.choice(POOL[label])}"
+            )
             if labelled:
                 line += f" || Label: {label}"
             if used + len(line) + 1 > budget:

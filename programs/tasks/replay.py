@@ -23,16 +23,22 @@ def example_of(row: Any) -> Example:
     task = dict(row.example or {})
     missing = [key for key in ("suite", "example_id", "seed", "length") if task.get(key) is None]
     if missing:
-        raise TaskError(f"row {row.id} does not name its generated task (missing {missing}): "
-                        "compile rows from `rlmkit eval` runs")
+        raise TaskError(
+            f"row {row.id} does not name its generated task (missing {missing}): "
+            "compile rows from `rlmkit eval` runs"
+        )
     suite, seed, wanted = task["suite"], int(task["seed"]), str(task["example_id"])
     index = int(wanted.rsplit("-", 1)[-1])
     if example_id(suite, seed, index) != wanted:
         raise TaskError(f"row {row.id}: {wanted!r} is not an example id of suite {suite!r}, seed {seed}")
-    example = generate(suite, n=index + 1, length=int(task["length"]), seed=seed, **dict(row.reward.knobs))[index]
+    example = generate(suite, n=index + 1, length=int(task["length"]), seed=seed, **dict(row.reward.knobs))[
+        index
+    ]
     if json.loads(row.answer) != json.loads(json.dumps(example.gold, default=str)):
-        raise TaskError(f"row {row.id}: the regenerated example's gold differs from the row's answer "
-                        "(the generator changed since the run?)")
+        raise TaskError(
+            f"row {row.id}: the regenerated example's gold differs from the row's answer "
+            "(the generator changed since the run?)"
+        )
     return example
 
 

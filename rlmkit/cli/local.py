@@ -30,7 +30,9 @@ def pull(
 
 @local_app.command()
 def serve(
-    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 if it starts a server; 0 picks a free one.")] = 0,
+    port: Annotated[
+        int, typer.Option(help="Port on 127.0.0.1 if it starts a server; 0 picks a free one.")
+    ] = 0,
     ctx: Annotated[int, typer.Option(help="Total context tokens, shared by the slots.")] = 16384,
     parallel: Annotated[int, typer.Option(help="Parallel request slots.")] = 4,
 ) -> None:
@@ -42,8 +44,10 @@ def serve(
             path = ensure_model(progress=progress)
         with console.status("starting the model server"):
             server = machine_server(path, LocalServerConfig(ctx=ctx, parallel=parallel, port=port), pin=True)
-    console.print(f"serving {LOCAL_MODEL_NAME} at api_base={server.url}  (pid {server.pid}, "
-                  f"logs: {escape(str(server.log_path))}); every rlmkit process on this machine uses it")
+    console.print(
+        f"serving {LOCAL_MODEL_NAME} at api_base={server.url}  (pid {server.pid}, "
+        f"logs: {escape(str(server.log_path))}); every rlmkit process on this machine uses it"
+    )
     console.print("`rlmkit local stop` stops it.")
 
 
@@ -56,8 +60,10 @@ def status() -> None:
     if info is None:
         console.print("no embedded model server is running")
         raise typer.Exit(1)
-    console.print(f"api_base={info['url']}  pid {info['pid']}  ctx {info['ctx']}  parallel {info['parallel']}  "
-                  f"clients: {', '.join(info['clients']) or 'none'}")
+    console.print(
+        f"api_base={info['url']}  pid {info['pid']}  ctx {info['ctx']}  parallel {info['parallel']}  "
+        f"clients: {', '.join(info['clients']) or 'none'}"
+    )
 
 
 @local_app.command()
@@ -66,7 +72,9 @@ def stop() -> None:
     from rlmkit.local import machine
 
     pid = machine.stop()
-    console.print("no embedded model server was running" if pid is None else f"stopped the model server (pid {pid})")
+    console.print(
+        "no embedded model server was running" if pid is None else f"stopped the model server (pid {pid})"
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlmkit.local.model_file import EMBEDDED_MODEL, ModelSpec, ensure_model, models_dir
 from rlmkit.local.machine import MachineServer, machine_server
+from rlmkit.local.model_file import EMBEDDED_MODEL, ModelSpec, ensure_model, models_dir
 from rlmkit.local.server import MODEL_ALIAS, LocalServer, LocalServerConfig, shared_server
 
 LOCAL_MODEL_NAME = f"openai/{MODEL_ALIAS}"

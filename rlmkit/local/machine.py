@@ -93,7 +93,11 @@ def live_clients(state: Path) -> list[str]:
 # -- the server's side (called from server_process) ---------------------------------------
 def announce(state: str | Path, url: str, args: dict) -> None:
     state = Path(state)
-    info = {"pid": os.getpid(), "url": url, **{k: args[k] for k in ("ctx", "parallel", "threads", "backend", "log")}}
+    info = {
+        "pid": os.getpid(),
+        "url": url,
+        **{k: args[k] for k in ("ctx", "parallel", "threads", "backend", "log")},
+    }
     tmp = state / f"server.json.{os.getpid()}"
     tmp.write_text(json.dumps(info))
     tmp.replace(state / "server.json")
@@ -122,8 +126,13 @@ def _forget(state: Path) -> None:
 
 
 # -- the clients' side -------------------------------------------------------------------
-def machine_server(model_path: Path, config: LocalServerConfig | None = None, *, backend: str = "xllamacpp",
-                   pin: bool = False) -> MachineServer:
+def machine_server(
+    model_path: Path,
+    config: LocalServerConfig | None = None,
+    *,
+    backend: str = "xllamacpp",
+    pin: bool = False,
+) -> MachineServer:
     """The machine's server: found, or started (detached) if none is running. Registers this
     process as a client (or pins the server) so it stays up while this process lives."""
     state, config = state_dir(), config or LocalServerConfig()
@@ -133,29 +142,67 @@ def machine_server(model_path: Path, config: LocalServerConfig | None = None, *,
         if not pin:
             atexit.register(entry.unlink, missing_ok=True)
         info = _info(state) or _start(state, Path(model_path), config, backend)
-    return MachineServer(url=info["url"], pid=int(info["pid"]), log_path=Path(info["log"]),
-                         config=LocalServerConfig(ctx=info["ctx"], parallel=info["parallel"], threads=info["threads"]))
+    return MachineServer(
+        url=info["url"],
+        pid=int(info["pid"]),
+        log_path=Path(info["log"]),
+        config=LocalServerConfig(ctx=info["ctx"], parallel=info["parallel"], threads=info["threads"]),
+    )
 
 
 def _start(state: Path, model_path: Path, config: LocalServerConfig, backend: str) -> dict:
     log_path = state.parent / "logs" / "local-server.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "rlmkit.local.server_process", "--model", str(model_path), "--log", str(log_path),
-           "--port", str(config.port), "--ctx", str(config.ctx), "--parallel", str(config.parallel),
-           "--threads", str(config.threads), "--alias", MODEL_ALIAS, "--state", str(state), "--backend", backend]
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True, start_new_session=True)  # its own session: Ctrl-C here does not stop it
+    cmd = [
+        sys.executable,
+        "-m",
+        "rlmkit.local.server_process",
+        "--model",
+        str(model_path),
+        "--log",
+        str(log_path),
+        "--port",
+        str(config.port),
+        "--ctx",
+        str(config.ctx),
+        "--parallel",
+        str(config.parallel),
+        "--threads",
+        str(config.threads),
+        "--alias",
+        MODEL_ALIAS,
+        "--state",
+        str(state),
+        "--backend",
+        backend,
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )  # its own session: Ctrl-C here does not stop it
     result: list[str] = []
     reader = threading.Thread(target=lambda: result.append(proc.stdout.readline()), daemon=True)
     reader.start()
     reader.join(config.start_timeout_s)
-    threading.Thread(target=proc.wait, daemon=True, name="rlmkit-reap-server").start()  # no zombie when it ends
+    threading.Thread(
+        target=proc.wait, daemon=True, name="rlmkit-reap-server"
+    ).start()  # no zombie when it ends
     info = _info(state) if result and '"url"' in result[0] else None
     if info is None:
         if proc.poll() is None:
             proc.kill()
-        tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-8:]) if log_path.exists() else "(no log)"
-        raise LocalModelError(f"the embedded model server did not start. Last log lines from {log_path}:\n{tail}")
+        tail = (
+            "\n".join(log_path.read_text(errors="replace").splitlines()[-8:])
+            if log_path.exists()
+            else "(no log)"
+        )
+        raise LocalModelError(
+            f"the embedded model server did not start. Last log lines from {log_path}:\n{tail}"
+        )
     return info
 
 

@@ -35,8 +35,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--alias", default="", help="model name the server reports (not its file path)")
     parser.add_argument("--state", default="", help="machine-server state directory (see machine.py)")
-    parser.add_argument("--backend", choices=("xllamacpp", "scripted"), default="xllamacpp",
-                        help="scripted: a fake echo server, for tests of the lifecycle")
+    parser.add_argument(
+        "--backend",
+        choices=("xllamacpp", "scripted"),
+        default="xllamacpp",
+        help="scripted: a fake echo server, for tests of the lifecycle",
+    )
     return parser.parse_args(argv)
 
 

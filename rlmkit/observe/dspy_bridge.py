@@ -39,7 +39,9 @@ def dspy_listeners(start: ev.RunStarted) -> list[ev.Listener]:
         from rlmkit.observe.mlflow import is_mlflow_callback, mlflow_listener
 
         # MLflow's callback and streamify's status callback get rlmkit's own adapters
-        plain = [c for c in callbacks if not is_mlflow_callback(c) and not isinstance(c, StatusStreamingCallback)]
+        plain = [
+            c for c in callbacks if not is_mlflow_callback(c) and not isinstance(c, StatusStreamingCallback)
+        ]
         if plain:
             found.append(DspyCallbacks(plain))
         if any(is_mlflow_callback(c) for c in callbacks):
@@ -85,33 +87,68 @@ class DspyCallbacks:
                 self._fire("on_module_end", event, outputs=outputs, exception=event.error)
         elif kind is ev.TurnStarted:
             rlm = self.rlms.get(event.run_id)
-            self._fire("on_module_start", event, instance=getattr(rlm, "root", rlm),
-                       inputs={"turn": event.turn.index, "new_messages": [m.model_dump() for m in event.turn.new_messages]})
+            self._fire(
+                "on_module_start",
+                event,
+                instance=getattr(rlm, "root", rlm),
+                inputs={
+                    "turn": event.turn.index,
+                    "new_messages": [m.model_dump() for m in event.turn.new_messages],
+                },
+            )
         elif kind is ev.TurnFinished:
             turn = event.turn
-            self._fire("on_module_end", event, exception=event.error,
-                       outputs=None if event.error else {"reply": turn.reply, "feedback": turn.feedback, "final": turn.final})
+            self._fire(
+                "on_module_end",
+                event,
+                exception=event.error,
+                outputs=None
+                if event.error
+                else {"reply": turn.reply, "feedback": turn.feedback, "final": turn.final},
+            )
         elif kind is ev.ModelRequest:
-            self._fire("on_lm_start", event, instance=LMView(event.lm),
-                       inputs={"prompt": None, "messages": event.messages, "kwargs": {}})
+            self._fire(
+                "on_lm_start",
+                event,
+                instance=LMView(event.lm),
+                inputs={"prompt": None, "messages": event.messages, "kwargs": {}},
+            )
         elif kind is ev.ModelReply:
             outputs = [event.completion.text] if event.completion is not None else None
             self._fire("on_lm_end", event, outputs=outputs, exception=event.error)
         elif kind is ev.CellStarted:
-            self._fire("on_interpreter_execute_start", event, instance=event.sandbox,
-                       inputs={"code": event.block.code, "variables": None})
+            self._fire(
+                "on_interpreter_execute_start",
+                event,
+                instance=event.sandbox,
+                inputs={"code": event.block.code, "variables": None},
+            )
         elif kind is ev.CellFinished:
             block = event.block
-            outputs = {"stdout": block.stdout, "stderr": block.stderr, "error": block.error, "timed_out": block.timed_out}
+            outputs = {
+                "stdout": block.stdout,
+                "stderr": block.stderr,
+                "error": block.error,
+                "timed_out": block.timed_out,
+            }
             self._fire("on_interpreter_execute_end", event, outputs=outputs, exception=event.error)
         elif kind is ev.SubcallStarted:
             node = event.node
-            self._fire("on_interpreter_tool_call_start", event, instance=self.sandboxes.get(event.run_id),
-                       inputs={"tool_name": node.name, "kwargs": {"prompt": node.prompt, "kind": node.kind, "batch": node.batch}})
+            self._fire(
+                "on_interpreter_tool_call_start",
+                event,
+                instance=self.sandboxes.get(event.run_id),
+                inputs={
+                    "tool_name": node.name,
+                    "kwargs": {"prompt": node.prompt, "kind": node.kind, "batch": node.batch},
+                },
+            )
         elif kind is ev.SubcallFinished:
             node = event.node
             error = event.error or (RuntimeError(node.error) if node.error else None)
-            self._fire("on_interpreter_tool_call_end", event, outputs=None if error else node.reply, exception=error)
+            self._fire(
+                "on_interpreter_tool_call_end", event, outputs=None if error else node.reply, exception=error
+            )
         elif kind is ev.SandboxStarting:
             self.sandboxes[event.run_id] = event.sandbox
             self._fire("on_interpreter_startup_start", event, instance=event.sandbox, inputs={})
@@ -126,8 +163,12 @@ class DspyCallbacks:
 def usage_entry(completion: Any) -> dict[str, Any]:
     """One call's usage in DSPy's shape (what ``get_lm_usage()`` sums per model)."""
     usage = completion.usage
-    return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-            "total_tokens": usage.total_tokens, "cost": usage.cost}
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.total_tokens,
+        "cost": usage.cost,
+    }
 
 
 class UsageRecorder:
@@ -169,13 +210,24 @@ class HistoryRecorder:
         completion, request = event.completion, event.start
         lm = request.lm
         entry = {
-            "prompt": None, "messages": request.messages, "kwargs": self._params(lm), "response": None,
-            "outputs": [completion.text], "usage": usage_entry(completion), "cost": completion.usage.cost,
+            "prompt": None,
+            "messages": request.messages,
+            "kwargs": self._params(lm),
+            "response": None,
+            "outputs": [completion.text],
+            "usage": usage_entry(completion),
+            "cost": completion.usage.cost,
             "timestamp": datetime.datetime.fromtimestamp(event.time).isoformat(),
-            "uuid": f"rlmkit-{event.run_id}-{event.span_id}", "model": lm.model, "response_model": completion.model,
-            "model_type": "chat", "rlmkit": {"run_id": event.run_id, "depth": event.depth, "root": request.root},
+            "uuid": f"rlmkit-{event.run_id}-{event.span_id}",
+            "model": lm.model,
+            "response_model": completion.model,
+            "model_type": "chat",
+            "rlmkit": {"run_id": event.run_id, "depth": event.depth, "root": request.root},
         }
-        for history, limit in ((self.history, self.limit), *((o.history, self.owner_limit) for o in self.owners)):
+        for history, limit in (
+            (self.history, self.limit),
+            *((o.history, self.owner_limit) for o in self.owners),
+        ):
             if len(history) >= limit:
                 del history[0]
             history.append(entry)

@@ -52,8 +52,13 @@ class MlflowSpans(SpanTree):
         if type(event) is ev.ModelRequest:
             attributes["model"] = event.lm.model
             attributes["rlmkit.role"] = "root" if event.root else "sub"
-        return mlflow.start_span_no_context(name=span_name(event), span_type=_span_type(event), parent_span=parent,
-                                            inputs=inputs_of(event), attributes=attributes)
+        return mlflow.start_span_no_context(
+            name=span_name(event),
+            span_type=_span_type(event),
+            parent_span=parent,
+            inputs=inputs_of(event),
+            attributes=attributes,
+        )
 
     def close(self, span: Any, event: ev.Event) -> None:
         from mlflow.entities import SpanEvent, SpanStatusCode
@@ -65,7 +70,14 @@ class MlflowSpans(SpanTree):
             from mlflow.tracing.constant import SpanAttributeKey, TokenUsageKey
 
             usage = event.completion.usage
-            span.set_attribute(SpanAttributeKey.CHAT_USAGE, {
-                TokenUsageKey.INPUT_TOKENS: usage.prompt_tokens, TokenUsageKey.OUTPUT_TOKENS: usage.completion_tokens,
-                TokenUsageKey.TOTAL_TOKENS: usage.total_tokens})
-        span.end(outputs=outputs_of(event), status=SpanStatusCode.ERROR if error is not None else SpanStatusCode.OK)
+            span.set_attribute(
+                SpanAttributeKey.CHAT_USAGE,
+                {
+                    TokenUsageKey.INPUT_TOKENS: usage.prompt_tokens,
+                    TokenUsageKey.OUTPUT_TOKENS: usage.completion_tokens,
+                    TokenUsageKey.TOTAL_TOKENS: usage.total_tokens,
+                },
+            )
+        span.end(
+            outputs=outputs_of(event), status=SpanStatusCode.ERROR if error is not None else SpanStatusCode.OK
+        )

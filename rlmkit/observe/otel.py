@@ -55,15 +55,27 @@ class OtelSpans(SpanTree):
         if type(event) is ev.RunStarted:
             meta = event.meta
             name = "invoke_agent rlm"
-            attributes.update({"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "rlm",
-                               "gen_ai.agent.id": meta.run_id, "gen_ai.request.model": meta.model,
-                               "rlmkit.signature": meta.signature})
+            attributes.update(
+                {
+                    "gen_ai.operation.name": "invoke_agent",
+                    "gen_ai.agent.name": "rlm",
+                    "gen_ai.agent.id": meta.run_id,
+                    "gen_ai.request.model": meta.model,
+                    "rlmkit.signature": meta.signature,
+                }
+            )
         elif type(event) is ev.ModelRequest:
             kind, model = trace.SpanKind.CLIENT, event.lm.model
             params = getattr(event.lm, "params", {}) or {}
-            attributes.update({"gen_ai.operation.name": "chat", "gen_ai.provider.name": _provider(model),
-                               "gen_ai.system": _provider(model), "gen_ai.request.model": model,
-                               "rlmkit.role": "root" if event.root else "sub"})
+            attributes.update(
+                {
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.provider.name": _provider(model),
+                    "gen_ai.system": _provider(model),
+                    "gen_ai.request.model": model,
+                    "rlmkit.role": "root" if event.root else "sub",
+                }
+            )
             for key in ("temperature", "max_tokens", "top_p"):
                 if isinstance(params.get(key), (int, float)):
                     attributes[f"gen_ai.request.{key}"] = params[key]
@@ -72,9 +84,15 @@ class OtelSpans(SpanTree):
         elif type(event) is ev.SubcallStarted:
             node = event.node
             name = f"execute_tool {node.name}"
-            attributes.update({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": node.name,
-                               "gen_ai.tool.type": "function", "gen_ai.tool.call.id": node.id,
-                               "rlmkit.subcall.kind": node.kind})
+            attributes.update(
+                {
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": node.name,
+                    "gen_ai.tool.type": "function",
+                    "gen_ai.tool.call.id": node.id,
+                    "rlmkit.subcall.kind": node.kind,
+                }
+            )
             if node.batch is not None:
                 attributes["rlmkit.subcall.batch"] = node.batch
         elif type(event) is ev.TurnStarted:
@@ -89,23 +107,35 @@ class OtelSpans(SpanTree):
 
         if type(event) is ev.ModelReply and event.completion is not None:
             completion = event.completion
-            span.set_attributes({"gen_ai.response.model": completion.model,
-                                 "gen_ai.usage.input_tokens": completion.usage.prompt_tokens,
-                                 "gen_ai.usage.output_tokens": completion.usage.completion_tokens,
-                                 "rlmkit.cached": completion.cached})
+            span.set_attributes(
+                {
+                    "gen_ai.response.model": completion.model,
+                    "gen_ai.usage.input_tokens": completion.usage.prompt_tokens,
+                    "gen_ai.usage.output_tokens": completion.usage.completion_tokens,
+                    "rlmkit.cached": completion.cached,
+                }
+            )
             if completion.finish_reason:
                 span.set_attribute("gen_ai.response.finish_reasons", [completion.finish_reason])
             if self.capture_content:
-                span.set_attribute("gen_ai.output.messages",
-                                   json.dumps([{"role": "assistant", "content": completion.text}]))
+                span.set_attribute(
+                    "gen_ai.output.messages", json.dumps([{"role": "assistant", "content": completion.text}])
+                )
         elif type(event) is ev.CellFinished:
             block = event.block
-            span.set_attributes({"rlmkit.cell.timed_out": block.timed_out, "rlmkit.cell.raised": block.error is not None})
+            span.set_attributes(
+                {"rlmkit.cell.timed_out": block.timed_out, "rlmkit.cell.raised": block.error is not None}
+            )
         elif type(event) is ev.RunFinished:
             traj = event.trajectory
-            span.set_attributes({"rlmkit.status": traj.status, "rlmkit.turns": len(traj.turns),
-                                 "gen_ai.usage.input_tokens": traj.usage.prompt_tokens,
-                                 "gen_ai.usage.output_tokens": traj.usage.completion_tokens})
+            span.set_attributes(
+                {
+                    "rlmkit.status": traj.status,
+                    "rlmkit.turns": len(traj.turns),
+                    "gen_ai.usage.input_tokens": traj.usage.prompt_tokens,
+                    "gen_ai.usage.output_tokens": traj.usage.completion_tokens,
+                }
+            )
         error = error_of(event)
         if error is not None:
             span.record_exception(error)

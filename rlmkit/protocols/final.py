@@ -28,11 +28,11 @@ _FINAL_VAR = re.compile(r"FINAL_VAR\(\s*(.*?)\s*\)", re.DOTALL)
 _FINAL = re.compile(r"(?<![A-Za-z_])FINAL\((.*)\)", re.DOTALL)
 
 # FINAL_VAR accepts a name (quoted or not) or, by mistake, the value itself.
-_PRELUDE = '''
+_PRELUDE = """
 def FINAL_VAR(name):
     key = name.strip().strip("'\\"") if isinstance(name, str) else None
     return FINAL(globals()[key] if key in globals() else name)
-'''
+"""
 
 
 def _unquote(text: str) -> str:

@@ -31,7 +31,9 @@ class SubmitProtocol(Protocol):
         def SUBMIT(*args: Any, **kwargs: Any) -> None:
             if args:
                 if len(args) > len(fields):
-                    raise TypeError(f"SUBMIT takes the output fields {fields}; got {len(args)} positional values")
+                    raise TypeError(
+                        f"SUBMIT takes the output fields {fields}; got {len(args)} positional values"
+                    )
                 kwargs = {**dict(zip(fields, args)), **kwargs}
             finish_with(submit, kwargs)
 

@@ -35,7 +35,7 @@ class BoundedText:
             self.head_len += min(room, n)
         if n > room:  # slice only the part that can survive in the tail: one copy of at most half
             self.tail_seen += n - room
-            self.tail = (self.tail + s[max(room, n - self.half):])[-self.half:]
+            self.tail = (self.tail + s[max(room, n - self.half) :])[-self.half :]
         return n
 
     def flush(self) -> None:

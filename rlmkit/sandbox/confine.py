@@ -34,12 +34,37 @@ CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET, CLONE_THREAD = 0x20000, 0x10000000, 0x
 MS_NOSUID, MS_NODEV, MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 1, 32, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 1, 38, 22
 NR = {  # x86_64 syscall numbers
-    "clone": 56, "fork": 57, "vfork": 58, "execve": 59, "execveat": 322, "clone3": 435,
-    "socket": 41, "socketpair": 53, "ptrace": 101, "mount": 165, "umount2": 166, "pivot_root": 155,
-    "chroot": 161, "unshare": 272, "setns": 308, "bpf": 321, "userfaultfd": 323, "perf_event_open": 298,
-    "io_uring_setup": 425, "kexec_load": 246, "keyctl": 250, "add_key": 248, "request_key": 249,
-    "init_module": 175, "finit_module": 313, "open_tree": 428, "move_mount": 429, "fsopen": 430,
-    "landlock_create_ruleset": 444, "landlock_add_rule": 445, "landlock_restrict_self": 446,
+    "clone": 56,
+    "fork": 57,
+    "vfork": 58,
+    "execve": 59,
+    "execveat": 322,
+    "clone3": 435,
+    "socket": 41,
+    "socketpair": 53,
+    "ptrace": 101,
+    "mount": 165,
+    "umount2": 166,
+    "pivot_root": 155,
+    "chroot": 161,
+    "unshare": 272,
+    "setns": 308,
+    "bpf": 321,
+    "userfaultfd": 323,
+    "perf_event_open": 298,
+    "io_uring_setup": 425,
+    "kexec_load": 246,
+    "keyctl": 250,
+    "add_key": 248,
+    "request_key": 249,
+    "init_module": 175,
+    "finit_module": 313,
+    "open_tree": 428,
+    "move_mount": 429,
+    "fsopen": 430,
+    "landlock_create_ruleset": 444,
+    "landlock_add_rule": 445,
+    "landlock_restrict_self": 446,
 }
 
 
@@ -59,8 +84,11 @@ def _syscall(name: str, *args) -> int:
 
 
 def _mount(src: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    enc = (lambda s: s.encode() if s is not None else None)
-    _check(_libc.mount(enc(src), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
+    def enc(s):
+        return s.encode() if s is not None else None
+    _check(
+        _libc.mount(enc(src), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}"
+    )
 
 
 # ---------------------------------------------------------------- namespaces
@@ -111,7 +139,9 @@ def expose_to_other_users(paths: list[str]) -> None:
         anc = _blocked_ancestor(path)
         if anc is None:
             continue
-        tree = _syscall("open_tree", -100, path.encode(), 1 | 0o2000000 | 0x8000)  # CLONE|CLOEXEC|AT_RECURSIVE
+        tree = _syscall(
+            "open_tree", -100, path.encode(), 1 | 0o2000000 | 0x8000
+        )  # CLONE|CLOEXEC|AT_RECURSIVE
         try:
             _mount("tmpfs", anc, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
             os.makedirs(path, exist_ok=True)
@@ -151,7 +181,9 @@ _FS_FILE_ONLY = 1 | 2 | 4 | (1 << 14) | (1 << 15)  # rights valid on a file rule
 
 
 def landlock_abi() -> int:
-    ret = _libc.syscall(ctypes.c_long(NR["landlock_create_ruleset"]), None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    ret = _libc.syscall(
+        ctypes.c_long(NR["landlock_create_ruleset"]), None, ctypes.c_size_t(0), ctypes.c_uint32(1)
+    )
     return max(int(ret), 0)
 
 
@@ -204,9 +236,28 @@ def seccomp(block_processes: bool, block_sockets: bool) -> None:
     if sys.platform != "linux" or os.uname().machine != "x86_64":
         raise StepFailed(f"seccomp filter written for x86_64 only, not {os.uname().machine}")
     eperm, enosys, allow, kill = 0x50000 | 1, 0x50000 | 38, 0x7FFF0000, 0x80000000
-    deny = ["ptrace", "mount", "umount2", "pivot_root", "chroot", "unshare", "setns", "bpf", "userfaultfd",
-            "perf_event_open", "io_uring_setup", "kexec_load", "keyctl", "add_key", "request_key",
-            "init_module", "finit_module", "open_tree", "move_mount", "fsopen"]
+    deny = [
+        "ptrace",
+        "mount",
+        "umount2",
+        "pivot_root",
+        "chroot",
+        "unshare",
+        "setns",
+        "bpf",
+        "userfaultfd",
+        "perf_event_open",
+        "io_uring_setup",
+        "kexec_load",
+        "keyctl",
+        "add_key",
+        "request_key",
+        "init_module",
+        "finit_module",
+        "open_tree",
+        "move_mount",
+        "fsopen",
+    ]
     if block_processes:
         deny += ["fork", "vfork", "execve", "execveat"]
     if block_sockets:

@@ -145,13 +145,16 @@ class WorkerHost(Sandbox):
             try:
                 chan.send_pickled(value)
             except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as exc:
-                raise ContextError(f"variable {name!r} ({type(value).__name__}) cannot be sent into the "
-                                   f"sandbox: {exc}") from None
+                raise ContextError(
+                    f"variable {name!r} ({type(value).__name__}) cannot be sent into the sandbox: {exc}"
+                ) from None
         chan.send(("loaded",))
         errors = chan.recv_plain(time.monotonic() + START_TIMEOUT_S)[1]
         if errors:
-            raise ContextError("variables could not be rebuilt inside the sandbox (it has only the "
-                               "standard library): " + "; ".join(errors))
+            raise ContextError(
+                "variables could not be rebuilt inside the sandbox (it has only the "
+                "standard library): " + "; ".join(errors)
+            )
         if self._prelude:
             self._in_prelude = True  # a worker dying here is not restarted (it would die again)
             try:
@@ -211,15 +214,20 @@ class WorkerHost(Sandbox):
                 code_s += time.monotonic() - t_wait
                 if interrupted_until is not None:  # it ignored the interrupt: kill, restart
                     result.timed_out = True
-                    return self._after_death(result, t_start, reason=f"it ran past the {timeout}s cell "
-                                             "timeout and did not stop when interrupted")
+                    return self._after_death(
+                        result,
+                        t_start,
+                        reason=f"it ran past the {timeout}s cell timeout and did not stop when interrupted",
+                    )
                 self._worker.interrupt()  # KeyboardInterrupt in the cell; variables are kept
                 interrupted_until = time.monotonic() + self.limits.interrupt_grace
                 continue
             except (EOFError, OSError):
                 return self._after_death(result, t_start)
             except (wire.FrameTooLarge, pickle.UnpicklingError) as exc:  # model code wrote to the pipe itself
-                return self._after_death(result, t_start, reason=f"the worker broke the pipe protocol ({exc})")
+                return self._after_death(
+                    result, t_start, reason=f"the worker broke the pipe protocol ({exc})"
+                )
             code_s += time.monotonic() - t_wait
             if not (isinstance(msg, tuple) and len(msg) == {"call": 4, "done": 5}.get(msg and msg[0], -1)):
                 # only model code writing to the pipe's fd produces this
@@ -236,8 +244,10 @@ class WorkerHost(Sandbox):
                 result.finished = result.finished or finished
                 if interrupted_until is not None:
                     result.timed_out = True
-                    result.error = (f"TimeoutError: the cell ran past its {timeout}s time limit and was "
-                                    f"interrupted (variables are kept).\n{result.error or ''}").rstrip()
+                    result.error = (
+                        f"TimeoutError: the cell ran past its {timeout}s time limit and was "
+                        f"interrupted (variables are kept).\n{result.error or ''}"
+                    ).rstrip()
                 break
         result.duration_s = time.monotonic() - t_start
         if fatal is not None:
@@ -251,7 +261,9 @@ class WorkerHost(Sandbox):
         try:
             args, kwargs = wire.loads_plain(payload)
         except Exception as exc:  # noqa: BLE001 - any malformed pickle from the worker is refused
-            self._chan.send(("error", call_id, "TypeError", f"arguments to {name}() must be plain data: {exc}"))
+            self._chan.send(
+                ("error", call_id, "TypeError", f"arguments to {name}() must be plain data: {exc}")
+            )
             return None
         if fn is None:
             self._chan.send(("error", call_id, "NameError", f"no host function named {name!r}"))
@@ -274,8 +286,9 @@ class WorkerHost(Sandbox):
         try:
             reply = wire.dumps(("ok", call_id, wire.dumps(value)))
         except Exception as exc:  # noqa: BLE001 - pickling can fail with any exception type
-            reply = wire.dumps(("error", call_id, "TypeError",
-                                f"the result of {name}() cannot be sent into the REPL: {exc}"))
+            reply = wire.dumps(
+                ("error", call_id, "TypeError", f"the result of {name}() cannot be sent into the REPL: {exc}")
+            )
         self._chan.send_bytes(reply)
         return None
 
@@ -293,8 +306,7 @@ class WorkerHost(Sandbox):
         self._restart()
         result.restarted = True
         prefix = "TimeoutError: " if result.timed_out else "SandboxCrash: "
-        result.error = (f"{prefix}{reason}; the REPL was restarted and its variables were reset to "
-                        f"the inputs.")
+        result.error = f"{prefix}{reason}; the REPL was restarted and its variables were reset to the inputs."
         result.duration_s = time.monotonic() - t_start
         return result
 
@@ -308,8 +320,10 @@ class WorkerHost(Sandbox):
                 msg = self._chan.recv_plain(time.monotonic() + GET_TIMEOUT_S)
             except (wire.ChannelTimeout, EOFError, OSError) as exc:
                 self._restart()
-                raise SandboxError(f"reading {name!r} from the sandbox failed ({type(exc).__name__}); "
-                                   "the worker was restarted") from None
+                raise SandboxError(
+                    f"reading {name!r} from the sandbox failed ({type(exc).__name__}); "
+                    "the worker was restarted"
+                ) from None
             _, found, payload = msg
             if not found:
                 return default

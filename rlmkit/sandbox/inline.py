@@ -141,8 +141,10 @@ class InlineSandbox(Sandbox):
         result.finished, result.finish_value = self._finished, self._finish_value
         result.timed_out = timer.fired
         if timer.fired:
-            result.error = (f"TimeoutError: the cell ran past its {self.limits.cell_timeout}s time limit and "
-                            f"was interrupted (variables are kept).\n{result.error or ''}").rstrip()
+            result.error = (
+                f"TimeoutError: the cell ran past its {self.limits.cell_timeout}s time limit and "
+                f"was interrupted (variables are kept).\n{result.error or ''}"
+            ).rstrip()
         result.duration_s, result.host_s = time.monotonic() - t0, timer.host_s
         if self._fatal is not None:
             raise self._fatal
@@ -153,4 +155,3 @@ class InlineSandbox(Sandbox):
 
     def close(self) -> None:
         self._namespace = None
-

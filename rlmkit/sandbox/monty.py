@@ -49,8 +49,13 @@ class MontySandbox(Sandbox):
     @property
     def protections(self) -> dict[str, bool]:
         on = self._session is not None
-        return {"interpreter_without_os_access": on, "memory_limit": on and bool(self.limits.memory_bytes),
-                "no_network": on, "no_subprocess": on, "no_filesystem": on}
+        return {
+            "interpreter_without_os_access": on,
+            "memory_limit": on and bool(self.limits.memory_bytes),
+            "no_network": on,
+            "no_subprocess": on,
+            "no_filesystem": on,
+        }
 
     def start(self, variables: dict[str, Any], functions: dict[str, HostFunction], prelude: str = "") -> None:
         check_names(variables, functions)
@@ -105,8 +110,11 @@ class MontySandbox(Sandbox):
         try:
             snap = self._session.feed_start(code, print_callback=on_print)
             while not isinstance(snap, pm.MontyComplete):
-                if isinstance(snap, pm.FunctionSnapshot) and not snap.is_os_function \
-                        and snap.function_name in self._functions:
+                if (
+                    isinstance(snap, pm.FunctionSnapshot)
+                    and not snap.is_os_function
+                    and snap.function_name in self._functions
+                ):
                     t_call = time.monotonic()
                     answer, fatal = self._call(snap, result, fatal)
                     result.host_s += time.monotonic() - t_call
@@ -124,8 +132,10 @@ class MontySandbox(Sandbox):
                 result.timed_out = True
                 result.restarted = self._restart_quietly()
         except (pm.MontyCrashedError, pm.MontyDisconnectError) as exc:
-            result.error = f"SandboxCrash: the monty worker died ({exc}); it was restarted and its variables " \
-                           "reset to the inputs."
+            result.error = (
+                f"SandboxCrash: the monty worker died ({exc}); it was restarted and its variables "
+                "reset to the inputs."
+            )
             result.restarted = self._restart_quietly()
         except pm.MontyError as exc:  # syntax and other errors that leave the session usable
             result.error = str(exc)
@@ -163,4 +173,6 @@ class MontySandbox(Sandbox):
         except pm.MontyRuntimeError as exc:
             if exc.display("type-msg").startswith("NameError"):
                 return default
-            raise TypeError(f"variable {name!r} cannot leave the sandbox: {exc.display('type-msg')}") from None
+            raise TypeError(
+                f"variable {name!r} cannot leave the sandbox: {exc.display('type-msg')}"
+            ) from None

@@ -24,10 +24,24 @@ from rlmkit.sandbox.host import Launcher, Worker, WorkerHost, max_frame
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
 # Shared libraries and data the interpreter may load lazily (read-only inside the worker).
-SYSTEM_READ_ONLY = ["/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/share/zoneinfo",
-                    "/etc/ld.so.cache", "/etc/localtime"]
-NETWORK_READ_ONLY = ["/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/gai.conf", "/etc/ssl",
-                     "/etc/ca-certificates", "/usr/share/ca-certificates"]
+SYSTEM_READ_ONLY = [
+    "/usr/lib",
+    "/usr/lib64",
+    "/lib",
+    "/lib64",
+    "/usr/share/zoneinfo",
+    "/etc/ld.so.cache",
+    "/etc/localtime",
+]
+NETWORK_READ_ONLY = [
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/nsswitch.conf",
+    "/etc/gai.conf",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/usr/share/ca-certificates",
+]
 
 # Workers die with the thread that spawned them (PR_SET_PDEATHSIG is per thread), so every
 # worker is spawned from one long-lived thread rather than from a short-lived caller.
@@ -129,21 +143,49 @@ class ProcessLauncher(Launcher):
         to_worker_r, to_worker_w = os.pipe()
         from_worker_r, from_worker_w = os.pipe()
         config = {
-            "rfd": to_worker_r, "wfd": from_worker_w, "workdir": workdir, "host_pid": os.getpid(),
-            "confine": self.confine, "network": lim.network, "memory_bytes": lim.memory_bytes,
-            "max_processes": lim.max_processes, "max_file_bytes": lim.max_file_bytes,
-            "max_disk_bytes": lim.max_disk_bytes, "max_output_chars": lim.max_output_chars,
-            "read_only": [sys.base_prefix, sys.prefix, *SYSTEM_READ_ONLY,
-                          *(NETWORK_READ_ONLY if lim.network else [])],
+            "rfd": to_worker_r,
+            "wfd": from_worker_w,
+            "workdir": workdir,
+            "host_pid": os.getpid(),
+            "confine": self.confine,
+            "network": lim.network,
+            "memory_bytes": lim.memory_bytes,
+            "max_processes": lim.max_processes,
+            "max_file_bytes": lim.max_file_bytes,
+            "max_disk_bytes": lim.max_disk_bytes,
+            "max_output_chars": lim.max_output_chars,
+            "read_only": [
+                sys.base_prefix,
+                sys.prefix,
+                *SYSTEM_READ_ONLY,
+                *(NETWORK_READ_ONLY if lim.network else []),
+            ],
         }
-        env = {"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "HOME": workdir,
+            "TMPDIR": workdir,
+            "LANG": "C.UTF-8",
+            "LC_ALL": "C.UTF-8",
+        }
         errlog = tempfile.TemporaryFile(prefix="rlmkit-repl-stderr-")  # noqa: SIM115 - lives as long as the worker
         cmd = [sys.executable, "-I", "-S", WORKER, json.dumps(config)]
         try:
-            proc = _spawn_thread().submit(
-                subprocess.Popen, cmd, pass_fds=(to_worker_r, from_worker_w), cwd=workdir, env=env,
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errlog, start_new_session=True,
-            ).result()
+            proc = (
+                _spawn_thread()
+                .submit(
+                    subprocess.Popen,
+                    cmd,
+                    pass_fds=(to_worker_r, from_worker_w),
+                    cwd=workdir,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=errlog,
+                    start_new_session=True,
+                )
+                .result()
+            )
         except BaseException:
             _kill_and_clean(None, [from_worker_r, to_worker_w], workdir, errlog)
             raise

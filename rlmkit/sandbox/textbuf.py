@@ -22,9 +22,12 @@ def _layout() -> tuple[int, int] | None:
         return None
     ascii_off = sys.getsizeof("") - 1
     compact_off = sys.getsizeof("\xe9") - 2
-    probes = [("abcd" * 3, ascii_off, b"abcd" * 3), ("\xe9\xe8x", compact_off, b"\xe9\xe8x"),
-              ("\u0101\u0102", compact_off, "\u0101\u0102".encode("utf-16-le")),
-              ("\U0001f600a", compact_off, "\U0001f600a".encode("utf-32-le"))]
+    probes = [
+        ("abcd" * 3, ascii_off, b"abcd" * 3),
+        ("\xe9\xe8x", compact_off, b"\xe9\xe8x"),
+        ("\u0101\u0102", compact_off, "\u0101\u0102".encode("utf-16-le")),
+        ("\U0001f600a", compact_off, "\U0001f600a".encode("utf-32-le")),
+    ]
     for text, off, expected in probes:
         if ctypes.string_at(id(text) + off, len(expected)) != expected:
             return None

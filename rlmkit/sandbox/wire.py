@@ -46,8 +46,22 @@ def loads_trusted(data) -> object:
 
 
 _PLAIN_GLOBALS = {
-    "builtins": {"set", "frozenset", "complex", "bytearray", "slice", "range", "list", "dict", "tuple",
-                 "int", "float", "str", "bytes", "bool"},
+    "builtins": {
+        "set",
+        "frozenset",
+        "complex",
+        "bytearray",
+        "slice",
+        "range",
+        "list",
+        "dict",
+        "tuple",
+        "int",
+        "float",
+        "str",
+        "bytes",
+        "bool",
+    },
     "collections": {"OrderedDict", "Counter", "deque", "defaultdict"},
     "datetime": {"date", "datetime", "time", "timedelta", "timezone"},
     "decimal": {"Decimal"},
@@ -109,7 +123,7 @@ class Channel:
             return
         self.send(("utf8",))
         for i in range(0, len(text), TEXT_CHUNK_CHARS):
-            self.send_bytes(text[i:i + TEXT_CHUNK_CHARS].encode("utf-8", "surrogatepass"))
+            self.send_bytes(text[i : i + TEXT_CHUNK_CHARS].encode("utf-8", "surrogatepass"))
         self.send_bytes(b"")
 
     def send_pickled(self, obj) -> None:
@@ -247,14 +261,14 @@ class _FrameReader:
             if self.pos >= len(self.chunk) and not self._more():
                 break
             take = len(self.chunk) - self.pos if n < 0 else min(n, len(self.chunk) - self.pos)
-            parts.append(self.chunk[self.pos:self.pos + take])
+            parts.append(self.chunk[self.pos : self.pos + take])
             self.pos += take
             n -= take if n > 0 else 0
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def readinto(self, buf) -> int:
         data = self.read(len(buf))
-        buf[:len(data)] = data
+        buf[: len(data)] = data
         return len(data)
 
     def readline(self) -> bytes:
@@ -264,7 +278,7 @@ class _FrameReader:
                 break
             end = self.chunk.find(b"\n", self.pos)
             stop = len(self.chunk) if end < 0 else end + 1
-            parts.append(self.chunk[self.pos:stop])
+            parts.append(self.chunk[self.pos : stop])
             self.pos = stop
             if end >= 0:
                 break

@@ -29,7 +29,6 @@ import wire
 del sys.path[0]  # model code must not import our modules by accident
 
 
-
 class FinishSignal(BaseException):
     """A host function raised Finish: the cell ends here."""
 
@@ -100,8 +99,10 @@ class Worker:
 
     def install_functions(self, docs: dict[str, str]) -> None:
         for name, doc in docs.items():
+
             def stub(*args, _name=name, **kwargs):
                 return self.call_host(_name, args, kwargs)
+
             stub.__name__ = stub.__qualname__ = name
             stub.__doc__ = doc
             self.namespace[name] = stub
@@ -189,7 +190,7 @@ def confine_self(config: dict) -> dict[str, bool | str]:
         step("workdir_tmpfs", confine.private_workdir, workdir, config["max_disk_bytes"], uid)
         if root:
             step("python_reexposed", confine.expose_to_other_users, ro[:1])
-    if root and not (done.get("workdir_tmpfs") is True):
+    if root and done.get("workdir_tmpfs") is not True:
         os.chown(workdir, uid, uid)
     done["own_uid"] = step("own_uid", confine.drop_to_uid, uid) if root else "off: host is not root"
     step("die_with_host", confine.die_with_parent, config["host_pid"])

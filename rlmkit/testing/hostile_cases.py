@@ -92,11 +92,19 @@ class HostileCase:
     name: str
     template: str  # str.format fields: victim, secret, outside, tmp_outside, port, env_secret
     expect: str  # what containment looks like, in words
-    check: Callable[[Any, HostileEnv], str]  # (CellResult-like, env) -> outcome; AssertionError if not contained
+    check: Callable[
+        [Any, HostileEnv], str
+    ]  # (CellResult-like, env) -> outcome; AssertionError if not contained
 
     def code(self, env: HostileEnv) -> str:
-        return self.template.format(victim=env.victim, secret=env.secret, outside=env.outside,
-                                    tmp_outside=env.tmp_outside, port=env.port, env_secret=ENV_SECRET)
+        return self.template.format(
+            victim=env.victim,
+            secret=env.secret,
+            outside=env.outside,
+            tmp_outside=env.tmp_outside,
+            port=env.port,
+            env_secret=ENV_SECRET,
+        )
 
 
 def _error_name(result: Any) -> str:
@@ -110,9 +118,14 @@ def _error_name(result: Any) -> str:
 def _raised(*names: str) -> Callable[[Any, HostileEnv], str]:
     def check(result: Any, env: HostileEnv) -> str:
         got = _error_name(result)
-        assert not result.restarted, f"expected {names} in the cell, but the worker was restarted: {result.error}"
-        assert got in names, f"expected one of {names}, got {got or 'no error'}: {(result.error or '')[-300:]}"
+        assert not result.restarted, (
+            f"expected {names} in the cell, but the worker was restarted: {result.error}"
+        )
+        assert got in names, (
+            f"expected one of {names}, got {got or 'no error'}: {(result.error or '')[-300:]}"
+        )
         return f"{got} in the cell"
+
     return check
 
 
@@ -137,9 +150,11 @@ def _no_secret(*names: str) -> Callable[[Any, HostileEnv], str]:
     inner = _raised(*names)
 
     def check(result: Any, env: HostileEnv) -> str:
-        assert SECRET_TEXT not in (result.stdout or "") + (result.stderr or "") + (result.error or ""), \
+        assert SECRET_TEXT not in (result.stdout or "") + (result.stderr or "") + (result.error or ""), (
             "the secret reached the sandbox's output"
+        )
         return inner(result, env)
+
     return check
 
 
@@ -151,55 +166,112 @@ def _recursion(result: Any, env: HostileEnv) -> str:
 
 HOSTILE_CASES: list[HostileCase] = [
     HostileCase("infinite_loop", "while True:\n    pass", "interrupted at the cell timeout", _interrupted),
-    HostileCase("infinite_loop_ignoring_interrupts",
-                "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass",
-                "killed after the grace period and restarted", _interrupted),
-    HostileCase("fork_bomb", "import os\nwhile True:\n    os.fork()", "fork refused",
-                _raised("PermissionError", "BlockingIOError", "OSError")),
+    HostileCase(
+        "infinite_loop_ignoring_interrupts",
+        "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass",
+        "killed after the grace period and restarted",
+        _interrupted,
+    ),
+    HostileCase(
+        "fork_bomb",
+        "import os\nwhile True:\n    os.fork()",
+        "fork refused",
+        _raised("PermissionError", "BlockingIOError", "OSError"),
+    ),
     HostileCase("allocate_64_gib", "x = bytearray(64 * 1024**3)", "MemoryError", _raised("MemoryError")),
     HostileCase("print_50_mb", "print('x' * 50_000_000)", "output cut head + tail", _bounded_output),
     HostileCase("deep_recursion", "def f(n):\n    return f(n + 1)\nf(0)", "RecursionError", _recursion),
-    HostileCase("deep_recursion_unlimited",
-                "import sys\nsys.setrecursionlimit(10**8)\ndef f(n):\n    return f(n + 1)\nf(0)",
-                "C stack overflow kills the worker; restarted", _recursion),
+    HostileCase(
+        "deep_recursion_unlimited",
+        "import sys\nsys.setrecursionlimit(10**8)\ndef f(n):\n    return f(n + 1)\nf(0)",
+        "C stack overflow kills the worker; restarted",
+        _recursion,
+    ),
     HostileCase("os_exit", "import os\nos._exit(1)", "worker restarted", _restarted),
-    HostileCase("close_the_pipes", "import json, os, sys\nconfig = json.loads(sys.argv[1])\n"
-                "os.close(config['rfd'])\nos.close(config['wfd'])\nwhile True:\n    pass",
-                "host sees the pipe close; worker killed and restarted", _restarted),
-    HostileCase("forge_huge_frame", "import json, os, sys\nos.write(json.loads(sys.argv[1])['wfd'], b'\\xff' * 8)\n"
-                "while True:\n    pass", "host refuses the frame; worker restarted", _restarted),
-    HostileCase("forge_pickle_that_runs_code_on_the_host",
-                "import json, os, pickle, struct, sys\nclass Evil:\n    def __reduce__(self):\n"
-                "        return (os.system, ('touch {outside}',))\n"
-                "data = pickle.dumps(('done', Evil(), '', None, False))\n"
-                "os.write(json.loads(sys.argv[1])['wfd'], struct.pack('<Q', len(data)) + data)\n"
-                "while True:\n    pass", "host refuses to load it; worker restarted", _restarted),
-    HostileCase("kill_parent", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)",
-                "signal refused", _raised("PermissionError", "ProcessLookupError")),
-    HostileCase("delete_file_outside", "import os\nos.remove({victim!r})", "refused; victim intact",
-                _raised("PermissionError", "FileNotFoundError")),
-    HostileCase("read_secret_outside", "print(open({secret!r}).read())", "refused; secret not shown",
-                _no_secret("PermissionError", "FileNotFoundError")),
-    HostileCase("read_host_environment",
-                "import os\nprint(os.environ.get({env_secret!r}))\nprint(open(f'/proc/{{os.getppid()}}/environ').read())",
-                "host env not inherited; /proc refused", _no_secret("PermissionError", "FileNotFoundError")),
-    HostileCase("tcp_connect_localhost",
-                "import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2).send(b'hi')",
-                "no connection reaches the listener",
-                _raised("PermissionError", "OSError", "ConnectionRefusedError", "TimeoutError")),
-    HostileCase("spawn_subprocess",
-                "import subprocess\nprint(subprocess.run(['id'], capture_output=True).stdout)",
-                "process creation refused", _raised("PermissionError", "OSError", "BlockingIOError")),
-    HostileCase("ctypes_poke_memory", "import ctypes\nctypes.memset(0, 1, 64)",
-                "segfault kills the worker; restarted", _restarted),
-    HostileCase("write_outside", "open({outside!r}, 'w').write('pwned')", "refused",
-                _raised("PermissionError", "FileNotFoundError")),
-    HostileCase("write_tmp", "open({tmp_outside!r}, 'w').write('pwned')", "refused",
-                _raised("PermissionError", "FileNotFoundError")),
-    HostileCase("fill_working_dir_disk",
-                "block = b'x' * (1 << 20)\nfor i in range(4096):  # stops at 4 GiB even where nothing else does\n"
-                "    with open(f'fill{{i}}.bin', 'wb') as fh:\n        fh.write(block)",
-                "ENOSPC from the capped working dir", _raised("OSError")),
+    HostileCase(
+        "close_the_pipes",
+        "import json, os, sys\nconfig = json.loads(sys.argv[1])\n"
+        "os.close(config['rfd'])\nos.close(config['wfd'])\nwhile True:\n    pass",
+        "host sees the pipe close; worker killed and restarted",
+        _restarted,
+    ),
+    HostileCase(
+        "forge_huge_frame",
+        "import json, os, sys\nos.write(json.loads(sys.argv[1])['wfd'], b'\\xff' * 8)\nwhile True:\n    pass",
+        "host refuses the frame; worker restarted",
+        _restarted,
+    ),
+    HostileCase(
+        "forge_pickle_that_runs_code_on_the_host",
+        "import json, os, pickle, struct, sys\nclass Evil:\n    def __reduce__(self):\n"
+        "        return (os.system, ('touch {outside}',))\n"
+        "data = pickle.dumps(('done', Evil(), '', None, False))\n"
+        "os.write(json.loads(sys.argv[1])['wfd'], struct.pack('<Q', len(data)) + data)\n"
+        "while True:\n    pass",
+        "host refuses to load it; worker restarted",
+        _restarted,
+    ),
+    HostileCase(
+        "kill_parent",
+        "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)",
+        "signal refused",
+        _raised("PermissionError", "ProcessLookupError"),
+    ),
+    HostileCase(
+        "delete_file_outside",
+        "import os\nos.remove({victim!r})",
+        "refused; victim intact",
+        _raised("PermissionError", "FileNotFoundError"),
+    ),
+    HostileCase(
+        "read_secret_outside",
+        "print(open({secret!r}).read())",
+        "refused; secret not shown",
+        _no_secret("PermissionError", "FileNotFoundError"),
+    ),
+    HostileCase(
+        "read_host_environment",
+        "import os\nprint(os.environ.get({env_secret!r}))\nprint(open(f'/proc/{{os.getppid()}}/environ').read())",
+        "host env not inherited; /proc refused",
+        _no_secret("PermissionError", "FileNotFoundError"),
+    ),
+    HostileCase(
+        "tcp_connect_localhost",
+        "import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2).send(b'hi')",
+        "no connection reaches the listener",
+        _raised("PermissionError", "OSError", "ConnectionRefusedError", "TimeoutError"),
+    ),
+    HostileCase(
+        "spawn_subprocess",
+        "import subprocess\nprint(subprocess.run(['id'], capture_output=True).stdout)",
+        "process creation refused",
+        _raised("PermissionError", "OSError", "BlockingIOError"),
+    ),
+    HostileCase(
+        "ctypes_poke_memory",
+        "import ctypes\nctypes.memset(0, 1, 64)",
+        "segfault kills the worker; restarted",
+        _restarted,
+    ),
+    HostileCase(
+        "write_outside",
+        "open({outside!r}, 'w').write('pwned')",
+        "refused",
+        _raised("PermissionError", "FileNotFoundError"),
+    ),
+    HostileCase(
+        "write_tmp",
+        "open({tmp_outside!r}, 'w').write('pwned')",
+        "refused",
+        _raised("PermissionError", "FileNotFoundError"),
+    ),
+    HostileCase(
+        "fill_working_dir_disk",
+        "block = b'x' * (1 << 20)\nfor i in range(4096):  # stops at 4 GiB even where nothing else does\n"
+        "    with open(f'fill{{i}}.bin', 'wb') as fh:\n        fh.write(block)",
+        "ENOSPC from the capped working dir",
+        _raised("OSError"),
+    ),
 ]
 
 __all__ = ["ENV_SECRET", "HOSTILE_CASES", "SECRET_TEXT", "HostileCase", "HostileEnv"]

@@ -18,9 +18,10 @@ import json
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 Responder = Callable[[dict], "str | dict"]
 
@@ -88,10 +89,15 @@ def as_event_stream(response: dict) -> bytes:
     head = {k: response[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
     chunks = [
         {**head, "choices": [{"index": 0, "delta": choice["message"], "finish_reason": None}]},
-        {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}],
-         "usage": response.get("usage")},
+        {
+            **head,
+            "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}],
+            "usage": response.get("usage"),
+        },
     ]
-    return b"".join(b"data: " + json.dumps(chunk).encode() + b"\n\n" for chunk in chunks) + b"data: [DONE]\n\n"
+    return (
+        b"".join(b"data: " + json.dumps(chunk).encode() + b"\n\n" for chunk in chunks) + b"data: [DONE]\n\n"
+    )
 
 
 class _Server(ThreadingHTTPServer):
@@ -130,7 +136,7 @@ class ScriptedServer:
         """Base URL for litellm's ``api_base`` (OpenAI style, ends in /v1)."""
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def start(self) -> "ScriptedServer":
+    def start(self) -> ScriptedServer:
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True, name="scripted-llm")
         self._thread.start()
         return self
@@ -139,7 +145,7 @@ class ScriptedServer:
         self._httpd.shutdown()
         self._httpd.server_close()
 
-    def __enter__(self) -> "ScriptedServer":
+    def __enter__(self) -> ScriptedServer:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
@@ -150,7 +156,11 @@ class ScriptedServer:
         fault = self.faults.draw()
         if fault == "429":
             headers = {"Retry-After": str(self.faults.retry_after)}
-            return 429, headers, json.dumps({"error": {"message": "rate limited", "type": "rate_limit"}}).encode()
+            return (
+                429,
+                headers,
+                json.dumps({"error": {"message": "rate limited", "type": "rate_limit"}}).encode(),
+            )
         if fault == "500":
             return 500, {}, json.dumps({"error": {"message": "injected server error"}}).encode()
         if fault == "timeout":
@@ -187,7 +197,9 @@ class ScriptedServer:
                 pass
 
             def do_GET(self) -> None:  # noqa: N802 - /v1/models, for health checks
-                data = json.dumps({"object": "list", "data": [{"id": "scripted", "object": "model"}]}).encode()
+                data = json.dumps(
+                    {"object": "list", "data": [{"id": "scripted", "object": "model"}]}
+                ).encode()
                 self._send(200, {}, data)
 
             def do_POST(self) -> None:  # noqa: N802
@@ -237,4 +249,6 @@ def last_user_text(body: dict) -> str:
 def is_root_request(body: dict) -> bool:
     """True when a request comes from an RLM root loop (its system prompt names the REPL)."""
     messages = body.get("messages", [])
-    return bool(messages) and messages[0].get("role") == "system" and "REPL" in str(messages[0].get("content"))
+    return (
+        bool(messages) and messages[0].get("role") == "system" and "REPL" in str(messages[0].get("content"))
+    )

@@ -40,7 +40,11 @@ def make_transport(model: str, *, api_base: str | None, api_key: str | None, poo
         return transport, model
     provider, slash, name = model.partition("/")
     if transport is None:
-        transport = "openai" if slash and provider in OPENAI_COMPATIBLE and (provider == "openai" or api_base) else "litellm"
+        transport = (
+            "openai"
+            if slash and provider in OPENAI_COMPATIBLE and (provider == "openai" or api_base)
+            else "litellm"
+        )
     if transport == "litellm":
         from rlmkit.transports.litellm import LiteLLMTransport  # imports litellm: only here
 

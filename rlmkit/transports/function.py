@@ -68,8 +68,9 @@ class FunctionTransport:
         self.fn = fn
         try:
             params = inspect.signature(fn).parameters.values()
-            self._takes_request = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params) >= 2 or any(
-                p.kind is p.VAR_POSITIONAL for p in params)
+            self._takes_request = sum(
+                p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params
+            ) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
         except (TypeError, ValueError):  # a builtin without a signature: messages only
             self._takes_request = False
 
@@ -83,7 +84,9 @@ class FunctionTransport:
         if isinstance(result, ModelReply):
             return result
         if not isinstance(result, str):
-            raise UserError(f"a FunctionLM function must return a str or ModelReply, got {type(result).__name__}")
+            raise UserError(
+                f"a FunctionLM function must return a str or ModelReply, got {type(result).__name__}"
+            )
         prompt = sum(approx_tokens(str(m.get("content") or "")) for m in request.messages)
         return ModelReply(text=result, model=request.model, prompt_tokens=prompt,
                           completion_tokens=approx_tokens(result), finish_reason="stop")  # fmt: skip

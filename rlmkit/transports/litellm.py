@@ -136,7 +136,9 @@ def _price_unknown_model_at_zero(litellm: Any, model: str) -> None:
 def _translate(exc: Exception) -> ProviderError:
     status = getattr(exc, "status_code", None)
     network = _is_network_error(exc)
-    headers = getattr(exc, "litellm_response_headers", None) or getattr(getattr(exc, "response", None), "headers", None)
+    headers = getattr(exc, "litellm_response_headers", None) or getattr(
+        getattr(exc, "response", None), "headers", None
+    )
     first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return ProviderError(f"{type(exc).__name__}: {first_line}", status=status if isinstance(status, int) else None,
                          network=network, retry_after=retry_after_s(headers))  # fmt: skip

@@ -33,8 +33,9 @@ def shared_client(base_url: str, pool: int) -> httpx.AsyncClient:
         client = per_loop.get((base_url, pool))
         if client is None or client.is_closed:
             limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool, keepalive_expiry=60)
-            client = per_loop[(base_url, pool)] = httpx.AsyncClient(base_url=base_url, limits=limits,
-                                                                    verify=_ssl_context())
+            client = per_loop[(base_url, pool)] = httpx.AsyncClient(
+                base_url=base_url, limits=limits, verify=_ssl_context()
+            )
         return client
 
 
@@ -79,7 +80,9 @@ class OpenAITransport:
             choice = data["choices"][0]
         except (ValueError, KeyError, IndexError, TypeError):
             # a cut or garbled body from a live server is a server fault: retried like a 5xx
-            raise ProviderError(f"unreadable response body ({len(response.content)} bytes)", status=502) from None
+            raise ProviderError(
+                f"unreadable response body ({len(response.content)} bytes)", status=502
+            ) from None
         return parse_chat_response(data, choice, request.model)
 
 

@@ -49,8 +49,14 @@ def env():
 
 def _cell(block) -> CellResult:
     """The sandbox's cell result, rebuilt from the trajectory's record of the code block."""
-    return CellResult(stdout=block.stdout, stderr=block.stderr, error=block.error, timed_out=block.timed_out,
-                      restarted=block.restarted, duration_s=block.duration_s)
+    return CellResult(
+        stdout=block.stdout,
+        stderr=block.stderr,
+        error=block.error,
+        timed_out=block.timed_out,
+        restarted=block.restarted,
+        duration_s=block.duration_s,
+    )
 
 
 def _what_the_model_must_hear(block) -> str:
@@ -75,8 +81,14 @@ def test_hostile_code_from_the_root_model_is_contained(case, env, serve, tmp_pat
     children_before = {p.pid for p in host.children(recursive=True)}
     cwd_before = set(os.listdir("."))
     server, lm = serve(Script([f"```repl\n{case.code(env)}\n```", SUBMIT]))
-    rlm = rlmkit.RLM("context -> answer: int", lm=lm, cell_timeout=CELL_TIMEOUT, max_iterations=3,
-                     limits=LIMITS, display=DISPLAY)
+    rlm = rlmkit.RLM(
+        "context -> answer: int",
+        lm=lm,
+        cell_timeout=CELL_TIMEOUT,
+        max_iterations=3,
+        limits=LIMITS,
+        display=DISPLAY,
+    )
 
     t0 = time.monotonic()
     try:
@@ -93,7 +105,9 @@ def test_hostile_code_from_the_root_model_is_contained(case, env, serve, tmp_pat
     outcome = case.check(_cell(block), env)
     # contained in bounded time: the cell timeout, the interrupt grace and a restart, with CI slack
     grace = rlm.limits.interrupt_grace
-    assert block.duration_s < CELL_TIMEOUT + grace + 3.0, f"{case.name} took {block.duration_s:.2f}s ({outcome})"
+    assert block.duration_s < CELL_TIMEOUT + grace + 3.0, (
+        f"{case.name} took {block.duration_s:.2f}s ({outcome})"
+    )
 
     if ended is None:  # the run went on: the model was told what happened, in the next prompt
         heard = _what_the_model_must_hear(block)
@@ -109,8 +123,10 @@ def test_hostile_code_from_the_root_model_is_contained(case, env, serve, tmp_pat
     assert not _stray_files(cwd_before), f"{case.name} left {_stray_files(cwd_before)} in the host's cwd"
     leftover = {p.pid for p in host.children(recursive=True)} - children_before
     assert not leftover, f"{case.name}: worker processes outlived the run: {leftover}"
-    print(f"\n{case.name}: {outcome}; contained in {block.duration_s:.2f}s; run {run_s:.2f}s; "
-          f"{'ended ' + ended if ended else 'run went on'}")
+    print(
+        f"\n{case.name}: {outcome}; contained in {block.duration_s:.2f}s; run {run_s:.2f}s; "
+        f"{'ended ' + ended if ended else 'run went on'}"
+    )
 
 
 def test_the_bait_is_live(env):
