@@ -355,8 +355,8 @@ def evaluate(
 
     ``baseline``: False, or a program (e.g. ``programs.baseline.BaselineLM``) run on the same
     examples for comparison; its rows land in ``result.baseline``. ``samples``: runs per example
-    (each a distinct sample; not part of the config, so raising it on resume adds samples). ``on_result`` is called
-    in the caller's thread after each example, ``on_start(to_run, already_done)`` once
+    (each a distinct sample; not part of the config, so raising it on resume adds samples).
+    ``on_result`` is called in the caller's thread after each example, ``on_start(to_run, already_done)`` once
     before the first (progress bars). ``ray``: run the examples as Ray tasks (True or
     ``"local"``: a Ray instance started for the call; else a cluster address such as ``"auto"``),
     see ``programs.executors``; rows still stream into ``out_dir`` here as each finishes, and

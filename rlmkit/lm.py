@@ -132,9 +132,14 @@ class LM:
         params.update(
             {k: v for k, v in (("max_tokens", self.max_tokens), ("stop", self.stop)) if v is not None}
         )
-        return {"model": self.model, "api_base": self.api_base, "params": params, "transport": self.transport.name,
-                "cache": str(self.cache_dir) if self.cache_dir is not None else None,
-                "max_concurrency": self.max_concurrency}  # fmt: skip
+        return {
+            "model": self.model,
+            "api_base": self.api_base,
+            "params": params,
+            "transport": self.transport.name,
+            "cache": str(self.cache_dir) if self.cache_dir is not None else None,
+            "max_concurrency": self.max_concurrency,
+        }
 
     def __repr__(self) -> str:
         return f"LM({self.model!r}, api_base={self.api_base!r})"
@@ -151,19 +156,36 @@ class LM:
         self._limit = ConcurrencyLimit(self.max_concurrency)
 
     # -- calls ---------------------------------------------------------------------
-    def complete(self, messages: list[dict], *, rollout_id: int | None = None, max_tokens: int | None = None,
-                 stop: str | list[str] | None = None, **overrides: Any) -> Completion:  # fmt: skip
-        return run_sync(self.acomplete(messages, rollout_id=rollout_id, max_tokens=max_tokens, stop=stop,
-                                       **overrides))  # fmt: skip
+    def complete(
+        self,
+        messages: list[dict],
+        *,
+        rollout_id: int | None = None,
+        max_tokens: int | None = None,
+        stop: str | list[str] | None = None,
+        **overrides: Any,
+    ) -> Completion:
+        return run_sync(
+            self.acomplete(messages, rollout_id=rollout_id, max_tokens=max_tokens, stop=stop, **overrides)
+        )
 
-    async def acomplete(self, messages: list[dict], *, rollout_id: int | None = None, max_tokens: int | None = None,
-                        stop: str | list[str] | None = None, **overrides: Any) -> Completion:  # fmt: skip
+    async def acomplete(
+        self,
+        messages: list[dict],
+        *,
+        rollout_id: int | None = None,
+        max_tokens: int | None = None,
+        stop: str | list[str] | None = None,
+        **overrides: Any,
+    ) -> Completion:
         request, key = self._prepare(messages, rollout_id, max_tokens, stop, overrides)
         if (hit := self._from_cache(key)) is not None:
             return hit
         if self.transport.name != "function" and not model_requests_allowed():
-            raise ModelRequestsBlocked(f"a request to {self.model!r} was refused: model requests are blocked "
-                                       "(block_model_requests / RLMKIT_ALLOW_MODEL_REQUESTS=0)")  # fmt: skip
+            raise ModelRequestsBlocked(
+                f"a request to {self.model!r} was refused: model requests are blocked "
+                "(block_model_requests / RLMKIT_ALLOW_MODEL_REQUESTS=0)"
+            )
         async with self._limit.aslot():
             started = time.perf_counter()
             for attempt in itertools.count():
@@ -175,8 +197,14 @@ class LM:
         return self._finish(reply, started, key)
 
     # -- the parts every call shares (no I/O but the cache) ----------------------------
-    def _prepare(self, messages: list[dict], rollout_id: int | None, max_tokens: int | None,
-                 stop: str | list[str] | None, overrides: dict) -> tuple[ModelRequest, str | None]:  # fmt: skip
+    def _prepare(
+        self,
+        messages: list[dict],
+        rollout_id: int | None,
+        max_tokens: int | None,
+        stop: str | list[str] | None,
+        overrides: dict,
+    ) -> tuple[ModelRequest, str | None]:
         if (
             not isinstance(messages, list)
             or not messages
@@ -187,8 +215,14 @@ class LM:
         max_tokens = max_tokens if max_tokens is not None else params.pop("max_tokens", self.max_tokens)
         stop_list = _stop_list(stop) if stop is not None else self.stop
         params.pop("max_tokens", None)
-        request = ModelRequest(messages=messages, model=self._wire_model, params=params, max_tokens=max_tokens,
-                               stop=stop_list, timeout=self.timeout)  # fmt: skip
+        request = ModelRequest(
+            messages=messages,
+            model=self._wire_model,
+            params=params,
+            max_tokens=max_tokens,
+            stop=stop_list,
+            timeout=self.timeout,
+        )
         if self._cache is None:
             return request, None
         rollout_id = current_rollout_id.get() if rollout_id is None else rollout_id
@@ -200,24 +234,42 @@ class LM:
         if stored is None:
             return None
         # A hit costs nothing; its tokens are kept for reference, and counted as a cached call.
-        usage = Usage(calls=1, cached_calls=1, prompt_tokens=stored["prompt_tokens"],
-                      completion_tokens=stored["completion_tokens"], cost=0.0)  # fmt: skip
+        usage = Usage(
+            calls=1,
+            cached_calls=1,
+            prompt_tokens=stored["prompt_tokens"],
+            completion_tokens=stored["completion_tokens"],
+            cost=0.0,
+        )
         return Completion(stored["text"], stored["model"], usage, True, 0.0, stored["finish_reason"])
 
     def _finish(self, reply: ModelReply, started: float, key: str | None) -> Completion:
         duration = time.perf_counter() - started
         cost = reply.cost
         if cost is None:
-            cost = call_cost(self.model, reply.prompt_tokens, reply.completion_tokens, reply.cached_prompt_tokens,
-                             served_as=reply.model)  # fmt: skip
-        usage = Usage(calls=1, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
-                      cost=cost)  # fmt: skip
+            cost = call_cost(
+                self.model,
+                reply.prompt_tokens,
+                reply.completion_tokens,
+                reply.cached_prompt_tokens,
+                served_as=reply.model,
+            )
+        usage = Usage(
+            calls=1, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens, cost=cost
+        )
         model = reply.model or self.model
         completion = Completion(reply.text, model, usage, False, duration, reply.finish_reason)
         if key is not None:
-            self._cache.set(key, {"text": reply.text, "model": model, "prompt_tokens": reply.prompt_tokens,
-                                  "completion_tokens": reply.completion_tokens,
-                                  "finish_reason": reply.finish_reason})  # fmt: skip
+            self._cache.set(
+                key,
+                {
+                    "text": reply.text,
+                    "model": model,
+                    "prompt_tokens": reply.prompt_tokens,
+                    "completion_tokens": reply.completion_tokens,
+                    "finish_reason": reply.finish_reason,
+                },
+            )
         return completion
 
     def _retry_delay(self, exc: ProviderError, attempt: int) -> float:
@@ -232,17 +284,27 @@ class LM:
         detail = _scrub(str(exc), self._api_key)[:300]
         where, status = self.api_base or "the provider", exc.status
         if status in (401, 403):
-            return LMConfigError(f"{where} rejected the API key for {self.model!r} ({status}): {detail}",
-                                 model=self.model, status=status)  # fmt: skip
+            return LMConfigError(
+                f"{where} rejected the API key for {self.model!r} ({status}): {detail}",
+                model=self.model,
+                status=status,
+            )
         if status == 404:
-            return LMConfigError(f"{where} does not know model {self.model!r} (404): {detail}",
-                                 model=self.model, status=status)  # fmt: skip
+            return LMConfigError(
+                f"{where} does not know model {self.model!r} (404): {detail}", model=self.model, status=status
+            )
         if exc.network:
-            return LMUnavailableError(f"could not reach {where} for {self.model!r} after {tries} tries: {detail}",
-                                      model=self.model, status=status)  # fmt: skip
+            return LMUnavailableError(
+                f"could not reach {where} for {self.model!r} after {tries} tries: {detail}",
+                model=self.model,
+                status=status,
+            )
         if exc.transient:
-            return LMUnavailableError(f"{where} kept failing for {self.model!r} ({status}) after {tries} tries: "
-                                      f"{detail}", model=self.model, status=status)  # fmt: skip
+            return LMUnavailableError(
+                f"{where} kept failing for {self.model!r} ({status}) after {tries} tries: {detail}",
+                model=self.model,
+                status=status,
+            )
         return LMError(f"{self.model!r} call failed: {detail}", model=self.model, status=status)
 
 
@@ -277,8 +339,12 @@ def dspy_lm_options(lm: Any) -> dict[str, Any]:
     kwargs = dict(getattr(lm, "kwargs", {}) or {})
     kwargs.pop("rollout_id", None)  # a per-call option in DSPy, not a model setting
     api_base = kwargs.pop("api_base", None) or kwargs.pop("base_url", None)
-    return {**kwargs, "api_base": api_base, "cache": bool(getattr(lm, "cache", True)),
-            "num_retries": getattr(lm, "num_retries", 4)}  # fmt: skip
+    return {
+        **kwargs,
+        "api_base": api_base,
+        "cache": bool(getattr(lm, "cache", True)),
+        "num_retries": getattr(lm, "num_retries", 4),
+    }
 
 
 __all__ = ["LM", "Completion", "FunctionLM"]

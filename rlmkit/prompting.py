@@ -183,7 +183,8 @@ print(counts.most_common(5))
 ```repl
 size = {chunk_chars}
 chunks = [context[i:i + size] for i in range(0, len(context), size)]
-notes = llm_query_batched([f"Quote every line about <topic> in this text, or say NONE.\\n\\n{{c}}" for c in chunks])
+ask = "Quote every line about <topic> in this text, or say NONE."
+notes = llm_query_batched([f"{{ask}}\\n\\n{{c}}" for c in chunks])
 print([n[:200] for n in notes])
 ```
 Rules: compute from the input variables; never assign to them and never retype data from the

@@ -144,8 +144,13 @@ class SubcallHost:
             self.run.record_subcall(node)
             ev.emit(ev.SubcallFinished(node))
 
-    async def _batch(self, make: Callable[[Any, int], Awaitable[Any]], items: list[Any], error: Callable[[Exception], Any],
-                     gate: bool = True):  # fmt: skip
+    async def _batch(
+        self,
+        make: Callable[[Any, int], Awaitable[Any]],
+        items: list[Any],
+        error: Callable[[Exception], Any],
+        gate: bool = True,
+    ):
         """Run ``make(item, i)`` for all items concurrently; a failed item becomes ``error(exc)``.
 
         ``gate``: at most ``max_concurrency`` items of the whole tree run at once. Off for

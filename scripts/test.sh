@@ -28,4 +28,7 @@ if [ ! -x "$vf_venv/bin/vf-eval" ] || ! sha256sum -c --status "$vf_stamp" 2>/dev
   sha256sum pyproject.toml > "$vf_stamp"
 fi
 export RLMKIT_VERIFIERS_PYTHON="$PWD/$vf_venv/bin/python"
+# Lint and format are kept, not promised: a long line or an unformatted file fails the run.
+python3 -m ruff check .
+python3 -m ruff format --check .
 exec python3 -m pytest -q "$@"

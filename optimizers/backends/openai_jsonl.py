@@ -1,7 +1,8 @@
 """openai-jsonl: export canonical rows in OpenAI's fine-tuning formats, each line schema-checked.
 
 - SFT rows -> supervised: ``{"messages": [...], "tools": [...]}``
-- DPO rows -> preference:  ``{"input": {"messages": [...]}, "preferred_output": [...], "non_preferred_output": [...]}``
+- DPO rows -> preference:  ``{"input": {"messages": [...]}, "preferred_output": [...],
+  "non_preferred_output": [...]}``
 - RL rows  -> reinforcement (RFT): ``{"messages": [...], "reference_answer": ..., ...}``; the grader
   reads ``item.reference_answer``. A ``grader.json`` with an exact-match grader is written as a
   starting point; the task's own scorer is named in it for whoever ports it to a Python grader.

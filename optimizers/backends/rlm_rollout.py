@@ -314,7 +314,8 @@ class RowExample(dict):
         example.setdefault("knobs", dict(row.reward.knobs))
         example["gold"] = json.loads(row.answer)
         inputs = example.get("inputs")
-        # compiled rows describe inputs (name, size, preview) without their bodies; only real values pass through
+        # compiled rows describe inputs (name, size, preview) without their bodies;
+        # only real values pass through
         example["inputs"] = inputs if isinstance(inputs, dict) else {}
         return example
 

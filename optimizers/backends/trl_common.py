@@ -66,7 +66,9 @@ def lora_config(job: TrainJob) -> Any:
 
 
 def trainer_arguments(job: TrainJob) -> dict[str, Any]:
-    """Fields every TRL config shares. Checkpoints are not written mid-run: the adapter is saved once at the end."""
+    """Fields every TRL config shares.
+
+    Checkpoints are not written mid-run: the adapter is saved once at the end."""
     import torch
 
     on_gpu = torch.cuda.is_available()

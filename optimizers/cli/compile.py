@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
-from enum import Enum, StrEnum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 

@@ -32,7 +32,8 @@ def _int_range(text: str, option: str) -> tuple[int, int]:
 
 
 class _TrialProgress:
-    """One bar for the study's trials (finished by any worker), one for the examples of this worker's trial."""
+    """One bar for the study's trials (finished by any worker), one for the examples of this
+    worker's trial."""
 
     def __init__(self, progress, n_trials: int):
         self.progress = progress

@@ -28,8 +28,10 @@ def _table(records: list[Any]) -> Table:
     for column in ("job", "state", "reward", "seen", "withheld", "wall s", "reason"):
         table.add_column(column)
     for r in records:
+
         def fmt(v):
             return "" if v is None else f"{v:+.3f}"
+
         table.add_row(
             str(r.index),
             r.state,

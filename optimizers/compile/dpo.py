@@ -32,7 +32,8 @@ def compile_dpo(
     system_prompt: SystemPrompt = None,
     tokenizer: Any = None,
 ) -> CompileResult:
-    """Compile runs into ``DPORow`` pairs, one per example whose best and worst runs differ by > ``min_margin``."""
+    """Compile runs into ``DPORow`` pairs, one per example whose best and worst runs differ by
+    more than ``min_margin``."""
     if mode not in ("turn", "conversation"):
         raise ValueError(f"mode must be 'turn' or 'conversation', got {mode!r}")
     work = Compilation("dpo", runs, filters or Filters.rollouts(), metric, tokenizer)

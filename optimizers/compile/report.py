@@ -28,7 +28,9 @@ REASONS = {
     "zero_advantage_group": "every rollout of the example scored the same",
     "single_run": "only one scored run for the example",
     "no_score_gap": "best and worst runs score the same (or within min_margin)",
-    "prompts_differ": "best and worst runs did not see the same prompt (runs of several protocols? pass protocol=)",
+    "prompts_differ": (
+        "best and worst runs did not see the same prompt (runs of several protocols? pass protocol=)"
+    ),
     "no_divergent_turn": "best and worst runs gave the same replies",
 }
 
@@ -111,9 +113,9 @@ class CompileReport:
 
     def summary(self) -> str:
         head = (
-            f"{self.kind}: {self.rows} rows from {self.runs_kept}/{self.runs_read} runs over {len(self.per_task)} "
-            f"tasks; tokens {self.tokens:,} (prompt {self.prompt_tokens:,}, completion {self.completion_tokens:,}, "
-            f"{self.token_estimate})"
+            f"{self.kind}: {self.rows} rows from {self.runs_kept}/{self.runs_read} runs over "
+            f"{len(self.per_task)} tasks; tokens {self.tokens:,} (prompt {self.prompt_tokens:,}, "
+            f"completion {self.completion_tokens:,}, {self.token_estimate})"
         )
         if self.bad_lines:
             head += f"; {self.bad_lines} unreadable JSONL line(s) skipped"

@@ -41,7 +41,8 @@ def compile_rl(
     system_prompt: SystemPrompt = None,
     tokenizer: Any = None,
 ) -> CompileResult:
-    """Compile runs into ``RLRow`` prompts (``result.rows``) and ``RLGroupRow`` rollouts (``result.extra_rows``).
+    """Compile runs into ``RLRow`` prompts (``result.rows``) and ``RLGroupRow`` rollouts
+    (``result.extra_rows``).
 
     ``scorer``: "module:function" computing the reward (default: each run's ``task["scorer"]``).
     Rewards of the groups are the runs' scores (``metric(run)`` when a run has none).

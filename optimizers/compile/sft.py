@@ -37,8 +37,9 @@ def compile_sft(
     ``runs``: JSONL files / folders / Trajectory objects of ONE signature. ``metric(run)``
     scores runs that carry no score. ``mode``: one sample per root turn, or one per run.
     ``subcalls``: add the sub-model's samples: llm_query calls (prompt -> reply), typed sub-calls
-    (their whole logged request -> reply) and child RLM turns (``meta.role`` "subcall" / "child"). ``protocol``: re-render every run into this protocol (default:
-    each run's own, with its templated mistakes repaired unless ``repair=False``).
+    (their whole logged request -> reply) and child RLM turns (``meta.role`` "subcall" / "child").
+    ``protocol``: re-render every run into this protocol (default: each run's own, with its
+    templated mistakes repaired unless ``repair=False``).
     ``system_prompt`` replaces the root system prompt (str or function of the run).
     """
     if mode not in ("turn", "conversation"):

@@ -384,8 +384,9 @@ class RLMTuner:
 
 
 def _silent(event: str, **info: Any) -> None:
-    """The default progress callback: events are ``bootstrap``, ``trial_start``, ``example``, ``trial_end``,
-    and ``study`` (``done``/``total``/``running``: the whole study's count, every worker's trials included)."""
+    """The default progress callback: events are ``bootstrap``, ``trial_start``, ``example``,
+    ``trial_end``, and ``study`` (``done``/``total``/``running``: the whole study's count, every
+    worker's trials included)."""
 
 
 def _signature_text(signature: Any) -> str:

@@ -117,10 +117,12 @@ def _run(
     sampling = {"temperature": temperature} if temperature is not None else {}
     root = lm_from_flag(lm, api_base, **sampling)
     sub = lm_from_flag(sub_lm, api_base, **sampling) if sub_lm else None
+
     def factory():
         return build_program(
             program, suite, lm=root, sub_lm=sub, max_depth=max_depth, max_iterations=max_iterations
         )
+
     factory()  # a bad program/suite pairing or knob fails now, not in every worker
     config = {
         "suite": suite,

@@ -206,8 +206,10 @@ def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int):
     chain_titles = [title for title, _, evidence in docs if evidence]
     budget = length - len(HEADER)
     width = len(str(budget // 40))  # zero-padded ids: every document's size is known up front
+
     def render(number, title, body):
         return f"[Doc {number:0{width}d}] {title}\n{body}\n\n"
+
     if budget < sum(len(render(0, t, b)) for t, b, _ in docs):
         raise LengthError(f"suite {NAME!r}: length {length:,} is too small for this chain's documents")
     # pad evidence like the rest only when the corpus is big enough to hide them

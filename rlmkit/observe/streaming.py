@@ -84,7 +84,8 @@ def default_status(event: ev.Event) -> str | None:
     if kind is ev.TurnStarted:
         return f"Turn {event.turn.index + 1}{where}: asking the root model..."
     if kind is ev.CellStarted:
-        return f"Running code{where}: {event.block.code.strip().splitlines()[0][:80] if event.block.code.strip() else ''}"
+        code = event.block.code.strip()
+        return f"Running code{where}: {code.splitlines()[0][:80] if code else ''}"
     if kind is ev.CellFinished:
         block = event.block
         state = "timed out" if block.timed_out else ("raised an error" if block.error else "finished")

@@ -86,6 +86,7 @@ def _syscall(name: str, *args) -> int:
 def _mount(src: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
     def enc(s):
         return s.encode() if s is not None else None
+
     _check(
         _libc.mount(enc(src), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}"
     )

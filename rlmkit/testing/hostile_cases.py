@@ -168,7 +168,8 @@ HOSTILE_CASES: list[HostileCase] = [
     HostileCase("infinite_loop", "while True:\n    pass", "interrupted at the cell timeout", _interrupted),
     HostileCase(
         "infinite_loop_ignoring_interrupts",
-        "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass",
+        "while True:\n    try:\n        while True:\n            pass\n"
+        "    except BaseException:\n        pass",
         "killed after the grace period and restarted",
         _interrupted,
     ),
@@ -231,7 +232,8 @@ HOSTILE_CASES: list[HostileCase] = [
     ),
     HostileCase(
         "read_host_environment",
-        "import os\nprint(os.environ.get({env_secret!r}))\nprint(open(f'/proc/{{os.getppid()}}/environ').read())",
+        "import os\nprint(os.environ.get({env_secret!r}))\n"
+        "print(open(f'/proc/{{os.getppid()}}/environ').read())",
         "host env not inherited; /proc refused",
         _no_secret("PermissionError", "FileNotFoundError"),
     ),

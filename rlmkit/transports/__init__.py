@@ -26,9 +26,15 @@ OPENAI_COMPATIBLE = frozenset({"openai", "hosted_vllm", "openai_like", "lm_studi
 OPENAI_URL = "https://api.openai.com/v1"
 
 
-def make_transport(model: str, *, api_base: str | None, api_key: str | None, pool: int,
-                   transport: str | Transport | None = None,
-                   headers: dict | None = None) -> tuple[Transport, str]:  # fmt: skip
+def make_transport(
+    model: str,
+    *,
+    api_base: str | None,
+    api_key: str | None,
+    pool: int,
+    transport: str | Transport | None = None,
+    headers: dict | None = None,
+) -> tuple[Transport, str]:
     """The transport for ``model`` and the model name to send through it.
 
     ``transport`` forces one: ``"openai"``, ``"litellm"`` or a ``Transport`` object.
@@ -52,16 +58,21 @@ def make_transport(model: str, *, api_base: str | None, api_key: str | None, poo
     if transport != "openai":
         raise UserError(f"unknown transport {transport!r}: use 'openai', 'litellm' or a Transport object")
     if not slash or not name.strip():
-        raise LMConfigError(f"unknown model {model!r}: the openai transport expects 'provider/model', e.g. "
-                            "'openai/gpt-4o-mini' or 'openai/<name>' with api_base=...", model=model)  # fmt: skip
+        raise LMConfigError(
+            f"unknown model {model!r}: the openai transport expects 'provider/model', e.g. "
+            "'openai/gpt-4o-mini' or 'openai/<name>' with api_base=...",
+            model=model,
+        )
     from rlmkit.transports.openai import OpenAITransport
 
     base = api_base or os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_BASE") or OPENAI_URL
     key = api_key or os.environ.get("OPENAI_API_KEY")
     if key is None:
         if api_base is None:
-            raise LMConfigError(f"no API key for {model!r}: set OPENAI_API_KEY in the environment, or pass "
-                                "api_key=...", model=model)  # fmt: skip
+            raise LMConfigError(
+                f"no API key for {model!r}: set OPENAI_API_KEY in the environment, or pass api_key=...",
+                model=model,
+            )
         key = PLACEHOLDER_KEY  # a self-hosted server usually needs no real key
     return OpenAITransport(base, key, pool=pool, headers=headers), name
 

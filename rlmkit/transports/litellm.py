@@ -23,8 +23,14 @@ from rlmkit.transports.base import PLACEHOLDER_KEY, ModelReply, ModelRequest, Pr
 
 log = logging.getLogger("rlmkit")
 
-_NETWORK_ERRORS = {"APIConnectionError", "APITimeoutError", "Timeout", "TransportError", "ConnectionError",
-                   "TimeoutError"}  # fmt: skip
+_NETWORK_ERRORS = {
+    "APIConnectionError",
+    "APITimeoutError",
+    "Timeout",
+    "TransportError",
+    "ConnectionError",
+    "TimeoutError",
+}
 
 
 def import_litellm() -> Any:
@@ -52,8 +58,13 @@ class LiteLLMTransport:
 
     async def complete(self, request: ModelRequest) -> ModelReply:
         litellm = import_litellm()
-        kwargs: dict[str, Any] = {"model": request.model, "messages": request.messages, "timeout": request.timeout,
-                                  "num_retries": 0, **request.params}  # fmt: skip
+        kwargs: dict[str, Any] = {
+            "model": request.model,
+            "messages": request.messages,
+            "timeout": request.timeout,
+            "num_retries": 0,
+            **request.params,
+        }
         if request.max_tokens is not None:
             kwargs["max_tokens"] = request.max_tokens
         if request.stop:
@@ -127,8 +138,16 @@ def _price_unknown_model_at_zero(litellm: Any, model: str) -> None:
     quiet = logging.getLogger("LiteLLM")
     level, quiet.level = quiet.level, logging.ERROR  # it warns that cache prices default to 0
     try:
-        litellm.register_model({model: {"input_cost_per_token": 0.0, "output_cost_per_token": 0.0, "mode": "chat",
-                                         "litellm_provider": litellm.get_llm_provider(model)[1]}})  # fmt: skip
+        litellm.register_model(
+            {
+                model: {
+                    "input_cost_per_token": 0.0,
+                    "output_cost_per_token": 0.0,
+                    "mode": "chat",
+                    "litellm_provider": litellm.get_llm_provider(model)[1],
+                }
+            }
+        )
     finally:
         quiet.level = level
 
@@ -140,8 +159,12 @@ def _translate(exc: Exception) -> ProviderError:
         getattr(exc, "response", None), "headers", None
     )
     first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return ProviderError(f"{type(exc).__name__}: {first_line}", status=status if isinstance(status, int) else None,
-                         network=network, retry_after=retry_after_s(headers))  # fmt: skip
+    return ProviderError(
+        f"{type(exc).__name__}: {first_line}",
+        status=status if isinstance(status, int) else None,
+        network=network,
+        retry_after=retry_after_s(headers),
+    )
 
 
 def _is_network_error(exc: BaseException) -> bool:

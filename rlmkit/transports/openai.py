@@ -68,13 +68,17 @@ class OpenAITransport:
             body["stop"] = request.stop
         client = shared_client(self.base_url, self.pool)
         try:
-            response = await client.post("/chat/completions", content=json.dumps(body), headers=self._headers,
-                                         timeout=request.timeout)  # fmt: skip
+            response = await client.post(
+                "/chat/completions", content=json.dumps(body), headers=self._headers, timeout=request.timeout
+            )
         except (httpx.TimeoutException, httpx.TransportError) as exc:
             raise ProviderError(f"{type(exc).__name__}: {exc or 'no answer'}", network=True) from exc
         if response.status_code >= 400:
-            raise ProviderError(f"HTTP {response.status_code}: {_error_detail(response)}",
-                                status=response.status_code, retry_after=retry_after_s(response.headers))  # fmt: skip
+            raise ProviderError(
+                f"HTTP {response.status_code}: {_error_detail(response)}",
+                status=response.status_code,
+                retry_after=retry_after_s(response.headers),
+            )
         try:
             data = response.json()
             choice = data["choices"][0]
