@@ -203,7 +203,8 @@ def main() -> None:
             print(f"| {name} | {wall:.2f} | {cpu:.2f} |")
     if args.local or args.local_only:
         print(
-            f"\n## Embedded model generation ({args.prompts} prompts, max_tokens={args.max_tokens}, one at a time)\n"
+            f"\n## Embedded model generation ({args.prompts} prompts, "
+            f"max_tokens={args.max_tokens}, one at a time)\n"
         )
         print("| path | llama.cpp decode tok/s | wall tok/s (incl. prompt) |\n|---|---:|---:|")
         for name, decode, wall in local_generation(args.prompts, args.max_tokens, args.in_process):

@@ -48,7 +48,8 @@ def embedded_model(prompts: int, max_tokens: int, timeout_s: float) -> dict[str,
         "import json, sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
         "import inspect\nfrom lm_client_cost import local_generation\n"
         "args = [int(sys.argv[3]), int(sys.argv[4])]\n"
-        "kw = {'in_process': False} if 'in_process' in inspect.signature(local_generation).parameters else {}\n"
+        "kw = {'in_process': False} "
+        "if 'in_process' in inspect.signature(local_generation).parameters else {}\n"
         "print('@@RESULT ' + json.dumps(local_generation(*args, **kw)))"
     )
     # Its own session, so a timeout ends the model server it started too, not just the script.

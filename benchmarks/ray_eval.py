@@ -107,7 +107,8 @@ def main() -> None:
     ):
         print(f"| {name} | {args.n / wall:.2f} | {wall:.1f} | {sum(scores) / len(scores):.3f} |")
     print(
-        f"speed-up, 2 nodes vs 1: {one_wall / two_wall:.2f}x; per-example scores equal across all three: {same}"
+        f"speed-up, 2 nodes vs 1: {one_wall / two_wall:.2f}x; "
+        f"per-example scores equal across all three: {same}"
     )
 
 

@@ -10,15 +10,25 @@ from typing import Any
 PEERS = ("dspy.RLM", "rlms")
 
 
-HOW = """How: each framework runs in its own process (peers in their own venv) against one scripted server that
-writes the same Python in each framework's convention. (1) is a 5-turn run (inspect, 1 sub-call, a batch of 8,
-aggregate, finish): a turn's time is its wall time minus the time the server was busy, so it is the framework's
-own work, HTTP client included. (2) and (5) time the fan-out turn at the server, from the root reply that
-starts it to the next root request; in (2) that is the second turn (the first only looks at the context,
-so a REPL still starting after the first request is not counted as fan-out). Memory is sampled every 20 ms over the driver's process tree and includes the caller's own copy of
-the context. rlmkit reaches the scripted server through its direct OpenAI-compatible transport (httpx). Why the peers grow with the context (pinned versions): dspy.RLM 3.4.1 JSON-encodes
-and re-sends every input to its interpreter on each turn (`LocalInterpreter.execute(code, variables)`); rlms 0.1.3
-logs each code block's REPL locals, the context included (`REPLResult.to_dict`)."""
+HOW = (
+    "How: each framework runs in its own process (peers in their own venv) against one scripted "
+    "server that\n"
+    "writes the same Python in each framework's convention. (1) is a 5-turn run (inspect, 1 "
+    "sub-call, a batch of 8,\n"
+    "aggregate, finish): a turn's time is its wall time minus the time the server was busy, so it is "
+    "the framework's\n"
+    "own work, HTTP client included. (2) and (5) time the fan-out turn at the server, from the root "
+    "reply that\n"
+    "starts it to the next root request; in (2) that is the second turn (the first only looks at the "
+    "context,\n"
+    "so a REPL still starting after the first request is not counted as fan-out). Memory is sampled "
+    "every 20 ms over the driver's process tree and includes the caller's own copy of\n"
+    "the context. rlmkit reaches the scripted server through its direct OpenAI-compatible transport "
+    "(httpx). Why the peers grow with the context (pinned versions): dspy.RLM 3.4.1 JSON-encodes\n"
+    "and re-sends every input to its interpreter on each turn (`LocalInterpreter.execute(code, "
+    "variables)`); rlms 0.1.3\n"
+    "logs each code block's REPL locals, the context included (`REPLResult.to_dict`)."
+)
 
 
 def _s(s: float | None) -> str:

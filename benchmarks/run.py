@@ -36,8 +36,10 @@ from verdicts import verdicts
 
 DEPTH2_HOW = {
     "rlmkit": "`rlm_query_batched` of 16 prompts; each child is an RLM with its own sandbox worker.",
-    "dspy.RLM": "no `rlm_query`: the root code builds `dspy.RLM(...)` sub-agents through its sandboxed dspy facade "
-    "and runs 16 of them in a ThreadPoolExecutor.",
+    "dspy.RLM": (
+        "no `rlm_query`: the root code builds `dspy.RLM(...)` sub-agents through its sandboxed dspy facade "
+        "and runs 16 of them in a ThreadPoolExecutor."
+    ),
     "rlms": "`rlm_query_batched` with `max_depth=2`, `max_concurrent_subcalls=16` (children in threads, "
     "in-process `local` REPLs).",
 }

@@ -40,12 +40,16 @@ TYPICAL_CODE = {
     "host function in a loop": "[llm_query(str(i)) for i in range(5)]",
     "state across cells": "saved_state",
     "lambda sort key": "sorted(['bb', 'a', 'ccc'], key=lambda s: -len(s))",
-    "chunking helper": "def chunk(s, n):\n    return [s[i:i+n] for i in range(0, len(s), n)]\nlen(chunk(context, 10))",
+    "chunking helper": (
+        "def chunk(s, n):\n    return [s[i:i+n] for i in range(0, len(s), n)]\nlen(chunk(context, 10))"
+    ),
     "nonlocal closure": "def outer():\n    c = 0\n    def inc():\n        nonlocal c\n        c += 1\n"
     "    inc()\n    return c\nouter()",
     "walrus": "[y for x in range(5) if (y := x * 2) > 4]",
     "generator function": "def gen(n):\n    for i in range(n):\n        yield i\nlist(gen(3))",
-    "custom exception class": "class MyErr(Exception):\n    pass\ntry:\n    raise MyErr('x')\nexcept MyErr:\n    r = 1\nr",
+    "custom exception class": (
+        "class MyErr(Exception):\n    pass\ntry:\n    raise MyErr('x')\nexcept MyErr:\n    r = 1\nr"
+    ),
     "bytearray": "bytearray(b'ab')",
     "textwrap": "import textwrap\ntextwrap.shorten('hello world foo bar', 12)",
     "heapq": "import heapq\nheapq.nlargest(2, [3, 1, 4])",

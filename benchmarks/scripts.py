@@ -23,7 +23,10 @@ _STEP = re.compile(r"# BENCHSTEP (\d+)")
 TURN_STEPS = [
     "print(len(context)); print(context[:100])",
     "r = llm_query('BENCH-SUB summarise: ' + context[:1000]); print(r)",
-    "rs = llm_query_batched(['BENCH-SUB chunk %d: ' % i + context[i * 100:(i + 1) * 100] for i in range(8)])\nprint(rs)",
+    (
+        "rs = llm_query_batched(['BENCH-SUB chunk %d: ' % i + context[i * 100:(i + 1) * 100] "
+        "for i in range(8)])\nprint(rs)"
+    ),
     "answer_text = str(len(rs)) + ' ' + r[:12]; print(answer_text)",
 ]
 
@@ -39,7 +42,8 @@ def subcall_steps(n: int) -> list[str]:
     # not whatever a framework still does to get its REPL ready after the first request.
     return [
         "print(len(context))",
-        f"rs = llm_query_batched(['BENCH-SUB %d' % i for i in range({n})])\nanswer_text = str(len(rs)); print(answer_text)",
+        f"rs = llm_query_batched(['BENCH-SUB %d' % i for i in range({n})])\n"
+        "answer_text = str(len(rs)); print(answer_text)",
     ]
 
 
@@ -49,14 +53,16 @@ def depth2_steps(framework: str, children: int) -> list[str]:
         code = (
             "import dspy\nfrom concurrent.futures import ThreadPoolExecutor\n"
             "def child(i):\n"
-            "    return dspy.RLM('context, query -> answer')(context='BENCH-CHILD %d' % i, query='BENCH-CHILD %d' % i).answer\n"
+            "    return dspy.RLM('context, query -> answer')"
+            "(context='BENCH-CHILD %d' % i, query='BENCH-CHILD %d' % i).answer\n"
             f"with ThreadPoolExecutor({children}) as pool:\n"
             f"    rs = list(pool.map(child, range({children})))\n"
             "answer_text = str(len(rs)); print(rs)"
         )
         return [code]
     return [
-        f"rs = rlm_query_batched(['BENCH-CHILD %d' % i for i in range({children})])\nanswer_text = str(len(rs)); print(rs)"
+        f"rs = rlm_query_batched(['BENCH-CHILD %d' % i for i in range({children})])\n"
+        "answer_text = str(len(rs)); print(rs)"
     ]
 
 

@@ -59,8 +59,8 @@ def verdicts(results: dict[str, Any]) -> list[str]:
             added = {s: turns[str(s)]["rss_peak"] - turns[str(s)]["rss_base"] for s in big}
             ratios = {s: added[s] / s for s in big}
             line = (
-                f"{_mark(all(r <= 2.5 for r in ratios.values()))}: memory added by a run <= 2.5x the context, "
-                "the caller's own copy included ("
+                f"{_mark(all(r <= 2.5 for r in ratios.values()))}: memory added by a run "
+                "<= 2.5x the context, the caller's own copy included ("
                 + ", ".join(f"{s:.0e}: {r:.2f}x" for s, r in ratios.items())
                 + ")"
             )
@@ -68,7 +68,8 @@ def verdicts(results: dict[str, Any]) -> list[str]:
                 lo, hi = big[0], big[-1]
                 slope = (added[hi] - added[lo]) / (hi - lo)
                 line += (
-                    f"; {slope:.2f} bytes per extra character, plus about {(added[lo] - slope * lo) / 1e6:.0f} MB "
+                    f"; {slope:.2f} bytes per extra character, "
+                    f"plus about {(added[lo] - slope * lo) / 1e6:.0f} MB "
                     "fixed per run (the sandbox worker's interpreter)"
                 )
             lines.append(line + ".")
@@ -106,7 +107,8 @@ def verdicts(results: dict[str, Any]) -> list[str]:
     depth = results.get("depth2", {}).get("rlmkit")
     if depth and depth.get("ratio"):
         lines.append(
-            f"(no numeric target) depth 2, 16 children: {depth['wall_s']:.2f} s = {depth['ratio']:.2f}x ideal."
+            f"(no numeric target) depth 2, 16 children: {depth['wall_s']:.2f} s "
+            f"= {depth['ratio']:.2f}x ideal."
         )
     clients = results.get("clients", {}).get("ms_per_call")
     if clients and "openai client" in clients and "rlmkit.LM.acomplete" in clients:

@@ -122,7 +122,8 @@ def test_eval_samples_compile_and_train_with_default_flags(eval_run, tmp_path):
     job = tmp_path / "job.toml"
     job.write_text(
         f'kind = "sft"\ndataset = "{sft}"\nbase_model = "{model}"\noutput_dir = "{tmp_path / "out"}"\n'
-        "steps = 1\nbatch_size = 2\nmax_seq_len = 4096\nmax_completion_tokens = 256\n[lora]\nrank = 4\nalpha = 8\n"
+        "steps = 1\nbatch_size = 2\nmax_seq_len = 4096\nmax_completion_tokens = 256\n"
+        "[lora]\nrank = 4\nalpha = 8\n"
     )
     trained = runner.invoke(app, ["train", str(job), "--backend", "trl-sft"])
     assert trained.exit_code == 0, trained.output

@@ -149,7 +149,8 @@ def test_dspy_callbacks_fire_for_turns_model_calls_cells_and_tools(serve):
         count["on_interpreter_execute_start"] == count["on_interpreter_execute_end"] == 3
     )  # 2 root cells + 1 child
     assert count["on_interpreter_tool_call_start"] == count["on_interpreter_tool_call_end"] == 6
-    # module hooks: the top-level RLM (from dspy.Module), 3 root-level turns... 2 root turns + child run + child turn
+    # module hooks: the top-level RLM (from dspy.Module), 3 root-level turns...
+    # 2 root turns + child run + child turn
     assert count["on_module_start"] == count["on_module_end"] == 1 + 2 + 1 + 1
     lm_inputs = [kw["inputs"] for name, _, kw in recorder.calls if name == "on_lm_start"]
     assert lm_inputs[0]["messages"][0]["role"] == "system"  # the first root turn's request, in full

@@ -282,8 +282,8 @@ def test_missing_provider_key_names_the_variable(monkeypatch):
 
 def test_unreachable_api_base_is_unavailable_after_retries_and_never_shows_the_key(transport):
     secret = "sk-test-do-not-print-0123456789"
-    lm = LM("openai/scripted", transport=transport, api_base=f"http://127.0.0.1:{free_port()}/v1", api_key=secret, cache=False,
-            num_retries=1)  # fmt: skip
+    lm = LM("openai/scripted", transport=transport, api_base=f"http://127.0.0.1:{free_port()}/v1",
+            api_key=secret, cache=False, num_retries=1)  # fmt: skip
     with pytest.raises(LMUnavailableError, match="could not reach") as info:
         lm.complete(HI)
     assert secret not in str(info.value) and "2 tries" in str(info.value)

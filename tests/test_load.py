@@ -159,6 +159,7 @@ def test_32_concurrent_examples_with_fan_out_and_faults(fault_server, tmp_path, 
         print(
             f"\nload: {N} examples x {CHUNKS} sub-calls per round; seconds {report['s']}; fds before "
             f"{fds_before} after {report['fds']}; RSS MiB "
-            f"{ {k: round(v / 2**20) for k, v in report['rss'].items()} }; faults {fault_server.faults.injected}; "
+            f"{ {k: round(v / 2**20) for k, v in report['rss'].items()} }; "
+            f"faults {fault_server.faults.injected}; "
             f"failed {[sum(r['status'] != 'ok' for r in m['rows']) for m in measures]}"
         )

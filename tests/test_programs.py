@@ -48,7 +48,8 @@ import re
 PREFIX = {"the founder of ": "founder", "the birthplace of ": "birthplace", "the employer of ": "employer",
           "the mentor of ": "mentor", "the mayor of ": "mayor", "the river that flows through ": "river"}
 FACT = {"founder": "{s} was founded by (.+)", "headquarters": "{s} has its headquarters in (.+)",
-        "birthplace": "{s} was born in (.+)", "employer": "{s} works for (.+)", "mentor": "{s} trained under (.+)",
+        "birthplace": "{s} was born in (.+)", "employer": "{s} works for (.+)", \
+"mentor": "{s} trained under (.+)",
         "mayor": "The mayor of {s} is (.+)", "river": "The (.+) flows through {s}"}
 def parse(p):
     for prefix, rel in PREFIX.items():
@@ -85,11 +86,17 @@ def responder(body):
         facts = json.loads(user.split("[[ ## facts ## ]]")[1].split("Respond with")[0])
         name = facts[-1]["statement"].removeprefix("The answer is ").rstrip(".")
         docs = sorted({f["doc"] for f in facts})
-        return f"[[ ## reasoning ## ]]\nFollow the facts.\n\n[[ ## answer ## ]]\n{name}\n\n[[ ## citations ## ]]\n{docs}\n\n[[ ## completed ## ]]"
+        return (
+            f"[[ ## reasoning ## ]]\nFollow the facts.\n\n[[ ## answer ## ]]\n{name}\n\n"
+            f"[[ ## citations ## ]]\n{docs}\n\n[[ ## completed ## ]]"
+        )
     if "[[ ## counts ## ]]" in user:  # the ChainOfThought answer step of TallyThenAnswer
         label = re.search(r"labelled as '(\w+)'", user).group(1)
         counts = json.loads(user.split("[[ ## counts ## ]]")[1].split("[[ ##")[0])
-        return f"[[ ## reasoning ## ]]\nRead the tally.\n\n[[ ## answer ## ]]\n{counts.get(label, 0)}\n\n[[ ## completed ## ]]"
+        return (
+            f"[[ ## reasoning ## ]]\nRead the tally.\n\n[[ ## answer ## ]]\n{counts.get(label, 0)}\n\n"
+            "[[ ## completed ## ]]"
+        )
     text = user.split("text:\n", 1)[1].strip()  # a typed classify() sub-call
     return json.dumps({"label": LABEL_OF[text]})
 

@@ -156,7 +156,10 @@ def test_worker_death_restarts_with_inputs_and_prelude(process_sandbox):
 def test_wedged_worker_is_killed_and_restarted(process_sandbox):
     sb = process_sandbox
     sb.start({"context": "xyz"}, {})
-    code = "import time\nwhile True:\n    try:\n        time.sleep(10)\n    except KeyboardInterrupt:\n        pass"
+    code = (
+        "import time\nwhile True:\n    try:\n        time.sleep(10)\n"
+        "    except KeyboardInterrupt:\n        pass"
+    )
     t0 = time.monotonic()
     result = sb.run(code)
     assert result.timed_out and result.restarted
@@ -189,7 +192,8 @@ def test_get_never_runs_worker_code_on_the_host(process_sandbox, tmp_path):
     sb.start({}, {"llm_query": upper})
     # __reduce__ makes the pickle call os.system when loaded: the host must refuse to load it.
     sb.run(
-        f"import os\nclass Evil:\n    def __reduce__(self):\n        return (os.system, ('touch {marker}',))\n"
+        "import os\nclass Evil:\n    def __reduce__(self):\n"
+        f"        return (os.system, ('touch {marker}',))\n"
         "evil = Evil()"
     )
     with pytest.raises(TypeError, match="cannot leave the sandbox"):

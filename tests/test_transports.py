@@ -117,8 +117,8 @@ def test_max_tokens_and_stop_are_sent(transport):
 
 
 # -- prices without litellm ---------------------------------------------------------------------
-@pytest.mark.parametrize("model", ["openai/gpt-4o-mini", "anthropic/claude-haiku-4-5", "gemini/gemini-2.5-flash",
-                                   "openai/gpt-4.1"])  # fmt: skip
+@pytest.mark.parametrize("model", ["openai/gpt-4o-mini", "anthropic/claude-haiku-4-5",
+                                   "gemini/gemini-2.5-flash", "openai/gpt-4.1"])  # fmt: skip
 def test_prices_equal_litellms_own(model):
     from rlmkit.transports.litellm import import_litellm
 
@@ -137,8 +137,8 @@ def test_usage_cost_is_identical_between_transports():
         return response
 
     with ScriptedServer(priced) as server:
-        costs = {t: LM("openai/gpt-4o-mini", api_base=server.url, api_key="t", cache=False, transport=t).complete(HI)
-                 .usage.cost for t in ("openai", "litellm")}  # fmt: skip
+        costs = {t: LM("openai/gpt-4o-mini", api_base=server.url, api_key="t", cache=False, transport=t)
+                 .complete(HI).usage.cost for t in ("openai", "litellm")}  # fmt: skip
     assert costs["openai"] == costs["litellm"] > 0
 
 

@@ -191,12 +191,13 @@ def test_instructions_are_read_between_tags_deduplicated():
     [
         # what the embedded model wrote in the README's own optimisation table
         (
-            "<instruction>To improve the instructions for the Recursive Language Model program, here is a revised "
-            "version:\n\n1. Look at a few lines.\n2. Count with code.</instruction>",
+            "<instruction>To improve the instructions for the Recursive Language Model program, "
+            "here is a revised version:\n\n1. Look at a few lines.\n2. Count with code.</instruction>",
             "1. Look at a few lines.\n2. Count with code.",
         ),
         (
-            "<instruction>To improve the instructions for the Recursive Language Model, do this: Search first.</instruction>",
+            "<instruction>To improve the instructions for the Recursive Language Model, "
+            "do this: Search first.</instruction>",
             "Search first.",
         ),
         (

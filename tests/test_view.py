@@ -81,8 +81,9 @@ def leaf_run(depth: int, question: str, nested: int) -> Trajectory:
     if nested:
         child = leaf_run(depth + 1, f"deeper {question}", nested - 1)
         calls.append(
-            call("rlm_query", 0.1, child.duration_s, kind="rlm_query", model="scripted", prompt=f"deeper {question}",
-                 reply=child.outputs["answer"], usage=child.usage, depth=depth + 1, child=child)
+            call("rlm_query", 0.1, child.duration_s, kind="rlm_query", model="scripted",
+                 prompt=f"deeper {question}", reply=child.outputs["answer"], usage=child.usage,
+                 depth=depth + 1, child=child)
         )  # fmt: skip
         code += f'\nsub = rlm_query("deeper {question}")'
     turns = [
@@ -115,8 +116,8 @@ def deep_run() -> Trajectory:
     run.meta.limits = {"max_iterations": 20, "max_depth": 3}
     run.score = 1.0
     batch = [
-        call("llm_query_batched", 0.25, 0.05 + 0.01 * i, batch=i, prompt=f"chunk {i}: " + "lorem ipsum " * 300,
-             reply=f"{i} mentions", usage=usage(900, 5, 4e-4))
+        call("llm_query_batched", 0.25, 0.05 + 0.01 * i, batch=i,
+             prompt=f"chunk {i}: " + "lorem ipsum " * 300, reply=f"{i} mentions", usage=usage(900, 5, 4e-4))
         for i in range(3)
     ]  # fmt: skip
     batch.append(

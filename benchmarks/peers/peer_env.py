@@ -49,6 +49,9 @@ def ensure(log: Path) -> str | None:
 
 
 def versions() -> dict[str, str]:
-    code = f"import importlib.metadata as m, json; print(json.dumps({{p: m.version(p) for p in {list(PEERS)!r}}}))"
+    code = (
+        "import importlib.metadata as m, json; "
+        f"print(json.dumps({{p: m.version(p) for p in {list(PEERS)!r}}}))"
+    )
     done = subprocess.run([str(PYTHON), "-c", code], capture_output=True, text=True, check=False)
     return __import__("json").loads(done.stdout) if done.returncode == 0 else {}
