@@ -106,6 +106,7 @@ def empty_history():
 def main() -> None:
     def quiet():
         return dspy.context(disable_history=True)
+
     base = per_turn_us(without_hooks, quiet)
     rows = [
         ("nothing registered (history off)", per_turn_us(one_turn, quiet)),

@@ -131,8 +131,10 @@ def scripted_lm(server):
 
 def test_real_rlm_runs_are_scored_logged_and_resumed(server, tmp_path):
     examples = generate("needle", n=3, length=30_000, seed=9)
+
     def factory():
         return program_for("needle", lm=scripted_lm(server), max_iterations=3)
+
     result = evaluate(factory, examples, workers=2, out_dir=tmp_path, config={"lm": "scripted"})
     assert result.mean == 1.0 and result.failures == {}
     row = result.rows[0]

@@ -20,8 +20,10 @@ def recompute(example):
         (int(m), lab)
         for m, lab in re.findall(r"at least (\d+) instances? labelled '(\w+)'", example.inputs["question"])
     ]
+
     def has(user, term):
         return table[user].get(term[1], 0) >= term[0]
+
     gold = set()
     for u, v in itertools.combinations(sorted(table), 2):
         if len(terms) == 1 and has(u, terms[0]) and has(v, terms[0]):
