@@ -45,10 +45,17 @@ def run_one(rlm: rlmkit.RLM, example) -> dict:
         answer, trajectory, error = pred.answer, pred.trajectory, None
     except rlmkit.errors.RunError as exc:
         answer, trajectory, error = None, exc.trajectory, f"{type(exc).__name__}: {exc}"[:200]
-    return {"suite": example.suite, "id": example.id, "seed": example.seed, "gold": example.gold,
-            "answer": answer, "score": score(example, answer) if answer is not None else 0.0,
-            "seconds": round(time.monotonic() - started, 1), "turns": trajectory.n_turns if trajectory else 0,
-            "error": error}
+    return {
+        "suite": example.suite,
+        "id": example.id,
+        "seed": example.seed,
+        "gold": example.gold,
+        "answer": answer,
+        "score": score(example, answer) if answer is not None else 0.0,
+        "seconds": round(time.monotonic() - started, 1),
+        "turns": trajectory.n_turns if trajectory else 0,
+        "error": error,
+    }
 
 
 def main() -> None:
@@ -60,17 +67,24 @@ def main() -> None:
     parser.add_argument("--max-iterations", type=int, default=8)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--log-dir", type=Path, default=None, help="write each run's trajectory here (JSONL)")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="llama.cpp threads if this starts the server (1 on a crowded machine: "
-                             "2 threads that keep losing the CPU to others wait on each other)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="llama.cpp threads if this starts the server (1 on a crowded machine: "
+        "2 threads that keep losing the CPU to others wait on each other)",
+    )
     args = parser.parse_args()
     config = LocalServerConfig(threads=args.threads) if args.threads else None
     lm = local_lm(config, cache=False, temperature=0.0)
-    rlm = rlmkit.RLM("context, question -> answer: str", lm=lm, max_iterations=args.max_iterations,
-                      log_dir=args.log_dir)
+    rlm = rlmkit.RLM(
+        "context, question -> answer: str", lm=lm, max_iterations=args.max_iterations, log_dir=args.log_dir
+    )
     rows = []
-    per_suite = [generate(suite, n=args.n, length=args.length, seed=args.seed, **SUITES[suite])
-                 for suite in args.suites.split(",")]
+    per_suite = [
+        generate(suite, n=args.n, length=args.length, seed=args.seed, **SUITES[suite])
+        for suite in args.suites.split(",")
+    ]
     for batch in zip(*per_suite):  # suites alternate, so a run cut short still measures each
         for example in batch:
             row = run_one(rlm, example)
@@ -79,14 +93,19 @@ def main() -> None:
             if args.out:
                 with args.out.open("a") as handle:
                     handle.write(json.dumps(row, default=str) + "\n")
-    print(f"\n| suite | length | n | accuracy (95% CI) | s/example | turns/example |\n|---|---|---|---|---|---|")
+    print("\n| suite | length | n | accuracy (95% CI) | s/example | turns/example |")
+    print("|---|---|---|---|---|---|")
     for suite in args.suites.split(","):
         mine = [r for r in rows if r["suite"] == suite]
         hits = sum(r["score"] for r in mine)
         low, high = wilson(hits, len(mine))
-        print(f"| {suite}{' (labelled)' if suite == 'aggregation' else ''} | {args.length:,} | {len(mine)} | "
-              f"{hits / len(mine):.2f} ({low:.2f}-{high:.2f}) | {statistics.mean(r['seconds'] for r in mine):.0f} | "
-              f"{statistics.mean(r['turns'] for r in mine):.1f} |")
+        label = " (labelled)" if suite == "aggregation" else ""
+        seconds = statistics.mean(r["seconds"] for r in mine)
+        turns = statistics.mean(r["turns"] for r in mine)
+        print(
+            f"| {suite}{label} | {args.length:,} | {len(mine)} | "
+            f"{hits / len(mine):.2f} ({low:.2f}-{high:.2f}) | {seconds:.0f} | {turns:.1f} |"
+        )
 
 
 if __name__ == "__main__":
