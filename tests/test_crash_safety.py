@@ -284,19 +284,34 @@ def test_killed_study_resumes_from_its_storage(tmp_path):
         except sqlite3.OperationalError:  # no file or no tables yet
             return 0
 
-    keyword, killed = KeywordResponder(), threading.Event()
+    keyword, held, killed = KeywordResponder(), threading.Event(), threading.Event()
 
     def responder(body):
         # Once a trial has finished, hold every request until the kill: the study cannot run
         # to its end before the kill lands, however slowly this process gets scheduled.
         if not killed.is_set() and finished_so_far() >= 1:
+            held.set()
             killed.wait(120)
         return keyword(body)
+
+    def mid_trial() -> bool:
+        """A request of the next trial is held and that trial has recorded a heartbeat: the kill
+        lands inside a trial's objective, the state a dead worker leaves behind."""
+        import sqlite3
+
+        if not held.is_set():
+            return False
+        with sqlite3.connect(tmp_path / "study.db", timeout=5) as db:
+            query = (
+                "SELECT count(*) FROM trial_heartbeats h JOIN trials t ON t.trial_id = h.trial_id "
+                "WHERE t.state = 'RUNNING'"
+            )
+            return db.execute(query).fetchone()[0] >= 1
 
     with ScriptedServer(responder, latency=0.05) as server:
         pid = _fork(lambda: _tune(server.url, url, n_trials))
         try:
-            _wait_for(lambda: finished_so_far() >= 1, "a finished trial", pid)
+            _wait_for(mid_trial, "a trial in progress after a finished one", pid)
             _kill_hard(pid)
         finally:
             if _alive(pid):
@@ -307,16 +322,21 @@ def test_killed_study_resumes_from_its_storage(tmp_path):
         result = _tune(server.url, url, n_trials)  # the re-run, same storage
 
     study = optuna.load_study(study_name="crash", storage=url)
-    # A trial the kill interrupted went stale (no heartbeat): it is FAIL now and its configuration
-    # was run again; it does not count towards n_trials, and nothing is left RUNNING.
-    interrupted = {t.system_attrs["failed_trial"] for t in study.trials if "failed_trial" in t.system_attrs}
-    assert len(interrupted) <= 1
+    # The trial the kill interrupted went stale (no heartbeat): it is FAIL now and its
+    # configuration was run again; nothing is left RUNNING.
+    retries = [t for t in study.trials if "failed_trial" in t.system_attrs]
+    assert len(retries) == 1, "the trial the kill interrupted was not retried"
+    failed = study.trials[retries[0].system_attrs["failed_trial"]]
+    assert failed.state == TrialState.FAIL and retries[0].state == TrialState.COMPLETE
+    assert retries[0].params == failed.params  # the same configuration, run again
     assert not [t for t in study.trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
     assert all(row.state != "RUNNING" for row in result.rows)
+    # Trials that ran to their end, the retry aside: the re-run started before the dead trial
+    # went stale, so it made the missing trials and then ran the retry as well.
     done_after = {
         t.number: t
         for t in study.get_trials(deepcopy=False, states=finished_states)
-        if t.number not in interrupted
+        if t.number not in (failed.number, retries[0].number)
     }
     assert len(done_after) == n_trials
     assert {row.number for row in result.rows} >= set(done_after)

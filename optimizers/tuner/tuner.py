@@ -304,9 +304,8 @@ class RLMTuner:
         config = space.sample(trial)
         trial.set_user_attr("config", config.summary())
         trial.set_user_attr("worker", os.getpid())
-        if heartbeats_on(
-            trial.study, self.heartbeat_s
-        ):  # other workers wait for this trial: it ends or goes stale
+        if heartbeats_on(trial.study, self.heartbeat_s):
+            # other workers wait for this trial: it ends or goes stale
             trial.set_user_attr("heartbeat_s", self.heartbeat_s)
         examples = self._ordered_examples()
         stages = default_stages(len(examples))
