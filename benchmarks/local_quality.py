@@ -66,8 +66,12 @@ def main() -> None:
     parser.add_argument("--suites", default=",".join(SUITES))
     parser.add_argument("--max-iterations", type=int, default=8)
     parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--max-seconds", type=float, default=300.0,
-                        help="Budget(max_seconds) per example: past it the run ends, scored 0")
+    parser.add_argument(
+        "--max-seconds",
+        type=float,
+        default=300.0,
+        help="Budget(max_seconds) per example: past it the run ends, scored 0",
+    )
     parser.add_argument("--log-dir", type=Path, default=None, help="write each run's trajectory here (JSONL)")
     parser.add_argument(
         "--threads",
@@ -80,7 +84,10 @@ def main() -> None:
     config = LocalServerConfig(threads=args.threads) if args.threads else None
     lm = local_lm(config, cache=False, temperature=0.0)
     rlm = rlmkit.RLM(
-        "context, question -> answer: str", lm=lm, max_iterations=args.max_iterations, log_dir=args.log_dir,
+        "context, question -> answer: str",
+        lm=lm,
+        max_iterations=args.max_iterations,
+        log_dir=args.log_dir,
         budget=rlmkit.Budget(max_seconds=args.max_seconds),
     )
     rows = []
