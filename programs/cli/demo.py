@@ -109,6 +109,7 @@ def _run(
         f"characters; the model sees only a preview and reads the rest with code."
     )
     console.print(f"question: {escape(example.inputs['question'])}")
+    console.print(f"task: aggregation, seed {seed} (--seed N gives another task), {length:,} characters")
     if lm in EMBEDDED_FLAGS:
         console.print("starting the embedded model (Qwen2.5-Coder-1.5B, CPU) ...")
     # a small model writes short turns; a provider's model keeps its own max_tokens
