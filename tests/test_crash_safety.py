@@ -144,6 +144,25 @@ def _complete_lines(path: Path) -> int:
     return path.read_bytes().count(b"\n") if path.exists() else 0
 
 
+class HoldAfter:
+    """A responder that, once ``ready()`` holds, keeps every request waiting until ``release()``:
+    the run to be killed cannot reach its end before the kill lands, however slowly this
+    process gets scheduled, and ``held`` says a request of unfinished work is waiting."""
+
+    def __init__(self, script, ready):
+        self.script, self.ready = script, ready
+        self.held, self.released = threading.Event(), threading.Event()
+
+    def __call__(self, body):
+        if not self.released.is_set() and self.ready():
+            self.held.set()
+            self.released.wait(120)
+        return self.script(body)
+
+    def release(self) -> None:
+        self.released.set()
+
+
 def _assert_gone(pids: set[int], timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout
     alive = pids
@@ -175,16 +194,8 @@ def _trajectories(out: Path, torn: set[str] = frozenset()) -> dict[str, object]:
 
 def test_killed_eval_keeps_finished_work_and_resumes(model_server, isolated_env, tmp_path, capsys):
     out = tmp_path / "run"
-    held, killed = threading.Event(), threading.Event()
-    script = model_server.responder
-
-    def responder(body):
-        # Once 3 examples have finished, hold every request until the kill: the eval cannot
-        # run to its end, and the examples in flight keep their sandbox workers.
-        if not killed.is_set() and _complete_lines(out / "results.jsonl") >= 3:
-            held.set()
-            killed.wait(120)
-        return script(body)
+    # once 3 examples have finished, the examples in flight wait (with their sandbox workers up)
+    gate = HoldAfter(model_server.responder, lambda: _complete_lines(out / "results.jsonl") >= 3)
 
     def is_worker(process: psutil.Process) -> bool:
         try:
@@ -193,9 +204,9 @@ def test_killed_eval_keeps_finished_work_and_resumes(model_server, isolated_env,
             return False
 
     def mid_run() -> bool:
-        return held.is_set() and any(map(is_worker, psutil.Process(pid).children(recursive=True)))
+        return gate.held.is_set() and any(map(is_worker, psutil.Process(pid).children(recursive=True)))
 
-    model_server.responder = responder
+    model_server.responder = gate
     pid = _fork(lambda: _rlmkit_eval(model_server, out))
     try:
         _wait_for(mid_run, "an example in flight (its sandbox worker up) after 3 finished", pid)
@@ -203,7 +214,7 @@ def test_killed_eval_keeps_finished_work_and_resumes(model_server, isolated_env,
     finally:
         if _alive(pid):
             _kill_hard(pid)
-        killed.set()
+        gate.release()
     assert workers, "no sandbox worker was running: the kill did not land mid-run"
     _assert_gone(workers)
 
@@ -306,22 +317,14 @@ def test_killed_study_resumes_from_its_storage(tmp_path):
         except sqlite3.OperationalError:  # no file or no tables yet
             return 0
 
-    keyword, held, killed = KeywordResponder(), threading.Event(), threading.Event()
-
-    def responder(body):
-        # Once a trial has finished, hold every request until the kill: the study cannot run
-        # to its end before the kill lands, however slowly this process gets scheduled.
-        if not killed.is_set() and finished_so_far() >= 1:
-            held.set()
-            killed.wait(120)
-        return keyword(body)
+    gate = HoldAfter(KeywordResponder(), lambda: finished_so_far() >= 1)  # after one trial
 
     def mid_trial() -> bool:
         """A request of the next trial is held and that trial has recorded a heartbeat: the kill
         lands inside a trial's objective, the state a dead worker leaves behind."""
         import sqlite3
 
-        if not held.is_set():
+        if not gate.held.is_set():
             return False
         with sqlite3.connect(tmp_path / "study.db", timeout=5) as db:
             query = (
@@ -330,7 +333,7 @@ def test_killed_study_resumes_from_its_storage(tmp_path):
             )
             return db.execute(query).fetchone()[0] >= 1
 
-    with ScriptedServer(responder, latency=0.05) as server:
+    with ScriptedServer(gate, latency=0.05) as server:
         pid = _fork(lambda: _tune(server.url, url, n_trials))
         try:
             _wait_for(mid_trial, "a trial in progress after a finished one", pid)
@@ -338,7 +341,7 @@ def test_killed_study_resumes_from_its_storage(tmp_path):
         finally:
             if _alive(pid):
                 _kill_hard(pid)
-            killed.set()
+            gate.release()
         done_before = {t.number: (t.params, t.values) for t in finished()}
         assert 1 <= len(done_before) < n_trials, "the kill did not land mid-study"
         result = _tune(server.url, url, n_trials)  # the re-run, same storage
