@@ -36,7 +36,7 @@ from rlmkit.settings import KNOBS, RunSettings
 from rlmkit.signature import OutputValidator, make_signature, signature_text
 from rlmkit.subcalls import make_typed_subcalls
 from rlmkit.sync_loop import run_sync
-from rlmkit.trajectory import RunMeta, Trajectory, TrajectoryLog, describe_variable
+from rlmkit.trajectory import RunMeta, Trajectory, TrajectoryLog, describe_inputs
 
 
 class RLM(dspy.Module):
@@ -201,6 +201,7 @@ class RLM(dspy.Module):
                 log=log,
                 rollout_id=rollout_id,
             )
+        inputs, hash_inputs = describe_inputs(variables)  # big text's sha256: off the critical path
         meta = RunMeta(
             parent_id=parent_id,
             depth=depth,
@@ -212,7 +213,7 @@ class RLM(dspy.Module):
             sub_model=sub_lm.model,
             task=task or {},
             limits={**tree.budget.limits(), **self.settings.record()},
-            inputs=[describe_variable(name, value) for name, value in variables.items()],
+            inputs=inputs,
             rlmkit_version=rlmkit.__version__,
         )
         spec = RunSpec(
@@ -229,6 +230,7 @@ class RLM(dspy.Module):
             module=self,
         )
         state = RunState(spec, tree, depth, meta)
+        state.hash_inputs = hash_inputs
         outputs = await run_loop(state, variables, aliases)
         return outputs, state.trajectory
 

@@ -81,8 +81,10 @@ async def run_loop(state: RunState, variables: dict[str, Any], aliases: dict[str
     functions.update(protocol.host_functions(state.submit, fields))
     sandbox = make_sandbox(settings.sandbox, settings.sandbox_limits(tree.budget))
     run_start = time.monotonic()
-    if tree.log is not None:
-        tree.log.start(traj.meta)
+    # Hashing a 100 MB input takes ~0.1 s of CPU: it runs in a thread (hashlib lets go of the GIL)
+    # while the first request is out; the start record waits for it, and every later record
+    # waits for the start record. Listeners of RunStarted see an empty sha256 until then.
+    state.start_logged = asyncio.ensure_future(_log_start(state))
     ev.emit(ev.RunStarted(traj.meta, spec, variables))
     # The first request needs no REPL: it goes out while the inputs cross into the worker,
     # and a turn waits for the worker only before it runs code (``state.sandbox_ready``).
@@ -154,15 +156,24 @@ async def run_loop(state: RunState, variables: dict[str, Any], aliases: dict[str
         raise
     finally:
         traj.duration_s = time.monotonic() - run_start
-        await asyncio.wait([state.sandbox_ready])  # never close a worker that is still starting
-        if not state.sandbox_ready.cancelled():
-            state.sandbox_ready.exception()  # a start failure after an LM failure: already reported
+        # never close a worker that is still starting, nor end a log whose start is not written
+        await asyncio.wait([state.sandbox_ready, state.start_logged])
+        for started in (state.sandbox_ready, state.start_logged):
+            if not started.cancelled():
+                started.exception()  # a start failure after an LM failure: already reported
         ev.emit(ev.SandboxClosing(sandbox))
         await in_thread(sandbox.close)
         ev.emit(ev.SandboxClosed(sandbox))
         if tree.log is not None:
             tree.log.end(traj)
         ev.emit(ev.RunFinished(traj, sys.exc_info()[1]))
+
+
+async def _log_start(state: RunState) -> None:
+    if state.hash_inputs is not None:
+        await in_thread(state.hash_inputs)
+    if state.tree.log is not None:
+        state.tree.log.start(state.trajectory.meta)
 
 
 async def _start_sandbox(
@@ -216,9 +227,11 @@ async def _turn(
             rollout_id=tree.rollout_id,
         )
     except BudgetExceeded:
+        await state.start_logged
         if turn.usage.calls:  # it answered, then passed a limit: keep the turn
             _finish_turn(traj, turn, start, tree)
         raise
+    await state.start_logged  # a turn record never comes before the start record
     await state.sandbox_ready
     parsed = protocol.parse(completion.text)
     outputs: list[str] = []

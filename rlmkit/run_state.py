@@ -70,6 +70,9 @@ class RunState:
         self.submitted: dict[str, Any] | None = None
         self.current_block: CodeBlock | None = None
         self.sandbox_ready: asyncio.Future | None = None  # set by run_loop: the worker's start
+        # fills in the sha256 of big inputs (``describe_inputs``); run_loop runs it in a thread
+        self.hash_inputs: Callable[[], None] | None = None
+        self.start_logged: asyncio.Future | None = None  # set by run_loop: hashed, start record written
         self._lock = threading.Lock()
 
     def record_subcall(self, node: SubCall) -> None:
