@@ -118,7 +118,7 @@ class LM:
         self._cache = open_cache(self.cache_dir) if self.cache_dir is not None else None
         self._limit = ConcurrencyLimit(max_concurrency)
         if self.transport.name != "function":
-            warm_prices()  # the price map loads (tens of ms) while the first request is prepared
+            warm_prices(model)  # the price map loads (tens of ms) while the first request is prepared
 
     @classmethod
     def from_dspy(cls, lm: Any) -> LM:

@@ -77,3 +77,59 @@ def test_the_first_request_goes_out_before_a_big_input_is_hashed(tmp_path, monke
     assert [line["event"] for line in lines] == ["start", "turn", "end"]
     assert lines[0]["meta"]["inputs"][0]["sha256"] == _utf8_sha(context)
     assert [run.meta.inputs[0].sha256 for run in TrajectoryLog(tmp_path).runs()] == [_utf8_sha(context)]
+
+
+# -- cold start: what the first run of a fresh process imports and loads ------------------------
+def test_a_first_run_on_the_direct_path_imports_only_what_it_uses(tmp_path):
+    """A fresh process runs an RLM over the openai transport: litellm, the optimizers and the
+    observers' libraries stay out, and so does httpx's command-line client (click, rich, pygments)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, rlmkit\n"
+        "from rlmkit.testing import ScriptedServer\n"
+        "with ScriptedServer(lambda body: '```repl\\nSUBMIT(answer=str(len(context)))\\n```') as server:\n"
+        "    lm = rlmkit.LM('openai/scripted', api_base=server.url, api_key='t', cache=False)\n"
+        "    assert rlmkit.RLM('context -> answer', lm=lm)(context='abc').answer == '3'\n"
+        "import httpx\n"
+        "assert httpx.main.__module__ == 'rlmkit.transports.openai'\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules}))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    loaded = set(eval(out.stdout.strip().splitlines()[-1]))  # noqa: S307 - our own printed list
+    assert "dspy" in loaded and "httpx" in loaded  # the run really happened on the direct path
+    unwanted = {"litellm", "optuna", "mlflow", "opentelemetry", "click", "rich", "pygments", "openai", "trl"}
+    assert not loaded & unwanted
+
+
+def test_the_httpx_cli_still_runs_when_called():
+    import subprocess
+    import sys
+
+    for name in ("click", "rich", "pygments"):  # httpx[cli]: without them its CLI never runs
+        pytest.importorskip(name)
+    code = "import rlmkit.transports.openai, httpx, sys; sys.argv = ['httpx', '--help']; httpx.main()"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "Usage" in out.stdout
+
+
+def test_a_self_hosted_model_is_priced_without_parsing_the_price_map():
+    from rlmkit import prices
+
+    prices._load.cache_clear()
+    prices.listed.cache_clear()
+    rlmkit.LM("openai/my-local-model", api_base="http://127.0.0.1:9/v1", cache=False)
+    assert prices.call_cost("openai/my-local-model", 1000, 100) == 0.0
+    assert prices._load.cache_info().currsize == 0  # 3.5 MB of JSON never parsed for it
+    assert prices.call_cost("openai/gpt-4o-mini", 1000, 0) > 0
+
+
+def test_every_model_of_the_price_map_is_found_by_the_text_search():
+    from rlmkit import prices
+
+    names = prices.price_map()
+    assert len(names) > 100 and all(prices.listed(name) for name in names)
+    assert not prices.listed("no-such-model-anywhere")

@@ -13,13 +13,40 @@ import asyncio
 import functools
 import json
 import ssl
+import sys
 import threading
 import weakref
 from typing import Any
 
-import httpx
-
 from rlmkit.transports.base import ModelReply, ModelRequest, ProviderError, retry_after_s
+
+
+def _import_httpx_without_its_cli() -> Any:
+    """``import httpx`` also imports click, rich and pygments for ``httpx.main``, its command-line
+    client (about 60 ms on a quiet machine, more than the rest of httpx). That import is skipped
+    here and ``httpx.main`` made to do it when called, so the CLI still works."""
+    if "httpx" in sys.modules:
+        return sys.modules["httpx"]
+    blocked = "httpx._main" not in sys.modules
+    if blocked:
+        sys.modules["httpx._main"] = None  # type: ignore[assignment]  # import -> ImportError
+    try:
+        import httpx
+    finally:
+        if blocked and sys.modules.get("httpx._main", 0) is None:
+            del sys.modules["httpx._main"]
+    if blocked:
+        httpx.main = _httpx_cli
+    return httpx
+
+
+def _httpx_cli(*args: Any, **kwargs: Any) -> Any:
+    from httpx._main import main
+
+    return main(*args, **kwargs)
+
+
+httpx = _import_httpx_without_its_cli()
 
 _clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loop -> {(url, pool): client}
 _clients_lock = threading.Lock()
@@ -33,8 +60,10 @@ def shared_client(base_url: str, pool: int) -> httpx.AsyncClient:
         client = per_loop.get((base_url, pool))
         if client is None or client.is_closed:
             limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool, keepalive_expiry=60)
+            # plain http never does TLS: no CA bundle to load (50-200 ms) before a local server's first call
+            verify = _ssl_context() if base_url.lower().startswith("https:") else False
             client = per_loop[(base_url, pool)] = httpx.AsyncClient(
-                base_url=base_url, limits=limits, verify=_ssl_context()
+                base_url=base_url, limits=limits, verify=verify
             )
         return client
 
