@@ -244,7 +244,8 @@ async def _turn(
         sandbox.limits = settings.sandbox_limits(tree.budget)  # a cell may not outlive the run's deadline
         ev.emit(ev.CellStarted(block, sandbox))
         try:
-            cell: CellResult = await in_thread(sandbox.run, code)
+            # unless the cell ends the run, the worker puts back any input the cell rebound (one round trip)
+            cell: CellResult = await in_thread(sandbox.run_then, code, RESTORE_CALL)
         except RunError as exc:  # a sub-call ended the run (e.g. the budget): the cell stopped there
             state.current_block = None
             block.error = f"{type(exc).__name__}: {exc}"
@@ -252,8 +253,6 @@ async def _turn(
             _finish_turn(traj, turn, start, tree)
             raise
         state.current_block = None
-        if not cell.finished and tree.budget.remaining_seconds() != 0:
-            cell.stdout += (await in_thread(sandbox.run, RESTORE_CALL)).stdout
         _fill_block(block, cell, settings.display.trajectory_chars)
         ev.emit(ev.CellFinished(block, sandbox))
         outputs.append(cell_output(cell, number=len(turn.blocks) if len(parsed.code_blocks) > 1 else None))

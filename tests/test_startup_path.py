@@ -133,3 +133,23 @@ def test_every_model_of_the_price_map_is_found_by_the_text_search():
     names = prices.price_map()
     assert len(names) > 100 and all(prices.listed(name) for name in names)
     assert not prices.listed("no-such-model-anywhere")
+
+
+# -- per turn: a cell and the restore of rebound inputs are one round trip to the worker ----------
+@pytest.mark.parametrize("backend", ["process", "inline"])
+def test_a_cell_and_the_input_restore_after_it_are_one_round_trip(backend, monkeypatch):
+    from rlmkit.guards import RESTORE_CALL, input_guard
+    from rlmkit.sandbox import make_sandbox
+
+    with make_sandbox(backend) as sandbox:
+        sandbox.start({"context": "the input"}, {"SUBMIT": lambda **kw: None}, input_guard(["context"]))
+        sent = []
+        if backend == "process":
+            send = sandbox._chan.send
+            monkeypatch.setattr(sandbox._chan, "send", lambda msg: (sent.append(msg[0]), send(msg))[1])
+        result = sandbox.run_then("context = 'copied from the preview'\nprint('cell')", RESTORE_CALL)
+        assert result.stdout.startswith("cell\n") and "context is an input and was restored" in result.stdout
+        assert sandbox.get("context") == "the input"
+        assert sandbox.run_then("print(1 / 0)", RESTORE_CALL).error  # the cell's error stands
+        if backend == "process":
+            assert sent == ["run", "get", "run"]  # one message per cell: the restore went with it

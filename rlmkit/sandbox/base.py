@@ -71,6 +71,15 @@ class Sandbox(ABC):
     def run(self, code: str) -> CellResult:
         """Run one cell; never raises for errors in the code (they go into the result)."""
 
+    def run_then(self, code: str, after: str) -> CellResult:
+        """Run ``code``, then, unless it finished the run, ``after`` (its printed output is added to
+        the cell's; its errors are not the cell's). A backend with a round trip per cell does both
+        in one (``WorkerHost``)."""
+        result = self.run(code)
+        if not result.finished:
+            result.stdout += self.run(after).stdout
+        return result
+
     @abstractmethod
     def get(self, name: str, default: Any = None) -> Any:
         """Read a variable back from the namespace (pickled across), or ``default``."""

@@ -176,7 +176,7 @@ class WorkerHost(Sandbox):
         self._launch()
 
     # ------------------------------------------------------------ cells
-    def run(self, code: str) -> CellResult:
+    def run(self, code: str, after: str | None = None) -> CellResult:
         with self._lock:
             if self._chan is None:
                 raise SandboxError("the sandbox is not started (call start() first)")
@@ -184,14 +184,18 @@ class WorkerHost(Sandbox):
                 raise SandboxError("run() called from inside a host function of the same sandbox")
             self._running = True
             try:
-                return self._run_locked(code)
+                return self._run_locked(code, after)
             except BaseException:
                 self.close()  # the pipe is mid-conversation: nothing sane can follow
                 raise
             finally:
                 self._running = False
 
-    def _run_locked(self, code: str) -> CellResult:
+    def run_then(self, code: str, after: str) -> CellResult:
+        """One round trip: the worker runs ``after`` itself once the cell is over."""
+        return self.run(code, after)
+
+    def _run_locked(self, code: str, after: str | None = None) -> CellResult:
         result = CellResult()
         t_start = time.monotonic()
         timeout = self.limits.cell_timeout
@@ -199,7 +203,7 @@ class WorkerHost(Sandbox):
         interrupted_until: float | None = None
         fatal: BaseException | None = None
         try:
-            self._chan.send(("run", code))
+            self._chan.send(("run", code) if after is None else ("run", code, after))
         except OSError:
             return self._after_death(result, t_start)
         while True:

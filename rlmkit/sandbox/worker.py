@@ -108,7 +108,7 @@ class Worker:
             self.namespace[name] = stub
 
     # ------------------------------------------------------------ cells
-    def run_cell(self, code: str) -> tuple:
+    def run_cell(self, code: str, after: str | None = None) -> tuple:
         self.cell_count += 1
         filename = cells.CELL_FILE.format(self.cell_count)
         limit = self.config["max_output_chars"]
@@ -127,8 +127,18 @@ class Worker:
         finally:
             State.in_cell = False
             State.pending_interrupt = False
+            if after is not None and not State.finished:
+                self.run_after(after)
             sys.stdout, sys.stderr = old
         return ("done", out.getvalue(), err.getvalue(), error, State.finished)
+
+    def run_after(self, code: str) -> None:
+        """The host's follow-up to a cell (``Sandbox.run_then``), in the same round trip: what it
+        prints joins the cell's output; an error in it is not the cell's."""
+        try:
+            exec(compile(code, "<rlmkit>", "exec"), self.namespace)
+        except BaseException:  # noqa: BLE001, S110 - e.g. a late interrupt: the cell's result stands
+            pass
 
     def answer_get(self, name: str) -> None:
         if name not in self.namespace:
@@ -164,7 +174,7 @@ class Worker:
             elif kind == "functions":
                 self.install_functions(msg[1])
             elif kind == "run":
-                self.chan.send(self.run_cell(msg[1]))
+                self.chan.send(self.run_cell(*msg[1:3]))
             elif kind == "get":
                 self.answer_get(msg[1])
             # stale replies to an interrupted call are dropped here
