@@ -153,3 +153,55 @@ def test_a_cell_and_the_input_restore_after_it_are_one_round_trip(backend, monke
         assert sandbox.run_then("print(1 / 0)", RESTORE_CALL).error  # the cell's error stands
         if backend == "process":
             assert sent == ["run", "get", "run"]  # one message per cell: the restore went with it
+
+
+# -- fan-out: one-connection lanes, lent one request at a time -------------------------------------
+def test_lanes_are_made_on_demand_reused_and_capped():
+    import asyncio
+
+    from rlmkit.transports.openai import shared_client
+
+    async def scenario():
+        lanes = shared_client("http://127.0.0.1:9/v1", 2)
+        first, second = await lanes.take(), await lanes.take()
+        assert first is not second and lanes.made == 2
+        third = asyncio.ensure_future(lanes.take())
+        await asyncio.sleep(0)
+        assert not third.done()  # capped at the pool size: it waits for a lane
+        lanes.give(first)
+        assert await third is first and lanes.made == 2  # reused, not a new connection
+        lanes.give(second)
+        lanes.give(first)
+        await first.aclose()  # a lane closed by someone else is replaced, not lent
+        got = [await lanes.take(), await lanes.take()]
+        assert all(not c.is_closed for c in got) and second in got
+        for client in got:
+            await client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_sixteen_requests_at_once_reuse_sixteen_connections():
+    import asyncio
+
+    from rlmkit.testing import ScriptedServer
+    from rlmkit.transports.openai import shared_client
+
+    all_in = threading.Barrier(16)  # a reply only once 16 requests are in flight together
+
+    def hold(body):
+        all_in.wait(timeout=60)
+        return "ok"
+
+    with ScriptedServer(hold) as server:
+        lm = rlmkit.LM("openai/scripted", api_base=server.url, api_key="t", cache=False, max_concurrency=16)
+
+        async def burst():
+            for _ in range(2):
+                replies = await asyncio.gather(
+                    *(lm.acomplete([{"role": "user", "content": str(i)}]) for i in range(16))
+                )
+                assert [r.text for r in replies] == ["ok"] * 16
+            return shared_client(server.url, 16).made
+
+        assert asyncio.run(burst()) == 16  # 16 connections, kept for the second burst
