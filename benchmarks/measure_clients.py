@@ -1,11 +1,8 @@
-"""(7) LM client cost per call, and (6) embedded-model tokens/s (optional, needs the local model)."""
+"""(7) LM client cost per call, and (6) embedded-model tokens/s (optional, needs the running local model)."""
 
 from __future__ import annotations
 
 import json
-import math
-import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -40,42 +37,36 @@ def client_cost(server: RecordingServer, calls: int, rounds: int) -> dict[str, A
 
 
 def embedded_model(prompts: int, max_tokens: int, timeout_s: float) -> dict[str, Any]:
-    """Reuses the LM engineer's measurement (benchmarks/lm_client_cost.py), in a subprocess with a time limit:
-    the 1.5B model on 2 busy cores can take many minutes."""
-    if not (HERE / "lm_client_cost.py").exists():
-        return {"error": "benchmarks/lm_client_cost.py is not available; not measured"}
-    code = (
-        "import json, sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
-        "import inspect\nfrom lm_client_cost import local_generation\n"
-        "args = [int(sys.argv[3]), int(sys.argv[4])]\n"
-        "kw = {'in_process': False} "
-        "if 'in_process' in inspect.signature(local_generation).parameters else {}\n"
-        "print('@@RESULT ' + json.dumps(local_generation(*args, **kw)))"
-    )
-    # Its own session, so a timeout ends the model server it started too, not just the script.
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code, str(HERE), str(HERE.parent), str(prompts), str(max_tokens)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=HERE,
-        start_new_session=True,
-    )
+    """``local_throughput.py`` in a subprocess with a time limit: the machine's running model server
+    (never a second one started), the same prompts raw and through rlmkit.LM, interleaved."""
+    out = HERE / "out" / "local_throughput.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.unlink(missing_ok=True)
+    cmd = [
+        sys.executable,
+        str(HERE / "local_throughput.py"),
+        "--max-tokens",
+        str(max_tokens),
+        "--out",
+        str(out),
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=HERE)
     try:
         stdout, stderr = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        proc.kill()  # only the script: the server is the machine's, shared, and stays up
         proc.communicate()
         return {"error": f"did not finish within {timeout_s:.0f} s on this machine; not measured"}
-    lines = [line for line in stdout.splitlines() if line.startswith("@@RESULT ")]
-    if not lines:
-        return {"error": f"failed: {(stderr.strip().splitlines() or ['no output'])[-1][:300]}"}
-    rows = json.loads(lines[-1][len("@@RESULT ") :])
+    if not out.exists():
+        lines = (stdout + stderr).strip().splitlines() or ["no output"]
+        return {"error": f"not measured: {lines[-1][:300]}"}
+    found = json.loads(out.read_text())
     return {
-        "prompts": prompts,
-        "max_tokens": max_tokens,
-        "rows": [
-            {"path": p, "decode_tok_s": None if d is None or math.isnan(d) else d, "wall_tok_s": w}
-            for p, d, w in rows
+        "prompts": len({row["prompt"] for row in found["rows"]}),
+        "max_tokens": found["max_tokens"],
+        "load_average": found["load_average"],
+        "rows": [  # rlmkit first, the raw runtime last: what verdicts.py compares
+            {"path": "rlmkit.LM", "decode_tok_s": None, "wall_tok_s": found["tok_s"]["rlmkit"]},
+            {"path": "raw httpx to llama.cpp", "decode_tok_s": None, "wall_tok_s": found["tok_s"]["raw"]},
         ],
     }

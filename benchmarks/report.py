@@ -219,7 +219,9 @@ def render(results: dict[str, Any]) -> str:
     local = results.get("embedded")
     if local and "rows" in local:
         out += [
-            f"**(6) Embedded model** ({local['prompts']} prompts, max_tokens={local['max_tokens']})",
+            f"**(6) Embedded model** ({local['prompts']} prompts, max_tokens={local['max_tokens']}, the "
+            f"machine's running llama.cpp server, load average {_load(local)}; "
+            "`python benchmarks/local_throughput.py`)",
             "",
             "| path | decode tok/s | wall tok/s |",
             "|---|---:|---:|",
@@ -234,3 +236,8 @@ def render(results: dict[str, Any]) -> str:
         out += ["**(6) Embedded model**: not measured in this run (`python benchmarks/run.py --local`).", ""]
     out += ["**Targets for rlmkit**", ""] + [f"- {line}" for line in results.get("verdicts", [])] + [""]
     return "\n".join(out)
+
+
+def _load(local: dict) -> str:
+    load = local.get("load_average") or {}
+    return f"{load.get('start', '?')} -> {load.get('end', '?')}"

@@ -2,7 +2,7 @@
 
     python benchmarks/run.py            # everything but the embedded model (< 10 min on 2 cores)
     python benchmarks/run.py --quick    # small sizes, fewer repeats (~2 min)
-    python benchmarks/run.py --local    # also the embedded model's tokens/s (needs the 1.1 GB model)
+    python benchmarks/run.py --local    # also the embedded model's tokens/s (its server must be running)
 
 The peers live in their own venv (benchmarks/.peers, made on first use: a few minutes of pip).
 Each framework runs in its own driver process (peers/), against one scripted OpenAI-compatible
@@ -88,7 +88,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--quick", action="store_true", help="small sizes and fewer repeats")
     parser.add_argument(
-        "--local", action="store_true", help="also measure the embedded model (needs its 1.1 GB file)"
+        "--local",
+        action="store_true",
+        help="also measure the embedded model (uses its running server, never starts one)",
     )
     parser.add_argument("--local-timeout", type=float, default=600, help="seconds allowed for --local")
     parser.add_argument("--frameworks", default=",".join(DEFAULT_FRAMEWORKS), help="comma-separated subset")
@@ -159,7 +161,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.local:  # last, and saved before: it can take minutes
         print(f"[{time.monotonic() - started:6.1f}s] embedded model", file=sys.stderr, flush=True)
         results["embedded"] = measure_clients.embedded_model(
-            prompts=3, max_tokens=64, timeout_s=args.local_timeout
+            prompts=3, max_tokens=128, timeout_s=args.local_timeout
         )
         save(results, args.out)
     print(f"[{results['meta']['total_s']:6.1f}s] wrote {args.out / 'README_TABLE.md'}", file=sys.stderr)
