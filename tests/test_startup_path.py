@@ -205,3 +205,15 @@ def test_sixteen_requests_at_once_reuse_sixteen_connections():
             return shared_client(server.url, 16).made
 
         assert asyncio.run(burst()) == 16  # 16 connections, kept for the second burst
+
+
+# -- memory: what a sandbox worker holds besides the inputs ----------------------------------------
+def test_the_worker_loads_no_json_module():
+    """Its configuration arrives as a Python literal: the json package (about 0.3 MB per worker,
+    which the memory target at 1e7 characters feels) is never imported there."""
+    from rlmkit.sandbox import make_sandbox
+
+    with make_sandbox("process") as sandbox:
+        sandbox.start({"context": "x"}, {})
+        result = sandbox.run("import sys\nprint(sorted(m for m in sys.modules if m.split('.')[0] == 'json'))")
+        assert result.error is None and result.stdout.strip() == "[]"

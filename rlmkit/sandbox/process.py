@@ -8,7 +8,6 @@ restarts) is ``host.WorkerHost``'s, shared by every launcher.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -169,7 +168,7 @@ class ProcessLauncher(Launcher):
             "LC_ALL": "C.UTF-8",
         }
         errlog = tempfile.TemporaryFile(prefix="rlmkit-repl-stderr-")  # noqa: SIM115 - lives as long as the worker
-        cmd = [sys.executable, "-I", "-S", WORKER, json.dumps(config)]
+        cmd = [sys.executable, "-I", "-S", WORKER, repr(config)]  # read back with ast.literal_eval
         try:
             proc = (
                 _spawn_thread()
