@@ -6,7 +6,7 @@ imports it under ``python -I -S``).
 
 from __future__ import annotations
 
-import ast
+import _ast  # the node types; the ``ast`` module on top of them (0.4 MB with contextlib) is not loaded
 
 CELL_FILE = "<repl-{}>"
 _INTERNAL_FILES = ("cells.py", "worker.py", "wire.py", "inline.py")
@@ -52,10 +52,10 @@ class BoundedText:
 
 def execute(code: str, filename: str, namespace: dict) -> None:
     """exec ``code``; like the interactive prompt, print the repr of a final bare expression."""
-    tree = ast.parse(code, filename, "exec")
+    tree = compile(code, filename, "exec", _ast.PyCF_ONLY_AST)  # what ast.parse does
     last = None
-    if tree.body and isinstance(tree.body[-1], ast.Expr):
-        last = ast.Expression(tree.body.pop().value)
+    if tree.body and isinstance(tree.body[-1], _ast.Expr):
+        last = _ast.Expression(tree.body.pop().value)
     exec(compile(tree, filename, "exec"), namespace)  # noqa: S102 - running model code is the point
     if last is not None:
         value = eval(compile(last, filename, "eval"), namespace)

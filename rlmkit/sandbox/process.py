@@ -8,6 +8,7 @@ restarts) is ``host.WorkerHost``'s, shared by every launcher.
 
 from __future__ import annotations
 
+import marshal
 import os
 import signal
 import subprocess
@@ -168,7 +169,7 @@ class ProcessLauncher(Launcher):
             "LC_ALL": "C.UTF-8",
         }
         errlog = tempfile.TemporaryFile(prefix="rlmkit-repl-stderr-")  # noqa: SIM115 - lives as long as the worker
-        cmd = [sys.executable, "-I", "-S", WORKER, repr(config)]  # read back with ast.literal_eval
+        cmd = [sys.executable, "-I", "-S", WORKER, marshal.dumps(config).hex()]
         try:
             proc = (
                 _spawn_thread()

@@ -15,8 +15,8 @@ or ``("error", id, exception type name, message)``.
 
 from __future__ import annotations
 
-import ast
 import builtins
+import marshal
 import os
 import signal
 import sys
@@ -218,7 +218,7 @@ def confine_self(config: dict) -> dict[str, bool | str]:
 
 
 def main() -> None:
-    config = ast.literal_eval(sys.argv[1])  # a dict literal (no json module: 0.3 MB less per worker)
+    config = marshal.loads(bytes.fromhex(sys.argv[1]))  # built in: no json module (0.3 MB) in the worker
     chan = wire.Channel(config["rfd"], config["wfd"])
     signal.signal(signal.SIGINT, on_sigint)
     os.chdir(config["workdir"])

@@ -191,24 +191,24 @@ HOSTILE_CASES: list[HostileCase] = [
     HostileCase("os_exit", "import os\nos._exit(1)", "worker restarted", _restarted),
     HostileCase(
         "close_the_pipes",
-        "import ast, os, sys\nconfig = ast.literal_eval(sys.argv[1])\n"
+        "import marshal, os, sys\nconfig = marshal.loads(bytes.fromhex(sys.argv[1]))\n"
         "os.close(config['rfd'])\nos.close(config['wfd'])\nwhile True:\n    pass",
         "host sees the pipe close; worker killed and restarted",
         _restarted,
     ),
     HostileCase(
         "forge_huge_frame",
-        "import ast, os, sys\nos.write(ast.literal_eval(sys.argv[1])['wfd'], b'\\xff' * 8)\n"
+        "import marshal, os, sys\nos.write(marshal.loads(bytes.fromhex(sys.argv[1]))['wfd'], b'\\xff' * 8)\n"
         "while True:\n    pass",
         "host refuses the frame; worker restarted",
         _restarted,
     ),
     HostileCase(
         "forge_pickle_that_runs_code_on_the_host",
-        "import ast, os, pickle, struct, sys\nclass Evil:\n    def __reduce__(self):\n"
+        "import marshal, os, pickle, struct, sys\nclass Evil:\n    def __reduce__(self):\n"
         "        return (os.system, ('touch {outside}',))\n"
         "data = pickle.dumps(('done', Evil(), '', None, False))\n"
-        "os.write(ast.literal_eval(sys.argv[1])['wfd'], struct.pack('<Q', len(data)) + data)\n"
+        "os.write(marshal.loads(bytes.fromhex(sys.argv[1]))['wfd'], struct.pack('<Q', len(data)) + data)\n"
         "while True:\n    pass",
         "host refuses to load it; worker restarted",
         _restarted,
