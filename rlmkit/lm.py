@@ -86,6 +86,8 @@ class LM:
         num_retries: int = 4,
         timeout: float = 120.0,
         transport: str | Transport | None = None,
+        input_chars: int | None = None,
+        preset: dict | None = None,
         **kwargs: Any,
     ):
         if not isinstance(model, str) or not model.strip():
@@ -102,6 +104,10 @@ class LM:
         self.timeout = timeout
         self.max_concurrency = max_concurrency
         self.max_tokens = max_tokens
+        self.input_chars = input_chars  # how much text one call reads well; prompts size chunks to it
+        # A program tuned for this model ({"instructions", "demos", "knobs", "provenance"}): an
+        # RLM with no instructions or demos of its own runs it (rlmkit.RLM._program_for).
+        self.preset = preset
         self.stop = _stop_list(stop)
         self.params = {k: v for k, v in {"temperature": temperature, **kwargs}.items() if v is not None}
         headers = self.params.pop("extra_headers", None) if transport != "litellm" else None

@@ -79,6 +79,10 @@ INPUT_RESTORED = (
     "Note: {names} is an input and was restored to its original value. Inputs are read-only: "
     "store your results under new names."
 )
+READY_TO_SUBMIT = (
+    "{names} {verb} set ({shown}). If that answers the question, reply with only this block:\n"
+    "```repl\n{call}\n```"
+)
 NOT_A_VALUE = (
     "{name}={value} is a {kind}, not a value. Compute the answer into a variable and pass the "
     "variable: {name} = ...  then  SUBMIT({name}={name})"
@@ -154,42 +158,25 @@ def render_demos(demos: list[Any], display: Display) -> str:
     return "\n\nWorked examples:\n" + "\n\n".join(parts)
 
 
-# Generic moves, shown on every task: a small model imitates what it is shown, so show it the
-# moves (look, search, compute, delegate) and the habits that keep it honest. Task-agnostic on
-# purpose: no example computes any suite's answer.
-REPL_MOVES = """How to work, one small step per turn (examples; use your own input names and patterns):
-1. Look at a little of the data first (print short pieces: every printed character costs time):
-```repl
-print(type(context), len(context))
-print(context[:300])
-lines = context.splitlines()
-print(len(lines), [line[:100] for line in lines[:3]])
-```
-2. Search with code instead of reading everything, and print only around each match:
-```repl
-import re
-matches = list(re.finditer(r"some pattern", context, re.IGNORECASE))
-print(len(matches))
-for m in matches[:5]:
-    print(context[max(0, m.start() - 100):m.end() + 100])
-```
-3. Compute the answer with code, store it in a variable, print it to check it:
-```repl
-from collections import Counter
-counts = Counter(line.split()[0] for line in lines if line.strip())
-print(counts.most_common(5))
-```
-4. For meaning that code cannot find, split the input and ask sub-models about each chunk:
-```repl
-size = {chunk_chars}
-chunks = [context[i:i + size] for i in range(0, len(context), size)]
-ask = "Quote every line about <topic> in this text, or say NONE."
-notes = llm_query_batched([f"{{ask}}\\n\\n{{c}}" for c in chunks])
-print([n[:200] for n in notes])
-```
-Rules: compute from the input variables; never assign to them and never retype data from the
-preview. Run code and read its real output in the next message; never write the output you expect.
-When the printed result answers the question, finish with the variable that holds it."""
+# Generic moves, shown on every task. A small model replays worked examples as they stand:
+# given fenced examples it runs all of them, in order, whatever the output said. So the moves
+# are one-liners to pick from, not a script; each runs as written on any text. Task-agnostic
+# on purpose: no example computes any suite's answer.
+REPL_MOVES = """Moves to pick from, one per turn (re, json, math, Counter and defaultdict are imported;
+put in your input's name, the question's words, and text copied exactly from printed data):
+- look at the layout: `print(len(context)); print(context[:500])`
+- find key words and print around each match: `for m in list(re.finditer(re.escape("key words"), \
+context))[:5]: print(repr(context[max(0, m.start() - 150):m.end() + 150]))`
+- count lines carrying every text the question names: `kept = [line for line in context.splitlines() \
+if "text one" in line and "text two" in line]; result = len(kept); print(result, kept[:2])`
+- tally a field's values: `tally = Counter(re.findall(r"field: (\\w+)", context)); \
+print(tally.most_common(5))`
+- have sub-models read chunks (slow; only when matching cannot work): `chunks = [context[i:i + \
+{chunk_chars}] for i in range(0, len(context), {chunk_chars})]; notes = llm_query_batched(["Quote the \
+lines about <topic>, or say NONE.\\n\\n" + c for c in chunks])`
+- finish as soon as printed output shows the answer: `{finish_example}`
+Compute from the input variables; never assign to them and never retype data from the preview.
+Write one ```repl block, then stop: its real output comes in the next message."""
 
 
 def system_prompt(
@@ -205,7 +192,10 @@ def system_prompt(
         functions="\n".join(f"- {doc}" for doc in function_docs),
         finish=protocol.render_finish(describe_outputs(signature)),
     )
-    text += "\n\n" + REPL_MOVES.format(chunk_chars=f"{max(1_000, display.sub_model_chars // 2):_}")
+    text += "\n\n" + REPL_MOVES.format(
+        chunk_chars=f"{max(1_000, display.sub_model_chars // 2):_}",
+        finish_example=protocol.finish_example(describe_outputs(signature), "result"),
+    )
     if instructions.strip():
         text += f"\n\nTask instructions:\n{instructions.strip()}"
     return text + render_demos(demos, display)

@@ -62,6 +62,8 @@ class RLM(dspy.Module):
         instructions: str | None = None,
         max_tokens: int | None = TURN_MAX_TOKENS,
         sub_max_tokens: int | None = SUBCALL_MAX_TOKENS,
+        blocks_per_turn: int | None = None,
+        use_preset: bool = True,
     ):
         super().__init__()
         self.signature = make_signature(signature)
@@ -72,12 +74,14 @@ class RLM(dspy.Module):
             max_concurrency=max_concurrency,
             max_tokens=max_tokens,
             sub_max_tokens=sub_max_tokens,
+            blocks_per_turn=blocks_per_turn,
             sandbox=sandbox,
             protocol=protocol,
             limits=limits or SandboxLimits(),
             display=display or Display(),
             **({} if budget is None else {"budget": budget}),  # none given: the settings' default cap
         )
+        self.use_preset = use_preset  # the root model's shipped program when this RLM has none
         self.log_dir = Path(log_dir) if log_dir is not None else None
         self.subcalls = dict(subcalls or {})
         self.typed_subcalls, self.tools = make_typed_subcalls(self.subcalls)
@@ -147,6 +151,7 @@ class RLM(dspy.Module):
             "context, question -> answer", lm=self._lm_spec, sub_lm=self._sub_lm_spec, subcalls=self.subcalls
         )
         child.settings = self.settings.for_child()
+        child.use_preset = self.use_preset
         return child
 
     async def _run_child(self, inputs: dict[str, Any], **where: Any) -> tuple[dict[str, Any], Trajectory]:
@@ -202,25 +207,26 @@ class RLM(dspy.Module):
                 rollout_id=rollout_id,
             )
         inputs, hash_inputs = describe_inputs(variables)  # big text's sha256: off the critical path
+        instructions, demos, settings = self._program_for(lm)
         meta = RunMeta(
             parent_id=parent_id,
             depth=depth,
             signature=signature_text(self.signature),
-            instructions=self.instructions,
+            instructions=instructions,
             protocol=self.protocol.name,
             sandbox=self.sandbox_name,
             model=lm.model,
             sub_model=sub_lm.model,
             task=task or {},
-            limits={**tree.budget.limits(), **self.settings.record()},
+            limits={**tree.budget.limits(), **settings.record()},
             inputs=inputs,
             rlmkit_version=rlmkit.__version__,
         )
         spec = RunSpec(
             signature=self.signature,
-            instructions=self.instructions,
-            demos=tuple(self.demos),
-            settings=self.settings,
+            instructions=instructions,
+            demos=demos,
+            settings=settings,
             validator=self.validator,
             typed_subcalls=self.typed_subcalls,
             tools=self.tools,
@@ -233,6 +239,24 @@ class RLM(dspy.Module):
         state.hash_inputs = hash_inputs
         outputs = await run_loop(state, variables, aliases)
         return outputs, state.trajectory
+
+    def _program_for(self, lm: Any) -> tuple[str, tuple[Any, ...], RunSettings]:
+        """Instructions, demos and settings of a run: this RLM's own, or, when it has neither
+        instructions nor demos of its own, the program its root model ships with (``lm.preset``:
+        the embedded model's tuned program). ``use_preset=False`` turns that off."""
+        own = (self.instructions, tuple(self.demos), self.settings)
+        preset = getattr(lm, "preset", None)
+        if not preset or not self.use_preset or own[1] or own[0] != self.signature.instructions:
+            return own
+        fields = {*self.signature.input_fields, *self.signature.output_fields, "transcript"}
+        demos = tuple(dspy.Example(**d) for d in preset.get("demos", ()) if set(d) <= fields)
+        defaults = RunSettings()
+        knobs = {
+            name: value
+            for name, value in preset.get("knobs", {}).items()
+            if getattr(self.settings, name) == getattr(defaults, name)  # a knob the user set wins
+        }
+        return preset.get("instructions") or own[0], demos, self.settings.replace(**knobs)
 
     def _variables(self, inputs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
         """Inputs as REPL variables, checked before any LM call; ``context`` aliases the first long one."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import sys
 import threading
 import time
@@ -31,6 +32,7 @@ from rlmkit.prompting import (
     task_message,
 )
 from rlmkit.protocols import Answer
+from rlmkit.protocols.base import BLOCK_END
 from rlmkit.run_state import RunState, Tree
 from rlmkit.sandbox import make_sandbox
 from rlmkit.sandbox.base import CellResult
@@ -95,9 +97,15 @@ async def run_loop(state: RunState, variables: dict[str, Any], aliases: dict[str
             sandbox,
             {**variables, **{a: variables[n] for a, n in aliases.items()}},
             functions,
-            "\n".join(p for p in (protocol.prelude, _SHOW_VARS, guard, prelude) if p),
+            "\n".join(p for p in (_IMPORTS, protocol.prelude, _SHOW_VARS, guard, prelude) if p),
         )
     )
+    # The prompt promises sub-calls no more text than the sub-model can read (a small local
+    # model reads far less than an API model; its LM says how much, as ``input_chars``).
+    reading = getattr(spec.sub_lm, "input_chars", None)
+    shown = settings.display
+    if reading and reading < shown.sub_model_chars:
+        shown = dataclasses.replace(shown, sub_model_chars=reading)
     try:
         messages = [
             Message(
@@ -106,9 +114,9 @@ async def run_loop(state: RunState, variables: dict[str, Any], aliases: dict[str
                     protocol=protocol,
                     signature=spec.signature,
                     instructions=spec.instructions,
-                    function_docs=host.docs(settings.display.sub_model_chars),
+                    function_docs=host.docs(shown.sub_model_chars),
                     demos=list(spec.demos),
-                    display=settings.display,
+                    display=shown,
                 ),
             ),
             Message(
@@ -222,7 +230,7 @@ async def _turn(
             state.spec.lm,
             request,
             max_tokens=settings.max_tokens,
-            stop=list(protocol.stop),
+            stop=[*protocol.stop, *([BLOCK_END] if settings.blocks_per_turn == 1 else [])],
             record=record,
             rollout_id=tree.rollout_id,
         )
@@ -234,6 +242,8 @@ async def _turn(
     await state.start_logged  # a turn record never comes before the start record
     await state.sandbox_ready
     parsed = protocol.parse(completion.text)
+    if settings.blocks_per_turn and len(parsed.code_blocks) > settings.blocks_per_turn:
+        del parsed.code_blocks[settings.blocks_per_turn :]  # the rest was written before any output
     outputs: list[str] = []
     if completion.finish_reason == "length":
         outputs.append(REPLY_CUT)
@@ -301,6 +311,10 @@ def _fill_block(block: CodeBlock, cell: CellResult, limit: int) -> None:
     block.error = bounded(cell.error, limit) if cell.error else None
     block.timed_out, block.restarted, block.duration_s = cell.timed_out, cell.restarted, cell.duration_s
 
+
+# Modules every RLM reaches for, already imported: a small model that copies a worked move
+# without its import line otherwise loses a turn to a NameError.
+_IMPORTS = "import re, json, math\nfrom collections import Counter, defaultdict\n"
 
 _SHOW_VARS = """
 def SHOW_VARS():

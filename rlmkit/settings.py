@@ -31,6 +31,9 @@ class RunSettings:
     max_concurrency: int = 16
     max_tokens: int | None = TURN_MAX_TOKENS  # output cap of a root turn
     sub_max_tokens: int | None = SUBCALL_MAX_TOKENS  # output cap of a sub-call
+    # Code blocks run per root turn (None: all). 1 also stops the reply at its first block's
+    # closing fence: small models otherwise write a block, then its invented output, then SUBMIT.
+    blocks_per_turn: int | None = None
     sandbox: str = "process"
     protocol: Protocol = field(default_factory=lambda: get_protocol("submit"))
     # No budget given: a default call cap guards the wallet (Budget() explicitly: no cap).
@@ -48,6 +51,7 @@ class RunSettings:
             ("max_concurrency", False),
             ("max_tokens", True),
             ("sub_max_tokens", True),
+            ("blocks_per_turn", True),
         ):
             value = getattr(self, name)
             if optional and not value:

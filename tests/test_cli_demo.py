@@ -58,5 +58,6 @@ def test_demo_prints_each_cell_before_the_next_turn_is_answered(tmp_path):
     assert printed_first_cell.is_set()
     assert "turn 1: asking the model" in result.output and "turn 2: asking the model" in result.output
     assert "FIRST-CELL-OUTPUT" in result.output and "score:" in result.output
-    assert "seed 0 (--seed N gives another task)" in result.output  # the user can tell which task
+    assert "seed 2000 (never used in tuning" in result.output  # the user can tell which task
+    assert "program: the default prompt" in result.output  # and which program (a provider ships none)
     assert list(tmp_path.glob("run-*/*.jsonl"))

@@ -11,6 +11,7 @@ import rlmkit
 from rlmkit.budget import DEFAULT_MAX_CALLS
 from rlmkit.errors import BudgetExceeded, MaxIterationsError
 from rlmkit.guards import NUDGE, SUBCALL_MAX_TOKENS, TURN_MAX_TOKENS
+from rlmkit.protocols.base import BLOCK_END
 from rlmkit.testing import is_root_request
 from tests.conftest import Script
 
@@ -97,6 +98,32 @@ def test_the_same_code_twice_gets_a_nudge_then_a_forced_answer(serve):
     assert len(server.requests) == 4  # seen, nudged, repeated again, then one "answer now" turn
     assert "out of turns" in server.requests[-1]["messages"][-1]["content"]
     assert "repeating itself" in str(info.value)
+
+
+def test_an_answer_stored_under_its_field_name_gets_the_one_call_that_finishes(serve):
+    server, lm = serve(Script([repl("n = 3", "answer = n * 2"), repl("SUBMIT(answer=answer)")]))
+    pred = rlmkit.RLM("context -> answer: int", lm=lm)(context="abc")
+    assert pred.answer == 6
+    told = server.requests[1]["messages"][-1]["content"]
+    assert "`answer` is set (answer = 6)" in told and "```repl\nSUBMIT(answer=answer)\n```" in told
+
+
+def test_no_finish_hint_when_the_field_was_not_assigned_this_turn(serve):
+    server, lm = serve(Script([repl("answers = 5", "print(answers == 5)"), repl("SUBMIT(answer=answers)")]))
+    rlmkit.RLM("context -> answer: int", lm=lm)(context="abc")
+    assert "is set" not in server.requests[1]["messages"][-1]["content"]
+
+
+def test_one_block_per_turn_stops_the_reply_at_its_first_block_and_runs_only_that(serve):
+    invented = repl("x = 2", "print(x)") + "\n" + repl("2") + "\n" + repl("SUBMIT(answer='guess')")
+    server, lm = serve(Script([invented, repl("SUBMIT(answer=str(x * 10))")]))
+    pred = rlmkit.RLM("context -> answer", lm=lm, blocks_per_turn=1)(context="abc")
+    assert pred.answer == "20"  # the invented output and the blind SUBMIT never ran
+    assert [b.code for b in pred.trajectory.turns[0].blocks] == ["x = 2\nprint(x)"]
+    assert BLOCK_END in server.requests[0]["stop"] and "REPL output:" in server.requests[0]["stop"]
+    server.requests.clear()
+    rlmkit.RLM("context -> answer", lm=lm, max_tokens=100)(context="abcd")  # default: every block runs
+    assert BLOCK_END not in server.requests[0]["stop"]
 
 
 def test_the_default_budget_stops_a_runaway_batch_at_the_cap(serve):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 from rlmkit.prompting import REPL_MOVES, Display, system_prompt
 from rlmkit.protocols import get_protocol
@@ -20,16 +21,19 @@ def prompt(protocol: str = "submit") -> str:
     )
 
 
-def test_the_worked_examples_run_on_any_text():
-    blocks = re.findall(r"```repl\n(.*?)```", prompt().split("How to work", 1)[1], re.DOTALL)
-    assert len(blocks) == 4
+def test_the_worked_moves_run_on_any_text():
+    moves = re.findall(r"^- .*?: `(.*?)`$", prompt().split("Moves to pick from", 1)[1], re.MULTILINE)
+    assert len(moves) == 6 and moves[-1] == "SUBMIT(answer=result)"  # the last move finishes
     namespace = {
-        "context": "alpha one\nbeta two\n\nalpha three\n" * 3000,
+        "re": re,
+        "Counter": Counter,
+        "context": "text one text two field: alpha\nbeta two\n\nfield: gamma\n" * 3000,
         "llm_query_batched": lambda prompts: ["NONE" for _ in prompts],
     }
-    for block in blocks:
-        exec(compile(block, "<example>", "exec"), namespace)  # noqa: S102 - our own prompt's code
-    assert namespace["counts"]["alpha"] == 6000
+    for move in moves[:-1]:
+        exec(compile(move, "<move>", "exec"), namespace)  # noqa: S102 - our own prompt's code
+    assert namespace["result"] == 3000  # lines carrying both texts
+    assert namespace["tally"] == {"alpha": 3000, "gamma": 3000}
     assert len(namespace["chunks"]) == -(-len(namespace["context"]) // 4_000)  # half a sub-model's reading
 
 
@@ -39,3 +43,8 @@ def test_the_prompt_shows_a_call_with_a_value_and_no_task_answer_code():
         assert "=str" not in text  # never SUBMIT(answer=str): small models copy it literally
     assert "SUBMIT(answer=answer)" in prompt("submit")
     assert "Label:" not in REPL_MOVES and "endswith(" not in REPL_MOVES
+
+
+def test_each_protocol_finishes_its_worked_moves_its_own_way():
+    assert "FINAL_VAR(result)" in prompt("final")
+    assert 'answer["content"] = result' in prompt("answer")

@@ -22,6 +22,7 @@ CHANGED = {
     "max_concurrency": 5,
     "max_tokens": 300,
     "sub_max_tokens": 200,
+    "blocks_per_turn": 1,
     "sandbox": "inline",
     "protocol": "final",
     "budget": rlmkit.Budget(max_calls=9),
@@ -66,4 +67,5 @@ def test_numeric_knobs_are_what_a_run_records():
         "max_concurrency",
         "max_tokens",
         "sub_max_tokens",
+        "blocks_per_turn",
     }

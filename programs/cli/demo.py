@@ -3,8 +3,10 @@ counting question over ~200,000 characters of records by writing code in the REP
 
 It shows each turn live (the code, its output, sub-calls, tokens, cost), then the answer,
 the gold answer and the score, and where the trajectory was written. The task is the
-labelled aggregation variant: countable with a line of Python, so a 1.5B model on 2 CPU
-cores finishes in minutes.
+labelled aggregation variant's count question, on a seed no tuning ever used (tuning uses
+seeds below 1000). The program is the plain ``rlmkit.RLM("context, question -> answer: str")``:
+with the embedded model as root it runs the program shipped for that model
+(``rlmkit/local/tuned_program.json``); the demo says which program and seed it used.
 """
 
 from __future__ import annotations
@@ -23,11 +25,9 @@ from rlmkit.cli.common import EMBEDDED_FLAGS, exit_on_error, lm_from_flag
 
 console = Console(stderr=False, soft_wrap=True)
 
-# Spelled out for a small model: where the data is, what one line looks like, the shape of the code.
-# What the data looks like, nothing more: the answer's code is the model's job (the default
-# prompt's generic moves teach how); a demo that hands over the code measures nothing.
-DEMO_INSTRUCTIONS = """The records are in the REPL variable `context` (a str), one record per line:
-'Date: Mar 14, 2023 || User: 48213 || Instance: <question text> || Label: <label>'."""
+# Tuning (benchmarks/tune_embedded.py) uses seeds below 1000 and the held-out evaluation
+# (benchmarks/local_quality.py) 1000 up; the demo's tasks come from further up still.
+DEMO_SEED = 2000
 # REPL output shown to the model per turn: small, because every character is prompt the CPU must read
 DEMO_DISPLAY_OUTPUT_CHARS = 2_000
 
@@ -84,10 +84,12 @@ class TurnPrinter:
 
 def demo(
     length: int = typer.Option(200_000, "--length", help="Characters of records in the context."),
-    seed: int = typer.Option(0, "--seed", help="Which generated task (same seed, same task)."),
+    seed: int = typer.Option(
+        DEMO_SEED, "--seed", help="Which generated task (same seed, same task; tuning used seeds < 1000)."
+    ),
     lm: str = typer.Option(None, "--lm", help="A litellm model string; default: the embedded local model."),
     api_base: str = typer.Option(None, "--api-base", help="OpenAI-compatible server URL for --lm."),
-    max_iterations: int = typer.Option(4, "--max-iterations", help="Root turns before the answer is forced."),
+    max_iterations: int = typer.Option(6, "--max-iterations", help="Root turns before the answer is forced."),
     out: str = typer.Option(None, "--out", help="Where the trajectory is written (default runs/demo)."),
 ) -> None:
     """Run a Recursive Language Model on a generated counting task, live, with the embedded model."""
@@ -101,7 +103,6 @@ def _run(
     import rlmkit
     from programs.tasks import generate, score
     from rlmkit.prompting import Display
-    from signatures import AggregationQA
 
     example = generate("aggregation", n=1, length=length, seed=seed, labelled=True, question="count")[0]
     console.print(
@@ -109,7 +110,8 @@ def _run(
         f"characters; the model sees only a preview and reads the rest with code."
     )
     console.print(f"question: {escape(example.inputs['question'])}")
-    console.print(f"task: aggregation, seed {seed} (--seed N gives another task), {length:,} characters")
+    held_out = "never used in tuning" if seed >= 1000 else "a TRAINING seed: tuning used seeds < 1000"
+    console.print(f"task: aggregation, seed {seed} ({held_out}; --seed N: another), {length:,} characters")
     if lm in EMBEDDED_FLAGS:
         console.print("starting the embedded model (Qwen2.5-Coder-1.5B, CPU) ...")
     # a small model writes short turns; a provider's model keeps its own max_tokens
@@ -117,13 +119,13 @@ def _run(
     model = lm_from_flag(lm, api_base, temperature=0.0, **short)
     stream_dir = out / f"run-{time.strftime('%Y%m%d-%H%M%S')}"
     rlm = rlmkit.RLM(
-        AggregationQA,
+        "context, question -> answer: str",
         lm=model,
         max_iterations=max_iterations,
         log_dir=stream_dir,
-        instructions=DEMO_INSTRUCTIONS,
         display=Display(max_output_chars=DEMO_DISPLAY_OUTPUT_CHARS),
     )
+    console.print(f"program: {_program_line(model)}")
     started = time.monotonic()
     task = {"suite": "aggregation", "example_id": example.id, "seed": seed, "length": length, "demo": True}
     console.print(
@@ -147,6 +149,19 @@ def _run(
     )
     console.print(f"trajectory: {path}")
     console.print(NEXT_STEPS.format(trajectory=path))
+
+
+def _program_line(model) -> str:
+    """Which program the run uses: the model's shipped one (with its provenance) or the default."""
+    preset = getattr(model, "preset", None)
+    if not preset:
+        return "the default prompt (no instructions, no demos)"
+    origin = preset.get("provenance", {})
+    return (
+        f"the program shipped for this model ({len(preset.get('demos', []))} demos, knobs "
+        f"{preset.get('knobs', {})}), tuned {origin.get('date', '?')} on training seeds: "
+        f"{origin.get('command', '?')}"
+    )
 
 
 def _rewrite_with_score(stream_dir: Path, trajectory, value: float) -> Path | None:

@@ -11,10 +11,12 @@ from typing import Any
 
 from rlmkit.local.machine import MachineServer, machine_server
 from rlmkit.local.model_file import EMBEDDED_MODEL, ModelSpec, ensure_model, models_dir
+from rlmkit.local.preset import SHIPPED_PROGRAM, shipped_program
 from rlmkit.local.server import MODEL_ALIAS, LocalServer, LocalServerConfig, shared_server
 
 LOCAL_MODEL_NAME = f"openai/{MODEL_ALIAS}"
 EMBEDDED_MAX_TOKENS = 1024
+EMBEDDED_INPUT_CHARS = 16_000
 
 
 def local_lm(config: LocalServerConfig | None = None, *, progress=None, **lm_kwargs: Any):
@@ -31,6 +33,9 @@ def local_lm(config: LocalServerConfig | None = None, *, progress=None, **lm_kwa
     # A small model's turn is a little code: a cap keeps one run-away reply from holding the
     # CPU for minutes (RLM caps are ceilings; this tighter one wins, see rlmkit/guards.py).
     lm_kwargs.setdefault("max_tokens", EMBEDDED_MAX_TOKENS)
+    # A 4,000-token sub-call already takes ~40 s to read on 2 cores, and 4 slots share the KV.
+    lm_kwargs.setdefault("input_chars", EMBEDDED_INPUT_CHARS)
+    lm_kwargs.setdefault("preset", shipped_program())  # the program tuned for this model, if shipped
     return LM(LOCAL_MODEL_NAME, api_base=server.url, api_key="local", **lm_kwargs)
 
 
@@ -40,10 +45,12 @@ __all__ = [
     "LocalServer",
     "LocalServerConfig",
     "MachineServer",
+    "SHIPPED_PROGRAM",
     "ModelSpec",
     "ensure_model",
     "local_lm",
     "machine_server",
     "models_dir",
     "shared_server",
+    "shipped_program",
 ]

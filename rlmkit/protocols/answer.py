@@ -19,6 +19,9 @@ class AnswerProtocol(Protocol):
     answer_now: str = ANSWER_NOW["answer"]
     prelude: str = 'answer = {"content": None, "ready": False}\n'
 
+    def finish_example(self, output_fields: dict[str, str], variable: str) -> str:
+        return f'answer["content"] = {variable}; answer["ready"] = True'
+
     def answer(
         self, parsed: Parsed, read_var: ReadVar, fields: list[str], *, turn_over: bool
     ) -> Answer | None:

@@ -21,6 +21,10 @@ from rlmkit.prompting import ANSWER_NOW, FUNCTION_DOCS, REPL_PROMPT  # noqa: F40
 # Group 1 is the code. optimizers/compile/repair.py reads replies with this same pattern.
 CODE_BLOCK = re.compile(r"```(?:repl|python|py)[ \t]*\r?\n(.*?)(?:```|\Z)", re.DOTALL)
 
+# A code block's closing fence. An opening fence is "```repl", so a stop at this string cuts a
+# reply right after its first block (``blocks_per_turn=1``); the parser still takes that block.
+BLOCK_END = "\n```\n"
+
 
 def find_code_blocks(reply: str) -> list[str]:
     return [block.strip("\n") for block in CODE_BLOCK.findall(reply or "") if block.strip()]
@@ -65,6 +69,10 @@ class Protocol:
     def render_finish(self, output_fields: dict[str, str]) -> str:
         fields = ", ".join(f"{name} ({type_})" for name, type_ in output_fields.items())
         return self.finish_prompt.format(fields=fields, first=next(iter(output_fields)))
+
+    def finish_example(self, output_fields: dict[str, str], variable: str) -> str:
+        """How to finish with the value in ``variable``, as the prompt's last worked move."""
+        return f"FINAL_VAR({variable})"
 
     def host_functions(
         self, submit: Callable[[dict[str, Any]], None], fields: list[str]

@@ -7,12 +7,14 @@ and can try again on its next turn.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rlmkit.prompting import ANSWER_NOW, FINISH_PROMPT
-from rlmkit.protocols.base import Protocol, finish_with
+from rlmkit.prompting import ANSWER_NOW, FINISH_PROMPT, READY_TO_SUBMIT
+from rlmkit.protocols.base import Answer, Parsed, Protocol, ReadVar, finish_with
+from rlmkit.trajectory import bounded
 
 
 @dataclass
@@ -26,6 +28,35 @@ class SubmitProtocol(Protocol):
         ``SUBMIT(answer=str)`` literally. The types are in the task message."""
         fields = ", ".join(f"{name}={name}" for name in output_fields)
         return self.finish_prompt.format(fields=fields, first=next(iter(output_fields)))
+
+    def finish_example(self, output_fields: dict[str, str], variable: str) -> str:
+        first, *rest = output_fields
+        values = ", ".join([f"{first}={variable}", *(f"{name}={name}" for name in rest)])
+        return f"SUBMIT({values})"
+
+    def answer(
+        self, parsed: Parsed, read_var: ReadVar, fields: list[str], *, turn_over: bool
+    ) -> Answer | None:
+        """SUBMIT ends a run itself; this only spots a turn that stored every output under its
+        field's name (``answer = 1936``) and stopped there: small models then repeat that
+        assignment turn after turn. Tell them the one call that finishes."""
+        if not turn_over:
+            return None
+        code = "\n".join(parsed.code_blocks)
+        if not any(re.search(rf"^[ \t]*{re.escape(name)}[ \t]*=(?!=)", code, re.M) for name in fields):
+            return None
+        missing = object()
+        values = {name: read_var(name, missing) for name in fields}
+        if any(value is missing for value in values.values()):
+            return None
+        shown = ", ".join(f"{name} = {bounded(repr(value), 200)}" for name, value in values.items())
+        names = " and ".join(f"`{name}`" for name in fields)
+        call = self.finish_example(dict.fromkeys(fields, ""), fields[0])
+        return Answer(
+            problem=READY_TO_SUBMIT.format(
+                names=names, verb="is" if len(fields) == 1 else "are", shown=shown, call=call
+            )
+        )
 
     def host_functions(self, submit: Callable[[dict[str, Any]], None], fields: list[str]):
         def SUBMIT(*args: Any, **kwargs: Any) -> None:
