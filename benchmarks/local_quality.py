@@ -1,13 +1,17 @@
-"""How well the embedded model answers unseen long-context questions through the default RLM.
+"""How well the embedded model answers unseen long-context questions through ``rlmkit.RLM``.
 
-    nice -n 10 python benchmarks/local_quality.py --n 5 --length 200000 --seed 1000
+    nice -n 10 python benchmarks/local_quality.py --n 5 --length 200000 --seed 1000 --program default
+    nice -n 10 python benchmarks/local_quality.py --n 5 --length 200000 --seed 1000 --program shipped
 
-The default program, nothing tuned: ``rlmkit.RLM("context, question -> answer: str",
-max_iterations=8)`` with no instructions, the embedded Qwen2.5-Coder-1.5B as the root (the
-machine's one local server), on the needle suite and the labelled aggregation suite
-(``labelled=True``, every question kind). Seeds from 1000 up are held out: no tuning or demo
-ever used them. Prints one row per example and a table (accuracy with a 95% Wilson interval,
-seconds and turns per example); ``--out`` also writes the rows as JSON lines.
+The program is ``rlmkit.RLM("context, question -> answer: str", max_iterations=8)`` with no
+instructions, the embedded Qwen2.5-Coder-1.5B as the root (the machine's one local server).
+``--program default`` runs the default prompt (``use_preset=False``); ``--program shipped``
+runs the program shipped for the embedded model (``rlmkit/local/tuned_program.json``, tuned by
+``benchmarks/tune_embedded.py`` on seeds below 1000). Suites: needle and labelled aggregation
+(``labelled=True``, every question kind) by default; ``--suites`` takes any of the six. Seeds
+from 1000 up are held out: no tuning or demo ever used them. Prints one row per example and a
+table (accuracy with a 95% Wilson interval, seconds and turns per example); ``--out`` also
+writes the rows as JSON lines.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ import rlmkit  # noqa: E402
 from programs.tasks import generate, score  # noqa: E402
 from rlmkit.local import LocalServerConfig, local_lm  # noqa: E402
 
-SUITES = {"needle": {}, "aggregation": {"labelled": True}}
+SUITES = {"needle": {}, "aggregation": {"labelled": True}}  # the others: no knobs
+DEFAULT_SUITES = "needle,aggregation"
 
 
 def wilson(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -38,7 +43,7 @@ def wilson(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def run_one(rlm: rlmkit.RLM, example) -> dict:
+def run_one(rlm: rlmkit.RLM, example, program: str) -> dict:
     started = time.monotonic()
     try:
         pred = rlm(**example.inputs)
@@ -47,6 +52,7 @@ def run_one(rlm: rlmkit.RLM, example) -> dict:
         answer, trajectory, error = None, exc.trajectory, f"{type(exc).__name__}: {exc}"[:200]
     return {
         "suite": example.suite,
+        "program": program,
         "id": example.id,
         "seed": example.seed,
         "gold": example.gold,
@@ -63,7 +69,13 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=5, help="examples per suite")
     parser.add_argument("--length", type=int, default=200_000, help="context characters")
     parser.add_argument("--seed", type=int, default=1000, help="held-out seed (>= 1000)")
-    parser.add_argument("--suites", default=",".join(SUITES))
+    parser.add_argument("--suites", default=DEFAULT_SUITES)
+    parser.add_argument(
+        "--program",
+        choices=("default", "shipped"),
+        default="default",
+        help="default prompt, or the program shipped for the embedded model",
+    )
     parser.add_argument("--max-iterations", type=int, default=8)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument(
@@ -89,22 +101,25 @@ def main() -> None:
         max_iterations=args.max_iterations,
         log_dir=args.log_dir,
         budget=rlmkit.Budget(max_seconds=args.max_seconds),
+        use_preset=args.program == "shipped",
     )
+    if args.program == "shipped" and not lm.preset:
+        parser.error("this build ships no program for the embedded model (rlmkit/local/tuned_program.json)")
     rows = []
     per_suite = [
-        generate(suite, n=args.n, length=args.length, seed=args.seed, **SUITES[suite])
+        generate(suite, n=args.n, length=args.length, seed=args.seed, **SUITES.get(suite, {}))
         for suite in args.suites.split(",")
     ]
     for batch in zip(*per_suite):  # suites alternate, so a run cut short still measures each
         for example in batch:
-            row = run_one(rlm, example)
+            row = run_one(rlm, example, args.program)
             rows.append(row)
             print(json.dumps(row, default=str), flush=True)
             if args.out:
                 with args.out.open("a") as handle:
                     handle.write(json.dumps(row, default=str) + "\n")
-    print("\n| suite | length | n | accuracy (95% CI) | s/example | turns/example |")
-    print("|---|---|---|---|---|---|")
+    print("\n| suite | program | length | n | accuracy (95% CI) | s/example | turns/example |")
+    print("|---|---|---|---|---|---|---|")
     for suite in args.suites.split(","):
         mine = [r for r in rows if r["suite"] == suite]
         hits = sum(r["score"] for r in mine)
@@ -113,7 +128,7 @@ def main() -> None:
         seconds = statistics.mean(r["seconds"] for r in mine)
         turns = statistics.mean(r["turns"] for r in mine)
         print(
-            f"| {suite}{label} | {args.length:,} | {len(mine)} | "
+            f"| {suite}{label} | {args.program} | {args.length:,} | {len(mine)} | "
             f"{hits / len(mine):.2f} ({low:.2f}-{high:.2f}) | {seconds:.0f} | {turns:.1f} |"
         )
 

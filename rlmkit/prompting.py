@@ -160,8 +160,9 @@ def render_demos(demos: list[Any], display: Display) -> str:
 
 # Generic moves, shown on every task. A small model replays worked examples as they stand:
 # given fenced examples it runs all of them, in order, whatever the output said. So the moves
-# are one-liners to pick from, not a script; each runs as written on any text. Task-agnostic
-# on purpose: no example computes any suite's answer.
+# are one-liners to pick from, not a script; each runs as written on any text. Chunking is
+# described, not shown as code: replayed as a step it costs a 1.5B model on 2 cores minutes.
+# Task-agnostic on purpose: no example computes any suite's answer.
 REPL_MOVES = """Moves to pick from, one per turn (re, json, math, Counter and defaultdict are imported;
 put in your input's name, the question's words, and text copied exactly from printed data):
 - look at the layout: `print(len(context)); print(context[:500])`
@@ -171,10 +172,10 @@ context))[:5]: print(repr(context[max(0, m.start() - 150):m.end() + 150]))`
 if "text one" in line and "text two" in line]; result = len(kept); print(result, kept[:2])`
 - tally a field's values: `tally = Counter(re.findall(r"field: (\\w+)", context)); \
 print(tally.most_common(5))`
-- have sub-models read chunks (slow; only when matching cannot work): `chunks = [context[i:i + \
-{chunk_chars}] for i in range(0, len(context), {chunk_chars})]; notes = llm_query_batched(["Quote the \
-lines about <topic>, or say NONE.\\n\\n" + c for c in chunks])`
 - finish as soon as printed output shows the answer: `{finish_example}`
+- when no match or count can answer (the answer needs reading), split the input into chunks of
+about {chunk_chars} characters and have sub-models read them with llm_query_batched; slow (one
+call per chunk), so try the moves above first.
 Compute from the input variables; never assign to them and never retype data from the preview.
 Write one ```repl block, then stop: its real output comes in the next message."""
 

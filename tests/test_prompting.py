@@ -23,18 +23,17 @@ def prompt(protocol: str = "submit") -> str:
 
 def test_the_worked_moves_run_on_any_text():
     moves = re.findall(r"^- .*?: `(.*?)`$", prompt().split("Moves to pick from", 1)[1], re.MULTILINE)
-    assert len(moves) == 6 and moves[-1] == "SUBMIT(answer=result)"  # the last move finishes
+    assert len(moves) == 5 and moves[-1] == "SUBMIT(answer=result)"  # the last move finishes
     namespace = {
         "re": re,
         "Counter": Counter,
         "context": "text one text two field: alpha\nbeta two\n\nfield: gamma\n" * 3000,
-        "llm_query_batched": lambda prompts: ["NONE" for _ in prompts],
     }
     for move in moves[:-1]:
         exec(compile(move, "<move>", "exec"), namespace)  # noqa: S102 - our own prompt's code
     assert namespace["result"] == 3000  # lines carrying both texts
     assert namespace["tally"] == {"alpha": 3000, "gamma": 3000}
-    assert len(namespace["chunks"]) == -(-len(namespace["context"]) // 4_000)  # half a sub-model's reading
+    assert "chunks of\nabout 4_000 characters" in prompt()  # half of what a sub-model reads well
 
 
 def test_the_prompt_shows_a_call_with_a_value_and_no_task_answer_code():
