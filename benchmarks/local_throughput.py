@@ -18,6 +18,7 @@ import argparse
 import datetime
 import json
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -95,11 +96,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "rows": rows,
         "tok_s": {k: round(v, 3) for k, v in tok_s.items()},
         "ratio": round(tok_s["rlmkit"] / tok_s["raw"], 3),
+        # one request stuck behind another process's on the shared server skews the totals: medians too
+        "median_tok_s": {
+            path: round(statistics.median(r["tokens"] / r["wall_s"] for r in rows if r["path"] == path), 3)
+            for path in ("raw", "rlmkit")
+        },
     }
     print(
         f"raw {tok_s['raw']:.2f} tok/s, rlmkit {tok_s['rlmkit']:.2f} tok/s: ratio {result['ratio']:.3f} "
         f"(load average {result['load_average']['start']} -> {result['load_average']['end']})"
     )
+    print(f"medians per request: {result['median_tok_s']} tok/s")
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n")
     return result
