@@ -60,6 +60,14 @@ def run_one(rlm: rlmkit.RLM, example, program: str) -> dict:
         "score": score(example, answer) if answer is not None else 0.0,
         "seconds": round(time.monotonic() - started, 1),
         "turns": trajectory.n_turns if trajectory else 0,
+        # the guard rails' targets: a completion never passes its cap, a run never its deadline
+        "longest_reply_tokens": max(
+            [t.usage.completion_tokens for t in trajectory.turns]
+            + [c.usage.completion_tokens for c in trajectory.iter_subcalls()],
+            default=0,
+        )
+        if trajectory
+        else 0,
         "error": error,
     }
 
@@ -118,6 +126,13 @@ def main() -> None:
             if args.out:
                 with args.out.open("a") as handle:
                     handle.write(json.dumps(row, default=str) + "\n")
+    deadline_rows = [r for r in rows if (r["error"] or "").startswith("BudgetExceeded")]
+    over = max((r["seconds"] - args.max_seconds for r in deadline_rows), default=None)
+    print(
+        f"\nlongest reply: {max((r['longest_reply_tokens'] for r in rows), default=0)} tokens; "
+        f"{len(deadline_rows)} runs ended at the deadline"
+        + (f", the latest {over:+.1f} s past it" if over is not None else "")
+    )
     print("\n| suite | program | length | n | accuracy (95% CI) | s/example | turns/example |")
     print("|---|---|---|---|---|---|---|")
     for suite in args.suites.split(","):

@@ -163,7 +163,7 @@ def render_demos(demos: list[Any], display: Display) -> str:
 # are one-liners to pick from, not a script; each runs as written on any text. Chunking is
 # described, not shown as code: replayed as a step it costs a 1.5B model on 2 cores minutes.
 # Task-agnostic on purpose: no example computes any suite's answer.
-REPL_MOVES = """Moves to pick from, one per turn (re, json, math, Counter and defaultdict are imported;
+REPL_MOVES = """Moves to pick from, one per turn (re, math, Counter and defaultdict are imported;
 put in your input's name, the question's words, and text copied exactly from printed data):
 - look at the layout: `print(len(context)); print(context[:500])`
 - find key words and print around each match: `for m in list(re.finditer(re.escape("key words"), \
