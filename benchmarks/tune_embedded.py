@@ -27,6 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import optuna  # noqa: E402
+
 import rlmkit  # noqa: E402
 from optimizers import Bootstrap, CategoricalKnob, RLMTuner, SearchSpace  # noqa: E402
 from programs.tasks import generate, score  # noqa: E402
@@ -51,6 +53,18 @@ def main() -> None:
     parser.add_argument("--max-seconds", type=float, default=240.0, help="Budget(max_seconds) per run")
     parser.add_argument("--out", type=Path, default=Path("rlmkit-tune-embedded"))
     parser.add_argument("--write", type=Path, default=SHIPPED_PROGRAM, help="where the program goes")
+    parser.add_argument(
+        "--no-prune",
+        action="store_true",
+        help="run every trial on every example (the dominance rule judges a trial after 1 of 4)",
+    )
+    parser.add_argument(
+        "--grid",
+        type=json.loads,
+        default=None,
+        help="optuna GridSampler over the study's params, e.g. '{\"blocks_per_turn\": [0], "
+        '"instruction": [0], "n_demos": [1, 2]}\' (categorical params are indices into their choices)',
+    )
     args = parser.parse_args()
     if args.seed >= 1000:
         parser.error("--seed must be < 1000: seeds from 1000 up are held out for evaluation")
@@ -81,6 +95,8 @@ def main() -> None:
         proposer_lm=lm if args.propose else None,
         bootstrap=Bootstrap(examples=len(trainset), n_instructions=args.propose, max_demos=args.demos),
         seed=args.seed,
+        pruner=optuna.pruners.NopPruner() if args.no_prune else None,
+        sampler=optuna.samplers.GridSampler(args.grid, seed=args.seed) if args.grid else None,
     )
     started = time.monotonic()
 
@@ -91,8 +107,7 @@ def main() -> None:
     print(result.to_table(front_only=False))
     if result.config is None:
         raise SystemExit("no trial finished: nothing to ship")
-    best = max((row for row in result.rows if row.complete), key=lambda row: (row.accuracy, -row.cost))
-    config = tuner.space.config_from_params(result.study.trials[best.number].params)
+    best, config = result.trial, result.config  # the tuner's choice: the front's most accurate
     program = {
         "instructions": config.instruction,
         "demos": [dict(demo) for demo in config.demos],
