@@ -99,10 +99,6 @@ TYPED_CALL_DOC = (
 # Feedback after a turn.
 ANSWER_ACCEPTED = "Answer accepted."
 ANSWER_REJECTED = "Answer rejected: {error}"
-ANSWER_HELD = (
-    "Answer not taken yet: the same code printed output you had not read. Read it above; if it "
-    "shows the answer, finish with the value it shows."
-)
 NO_CODE_BLOCK = "Your reply had no ```repl code block. Write Python code in a ```repl block."
 REPLY_CUT = "Your reply was cut at the output limit. Keep replies short: a little code per turn."
 NO_SUCH_VARIABLE = "FINAL_VAR({name}): no REPL variable named {name!r}"

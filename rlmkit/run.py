@@ -23,7 +23,6 @@ from rlmkit.errors import BudgetExceeded, LMError, MaxIterationsError, RunError,
 from rlmkit.guards import RESTORE_CALL, Progress, call_model, input_guard
 from rlmkit.prompting import (
     ANSWER_ACCEPTED,
-    ANSWER_HELD,
     ANSWER_REJECTED,
     NO_CODE_BLOCK,
     REPLY_CUT,
@@ -267,10 +266,6 @@ async def _turn(
         _fill_block(block, cell, settings.display.trajectory_chars)
         ev.emit(ev.CellFinished(block, sandbox))
         outputs.append(cell_output(cell, number=len(turn.blocks) if len(parsed.code_blocks) > 1 else None))
-        if _blind_answer(state, cell, last):
-            state.submitted = None  # one step per turn: read what the cell printed, then answer
-            restored = (await in_thread(sandbox.run, RESTORE_CALL)).stdout  # the cell skipped it
-            outputs += [restored, ANSWER_HELD] if restored else [ANSWER_HELD]
         if state.submitted is None and not cell.finished:
             outputs += _take_answer(state, protocol.answer(parsed, sandbox.get, fields, turn_over=False))
         if state.submitted is not None:
@@ -287,15 +282,6 @@ async def _turn(
     )
     _finish_turn(traj, turn, start, tree)
     return turn
-
-
-def _blind_answer(state: RunState, cell: CellResult, last: bool) -> bool:
-    """With ``blocks_per_turn=1``, an answer given in a cell that also printed output is held
-    (except on the last turn): the model wrote it before reading that output. A small model
-    otherwise puts every move in one block and ends it with SUBMIT of whatever it computed."""
-    if state.spec.settings.blocks_per_turn != 1 or last or state.submitted is None:
-        return False
-    return cell.finished and bool(cell.stdout.strip())
 
 
 def _finish_turn(traj: Trajectory, turn: Turn, start: float, tree: Tree) -> None:

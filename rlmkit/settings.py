@@ -31,9 +31,8 @@ class RunSettings:
     max_concurrency: int = 16
     max_tokens: int | None = TURN_MAX_TOKENS  # output cap of a root turn
     sub_max_tokens: int | None = SUBCALL_MAX_TOKENS  # output cap of a sub-call
-    # Code blocks run per root turn (None: all). 1 is one step per turn: the reply stops at its
-    # first block's closing fence, and an answer from a cell that printed output waits until the
-    # model has read it (small models otherwise write a block, its invented output, then SUBMIT).
+    # Code blocks run per root turn (None: all). 1 also stops the reply at its first block's
+    # closing fence: small models otherwise write a block, then its invented output, then SUBMIT.
     blocks_per_turn: int | None = None
     sandbox: str = "process"
     protocol: Protocol = field(default_factory=lambda: get_protocol("submit"))

@@ -126,24 +126,6 @@ def test_one_block_per_turn_stops_the_reply_at_its_first_block_and_runs_only_tha
     assert BLOCK_END not in server.requests[0]["stop"]
 
 
-def test_one_step_per_turn_holds_an_answer_written_before_its_cells_output_was_read(serve):
-    blind = repl("n = len(context)", "print('saw', n)", "SUBMIT(answer='guess')")
-    server, lm = serve(Script([blind, repl("SUBMIT(answer=str(n))")]))
-    pred = rlmkit.RLM("context -> answer", lm=lm, blocks_per_turn=1)(context="abcd")
-    assert pred.answer == "4" and pred.trajectory.n_turns == 2
-    told = server.requests[1]["messages"][-1]["content"]
-    assert "saw 4" in told and "Answer not taken yet" in told
-
-
-def test_one_step_per_turn_takes_a_quiet_answer_at_once_and_any_answer_on_the_last_turn(serve):
-    server, lm = serve(Script([repl("SUBMIT(answer='quiet')")]))
-    pred = rlmkit.RLM("context -> answer", lm=lm, blocks_per_turn=1)(context="abcd")
-    assert pred.answer == "quiet" and pred.trajectory.n_turns == 1
-    server, lm = serve(Script([repl("print('still looking')"), repl("print('x')", "SUBMIT(answer='last')")]))
-    pred = rlmkit.RLM("context -> answer", lm=lm, blocks_per_turn=1, max_iterations=1)(context="abcd")
-    assert pred.answer == "last" and pred.trajectory.n_turns == 2  # the answer-now turn is not held
-
-
 def test_the_default_budget_stops_a_runaway_batch_at_the_cap(serve):
     server, lm = serve(
         Script(
