@@ -180,6 +180,12 @@ Compute from the input variables; never assign to them and never retype data fro
 Write one ```repl block, then stop: its real output comes in the next message."""
 
 
+def finish_move(protocol: Any, output_fields: dict[str, str]) -> str:
+    """The moves' last one, in the protocol's own form: finish with the variable ``result``.
+    (optimizers/compile re-renders it when it turns a run into another protocol's data.)"""
+    return protocol.finish_example(output_fields, "result")
+
+
 def system_prompt(
     *,
     protocol: Any,
@@ -195,7 +201,7 @@ def system_prompt(
     )
     text += "\n\n" + REPL_MOVES.format(
         chunk_chars=f"{max(1_000, display.sub_model_chars // 2):_}",
-        finish_example=protocol.finish_example(describe_outputs(signature), "result"),
+        finish_example=finish_move(protocol, describe_outputs(signature)),
     )
     if instructions.strip():
         text += f"\n\nTask instructions:\n{instructions.strip()}"

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from optimizers.compile.repair import PROTOCOLS, Unrepairable, repair_reply
 from optimizers.compile.turns import output_fields
+from rlmkit.prompting import finish_move
 from rlmkit.protocols import get_protocol
 from rlmkit.trajectory import Trajectory
 
@@ -105,9 +106,13 @@ class Renderer:
         match = src.pattern.search(content)
         if match is None:
             raise Unrepairable("system_prompt_not_recognised")
-        # the target protocol renders its own finish text (each shows its fields its own way)
-        finish = get_protocol(target).render_finish(output_fields(trajectory))
-        return content[: match.start()] + finish + content[match.end() :]
+        # the target protocol renders its own finish text (each shows its fields its own way),
+        # and its own form of the worked moves' finishing move
+        fields = output_fields(trajectory)
+        finish = get_protocol(target).render_finish(fields)
+        content = content[: match.start()] + finish + content[match.end() :]
+        move, target_move = (finish_move(get_protocol(name), fields) for name in (source, target))
+        return content.replace(f"`{move}`", f"`{target_move}`")
 
 
 @dataclass
