@@ -26,13 +26,10 @@ class SubmitProtocol(Protocol):
     def render_finish(self, output_fields: dict[str, str]) -> str:
         """Show the call with values (``SUBMIT(answer=answer)``): small models copy a rendered
         ``SUBMIT(answer=str)`` literally. The types are in the task message."""
-        fields = ", ".join(f"{name}={name}" for name in output_fields)
-        return self.finish_prompt.format(fields=fields, first=next(iter(output_fields)))
+        return self.finish_prompt.format(fields=_values(output_fields), first=next(iter(output_fields)))
 
     def finish_example(self, output_fields: dict[str, str], variable: str) -> str:
-        first, *rest = output_fields
-        values = ", ".join([f"{first}={variable}", *(f"{name}={name}" for name in rest)])
-        return f"SUBMIT({values})"
+        return f"SUBMIT({_values(output_fields, variable)})"
 
     def answer(
         self, parsed: Parsed, read_var: ReadVar, fields: list[str], *, turn_over: bool
@@ -51,7 +48,7 @@ class SubmitProtocol(Protocol):
             return None
         shown = ", ".join(f"{name} = {bounded(repr(value), 200)}" for name, value in values.items())
         names = " and ".join(f"`{name}`" for name in fields)
-        call = self.finish_example(dict.fromkeys(fields, ""), fields[0])
+        call = f"SUBMIT({_values(fields)})"
         return Answer(
             problem=READY_TO_SUBMIT.format(
                 names=names, verb="is" if len(fields) == 1 else "are", shown=shown, call=call
@@ -69,3 +66,10 @@ class SubmitProtocol(Protocol):
             finish_with(submit, kwargs)
 
         return {"SUBMIT": SUBMIT}
+
+
+def _values(fields: Any, first_value: str | None = None) -> str:
+    """``answer=answer, n=n``: each output field passed as the variable of its name (the first
+    one as ``first_value`` when given)."""
+    first, *rest = fields
+    return ", ".join([f"{first}={first_value or first}", *(f"{name}={name}" for name in rest)])
