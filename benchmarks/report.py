@@ -5,6 +5,7 @@ best peer's time or bytes; lower is better everywhere)."""
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 PEERS = ("dspy.RLM", "rlms")
@@ -134,6 +135,21 @@ def render(results: dict[str, Any]) -> str:
             },
         ),
     ]
+    cold = results.get("cold", {})
+    if any(cold.get(n) for n in names):
+        samples = max(len(cold.get(n) or []) for n in names)
+        rows.append(
+            (
+                f"import + first run, median of {samples} fresh processes",
+                {n: statistics.median(cold[n]) if cold.get(n) else None for n in names},
+            )
+        )
+        rows.append(
+            (
+                "(fastest - slowest of those)",
+                {n: f"{min(cold[n]):.2f} - {max(cold[n]):.2f} s" if cold.get(n) else None for n in names},
+            )
+        )
     out += _table(
         "Cold start in a fresh process: import, then the first run (1e3 chars)",
         rows,

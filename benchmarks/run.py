@@ -47,12 +47,19 @@ DEPTH2_HOW = {
 
 def plan(args: argparse.Namespace) -> dict[str, Any]:
     if args.quick:
-        return {"sizes": [10**5, 10**6], "repeats": 1, "counts": [1, 4, 16, 32], "clients": (50, 2)}
+        return {
+            "sizes": [10**5, 10**6],
+            "repeats": 1,
+            "counts": [1, 4, 16, 32],
+            "clients": (50, 2),
+            "cold_samples": 2,
+        }
     return {
         "sizes": [10**5, 10**6, 10**7, 10**8],
         "repeats": 3,
         "counts": [1, 2, 4, 8, 16, 32, 64, 128, 256],
         "clients": (100, 3),
+        "cold_samples": 5,
     }
 
 
@@ -80,6 +87,21 @@ def bench_framework(
             results["depth2"][name] = measure_fanout.depth2(driver, server, 16, 0.2)
     finally:
         driver.close()
+
+
+def cold_starts(name: str, server: RecordingServer, logs: Path, samples: int) -> list[float]:
+    """Import + first run (1e3 chars) in ``samples`` fresh driver processes, one after another.
+    One sample per framework lets the machine's noise decide a verdict that hinges on ~0.1 s."""
+    totals = []
+    for i in range(samples):
+        driver = Driver(name, logs / f"{name}-cold{i}.log")
+        try:
+            first = measure_turns.measure(driver, server, [1_000], 1, {})["1000"]
+            if first.get("wall_median_s") is not None:
+                totals.append(driver.import_s + first["wall_median_s"])
+        finally:
+            driver.close()
+    return totals
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -136,6 +158,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "turns": {},
         "subcalls": {},
         "depth2": {},
+        "cold": {},
         "depth2_how": {n: DEPTH2_HOW[n] for n in names},
         "plan": cfg,
     }
@@ -146,6 +169,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 bench_framework(name, cfg, server, results, logs, args.skip_fanout)
             except TimeoutError as exc:
                 results["turns"].setdefault(name, {})["start"] = {"error": str(exc)}
+        for name in names:  # after every framework's warm runs, so each sample starts as cold as the next
+            print(f"[{time.monotonic() - started:6.1f}s] {name} cold starts", file=sys.stderr, flush=True)
+            results["cold"][name] = cold_starts(name, server, logs, cfg["cold_samples"])
         if not args.skip_clients:
             print(f"[{time.monotonic() - started:6.1f}s] LM clients", file=sys.stderr, flush=True)
             results["clients"] = measure_clients.client_cost(server, *cfg["clients"])

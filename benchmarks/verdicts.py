@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 PEERS = ("dspy.RLM", "rlms")
@@ -13,6 +14,21 @@ def _mark(ok: bool) -> str:
 
 def _sizes(turns: dict[str, Any]) -> list[int]:
     return sorted(int(s) for s, e in turns.items() if s.isdigit() and "error" not in e)
+
+
+def cold_start_medians(results: dict[str, Any]) -> dict[str, float]:
+    """Import + first run per framework: the median of the fresh-process samples when the run took
+    them (``results["cold"]``), else the one warm-up driver's figure (results from older runs)."""
+    out = {}
+    for n in ("rlmkit", *PEERS):
+        samples = results.get("cold", {}).get(n)
+        if samples:
+            out[n] = statistics.median(samples)
+        elif n in results.get("imports", {}):
+            out[n] = (results["imports"].get(n) or 0) + (
+                results.get("first_run", {}).get(n, {}).get("wall_median_s") or 0
+            )
+    return out
 
 
 def verdicts(results: dict[str, Any]) -> list[str]:
@@ -80,18 +96,13 @@ def verdicts(results: dict[str, Any]) -> list[str]:
         )
         if not all(turns[str(s)]["answers_ok"] for s in sizes):
             lines.append("MISSED: some rlmkit runs did not return the scripted answer.")
-    cold = {
-        n: (results.get("imports", {}).get(n) or 0)
-        + (results.get("first_run", {}).get(n, {}).get("wall_median_s") or 0)
-        for n in ("rlmkit", *PEERS)
-        if n in results.get("imports", {})
-    }
+    cold = cold_start_medians(results)
     if "rlmkit" in cold and len(cold) > 1:
         ok = all(cold["rlmkit"] < v for n, v in cold.items() if n != "rlmkit")
+        samples = len(results.get("cold", {}).get("rlmkit") or [None])
         lines.append(
-            f"{_mark(ok)}: cold start (import + first run) below both peers ("
-            + ", ".join(f"{n} {v:.2f} s" for n, v in cold.items())
-            + ")."
+            f"{_mark(ok)}: cold start (import + first run, median of {samples} fresh processes) "
+            "below both peers (" + ", ".join(f"{n} {v:.2f} s" for n, v in cold.items()) + ")."
         )
     scaling = results.get("subcalls", {}).get("rlmkit")
     if scaling:
