@@ -25,7 +25,7 @@ HOW = (
     "so a REPL still starting after the first request is not counted as fan-out). Memory is sampled "
     "every 20 ms over the driver's process tree and includes the caller's own copy of\n"
     "the context. rlmkit reaches the scripted server through its direct OpenAI-compatible transport "
-    "(httpx). Why the peers grow with the context (pinned versions): dspy.RLM 3.4.1 JSON-encodes\n"
+    "(httpcore). Why the peers grow with the context (pinned versions): dspy.RLM 3.4.1 JSON-encodes\n"
     "and re-sends every input to its interpreter on each turn (`LocalInterpreter.execute(code, "
     "variables)`); rlms 0.1.3\n"
     "logs each code block's REPL locals, the context included (`REPLResult.to_dict`)."

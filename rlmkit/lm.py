@@ -6,7 +6,7 @@
 
 Why it looks the way it does:
 - How a request reaches a model is a transport (``rlmkit.transports``): OpenAI-compatible
-  servers go straight over httpx, other providers through litellm (imported only then), an
+  servers go straight over httpcore, other providers through litellm (imported only then), an
   in-process function for tests. Everything else is written once, here, for all of them.
 - Retries are ours: one policy, honouring Retry-After; a transport says what failed
   (``ProviderError``) and the error the caller sees is translated here, once.

@@ -1,10 +1,15 @@
-"""OpenAI-compatible servers (OpenAI, vLLM, SGLang, llama.cpp, the embedded model) over httpx.
+"""OpenAI-compatible servers (OpenAI, vLLM, SGLang, llama.cpp, the embedded model) over httpcore.
 
-One set of ``Lanes`` (one-connection ``httpx.AsyncClient``s) per (event loop, base URL, pool
-size), shared by every LM that talks to that server: connections stay open between calls
-(keep-alive), and there are as many as the LM's concurrency so a burst of sub-calls never
-waits for a socket. A client belongs to one event loop (its connections do), so a new loop
-gets its own; the entry goes away with the loop.
+One set of ``Lanes`` (one-connection ``httpcore.AsyncConnectionPool``s) per (event loop, base
+URL, pool size), shared by every LM that talks to that server: connections stay open between
+calls (keep-alive), and there are as many as the LM's concurrency so a burst of sub-calls never
+waits for a socket. A pool belongs to one event loop (its connections do), so a new loop gets
+its own; the entry goes away with the loop.
+
+Why httpcore and not httpx on top of it: a request is one JSON POST, and httpx's client layer
+(URL merging, cookies, auth and redirect hooks, its own Request/Response models) doubled the
+CPU per request (1.37 vs 0.64 ms, ``benchmarks/http_clients.py``), which every turn and every
+sub-call of a fan-out pays, and importing httpx added about 60 ms to a cold start.
 """
 
 from __future__ import annotations
@@ -13,83 +18,56 @@ import asyncio
 import functools
 import json
 import ssl
-import sys
 import threading
 import weakref
 from typing import Any
 
+import httpcore
+
 from rlmkit.transports.base import ModelReply, ModelRequest, ProviderError, retry_after_s
 
-
-def _import_httpx_without_its_cli() -> Any:
-    """``import httpx`` also imports click, rich and pygments for ``httpx.main``, its command-line
-    client (about 60 ms on a quiet machine, more than the rest of httpx). That import is skipped
-    here and ``httpx.main`` made to do it when called, so the CLI still works."""
-    if "httpx" in sys.modules:
-        return sys.modules["httpx"]
-    blocked = "httpx._main" not in sys.modules
-    if blocked:
-        sys.modules["httpx._main"] = None  # type: ignore[assignment]  # import -> ImportError
-    try:
-        import httpx
-    finally:
-        if blocked and sys.modules.get("httpx._main", 0) is None:
-            del sys.modules["httpx._main"]
-    if blocked:
-        httpx.main = _httpx_cli
-    return httpx
-
-
-def _httpx_cli(*args: Any, **kwargs: Any) -> Any:
-    from httpx._main import main
-
-    return main(*args, **kwargs)
-
-
-httpx = _import_httpx_without_its_cli()
-
-_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loop -> {(url, pool): Lanes}
-_clients_lock = threading.Lock()
+_lanes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loop -> {(url, pool): Lanes}
+_lanes_lock = threading.Lock()
+# What a lost, refused or stalled connection raises; all are retried like a 5xx.
+NETWORK_ERRORS = (httpcore.TimeoutException, httpcore.NetworkError, httpcore.ProtocolError)
 
 
 class Lanes:
-    """Up to ``size`` one-connection httpx clients to one server, each lent to one request at a time.
+    """Up to ``size`` one-connection pools to one server, each lent to one request at a time.
 
-    One httpx pool of ``size`` connections costs more per request as requests queue in it:
-    httpcore 1.0 walks every connection for every waiting request each time one frees up (16
-    requests at once to a server answering in 200 ms took 240-260 ms; as lanes, 227-233 ms, on
-    2 loaded cores). A lane is made when none is free, up to ``size``; then a request waits for one.
+    One pool of ``size`` connections costs more per request as requests queue in it: httpcore
+    1.0 walks every connection for every waiting request each time one frees up (16 requests at
+    once to a server answering in 200 ms took 240-260 ms; as lanes, 227-233 ms, on 2 loaded
+    cores). A lane is made when none is free, up to ``size``; then a request waits for one.
     """
 
     def __init__(self, base_url: str, size: int):
         self.base_url, self.size = base_url, size
-        self._free: asyncio.Queue[httpx.AsyncClient] = asyncio.Queue()
+        self._free: asyncio.Queue[httpcore.AsyncConnectionPool] = asyncio.Queue()
         self.made = 0
 
-    async def take(self) -> httpx.AsyncClient:
+    async def take(self) -> httpcore.AsyncConnectionPool:
         while self._free.empty() and self.made < self.size:
             self._free.put_nowait(self._new())
-        client = await self._free.get()
-        if client.is_closed:  # closed by its owner: a fresh one in its place
-            client = self._new(counted=False)
-        return client
+        return await self._free.get()
 
-    def give(self, client: httpx.AsyncClient) -> None:
-        self._free.put_nowait(client)
+    def give(self, lane: httpcore.AsyncConnectionPool) -> None:
+        self._free.put_nowait(lane)
 
-    def _new(self, counted: bool = True) -> httpx.AsyncClient:
-        self.made += counted
-        limits = httpx.Limits(max_connections=1, max_keepalive_connections=1, keepalive_expiry=60)
+    def _new(self) -> httpcore.AsyncConnectionPool:
+        self.made += 1
         # plain http never does TLS: no CA bundle to load (50-200 ms) before a local server's first call
-        verify = _ssl_context() if self.base_url.lower().startswith("https:") else False
-        return httpx.AsyncClient(base_url=self.base_url, limits=limits, verify=verify)
+        tls = _ssl_context() if self.base_url.lower().startswith("https:") else None
+        return httpcore.AsyncConnectionPool(
+            ssl_context=tls, max_connections=1, max_keepalive_connections=1, keepalive_expiry=60
+        )
 
 
 def shared_client(base_url: str, pool: int) -> Lanes:
     """The running loop's lanes to ``base_url`` (made on first use)."""
     loop = asyncio.get_running_loop()
-    with _clients_lock:
-        per_loop = _clients.setdefault(loop, {})
+    with _lanes_lock:
+        per_loop = _lanes.setdefault(loop, {})
         lanes = per_loop.get((base_url, pool))
         if lanes is None:
             lanes = per_loop[(base_url, pool)] = Lanes(base_url, pool)
@@ -98,8 +76,12 @@ def shared_client(base_url: str, pool: int) -> Lanes:
 
 @functools.cache
 def _ssl_context() -> ssl.SSLContext:
-    """Built once: httpx would load the CA bundle again for every new client (tens of ms)."""
-    return httpx.create_ssl_context()
+    """Built once, with certifi's CA bundle when installed (as httpx would), else the system's."""
+    try:
+        import certifi
+    except ImportError:
+        return ssl.create_default_context()
+    return ssl.create_default_context(cafile=certifi.where())
 
 
 class OpenAITransport:
@@ -110,6 +92,7 @@ class OpenAITransport:
     def __init__(self, base_url: str, api_key: str | None, *, pool: int = 16, headers: dict | None = None):
         self.base_url = base_url.rstrip("/")
         self.pool = pool
+        self._url = f"{self.base_url}/chat/completions"
         self._headers = {"Content-Type": "application/json", **(headers or {})}
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
@@ -124,23 +107,34 @@ class OpenAITransport:
         if request.stop:
             body["stop"] = request.stop
         lanes = shared_client(self.base_url, self.pool)
-        client = await lanes.take()
+        lane = await lanes.take()
+        timeout = {
+            "connect": request.timeout,
+            "read": request.timeout,
+            "write": request.timeout,
+            "pool": None,
+        }
         try:
-            response = await client.post(
-                "/chat/completions", content=json.dumps(body), headers=self._headers, timeout=request.timeout
+            response = await lane.request(
+                "POST",
+                self._url,
+                headers=self._headers,
+                content=json.dumps(body).encode(),
+                extensions={"timeout": timeout},
             )
-        except (httpx.TimeoutException, httpx.TransportError) as exc:
+        except NETWORK_ERRORS as exc:
             raise ProviderError(f"{type(exc).__name__}: {exc or 'no answer'}", network=True) from exc
         finally:
-            lanes.give(client)
-        if response.status_code >= 400:
+            lanes.give(lane)
+        if response.status >= 400:
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in response.headers}
             raise ProviderError(
-                f"HTTP {response.status_code}: {_error_detail(response)}",
-                status=response.status_code,
-                retry_after=retry_after_s(response.headers),
+                f"HTTP {response.status}: {_error_detail(response)}",
+                status=response.status,
+                retry_after=retry_after_s(headers),
             )
         try:
-            data = response.json()
+            data = json.loads(response.content)
             choice = data["choices"][0]
         except (ValueError, KeyError, IndexError, TypeError):
             # a cut or garbled body from a live server is a server fault: retried like a 5xx
@@ -163,13 +157,14 @@ def parse_chat_response(data: dict, choice: dict, model: str) -> ModelReply:
     )
 
 
-def _error_detail(response: httpx.Response) -> str:
+def _error_detail(response: httpcore.Response) -> str:
+    text = response.content.decode("utf-8", "replace")
     try:
-        error = response.json().get("error")
+        error = json.loads(text).get("error")
         if isinstance(error, dict) and error.get("message"):
             return str(error["message"])
         if error:
             return str(error)
     except (ValueError, AttributeError):
         pass
-    return response.text[:200] or response.reason_phrase
+    return text[:200] or response.extensions.get("reason_phrase", b"").decode("latin-1")
