@@ -72,6 +72,24 @@ def run_one(rlm: rlmkit.RLM, example, program: str) -> dict:
     }
 
 
+def table(rows: list[dict], suites: list[str], length: int) -> None:
+    """The markdown table: one line per suite and program (local_quality_peers.py prints it too)."""
+    print("\n| suite | program | length | n | accuracy (95% CI) | s/example | turns/example |")
+    print("|---|---|---|---|---|---|---|")
+    for suite in suites:
+        for program in dict.fromkeys(r["program"] for r in rows if r["suite"] == suite):
+            mine = [r for r in rows if r["suite"] == suite and r["program"] == program]
+            hits = sum(r["score"] for r in mine)
+            low, high = wilson(hits, len(mine))
+            label = " (labelled)" if suite == "aggregation" else ""
+            seconds = statistics.mean(r["seconds"] for r in mine)
+            turns = statistics.mean(r["turns"] for r in mine)
+            print(
+                f"| {suite}{label} | {program} | {length:,} | {len(mine)} | "
+                f"{hits / len(mine):.2f} ({low:.2f}-{high:.2f}) | {seconds:.0f} | {turns:.1f} |"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=5, help="examples per suite")
@@ -133,19 +151,7 @@ def main() -> None:
         f"{len(deadline_rows)} runs ended at the deadline"
         + (f", the latest {over:+.1f} s past it" if over is not None else "")
     )
-    print("\n| suite | program | length | n | accuracy (95% CI) | s/example | turns/example |")
-    print("|---|---|---|---|---|---|---|")
-    for suite in args.suites.split(","):
-        mine = [r for r in rows if r["suite"] == suite]
-        hits = sum(r["score"] for r in mine)
-        low, high = wilson(hits, len(mine))
-        label = " (labelled)" if suite == "aggregation" else ""
-        seconds = statistics.mean(r["seconds"] for r in mine)
-        turns = statistics.mean(r["turns"] for r in mine)
-        print(
-            f"| {suite}{label} | {args.program} | {args.length:,} | {len(mine)} | "
-            f"{hits / len(mine):.2f} ({low:.2f}-{high:.2f}) | {seconds:.0f} | {turns:.1f} |"
-        )
+    table(rows, args.suites.split(","), args.length)
 
 
 if __name__ == "__main__":
