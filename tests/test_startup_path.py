@@ -213,3 +213,39 @@ def test_the_worker_loads_neither_json_nor_ast():
             "import sys\nprint(sorted({'json', 'ast', 'contextlib'} & set(sys.modules)))\n1 + 1"
         )
         assert result.error is None and result.stdout.strip() == "[]\n2"  # the echo works without ast
+
+
+# -- the run's end: the worker is killed, its clean-up does not hold the caller ----------------------
+def test_a_run_returns_before_its_worker_is_reaped_and_the_clean_up_still_happens(monkeypatch):
+    import os
+    import time
+
+    from rlmkit import events as ev
+    from rlmkit.sandbox import process
+
+    reaped = threading.Event()
+    real = process._kill_and_clean
+
+    def slow_clean_up(*args):
+        time.sleep(0.5)  # a worker slow to reap (a big namespace): the run must not wait for it
+        real(*args)
+        reaped.set()
+
+    monkeypatch.setattr(process, "_kill_and_clean", slow_clean_up)
+    seen = {}
+
+    def on(event):
+        if type(event) is ev.SandboxStarted:
+            seen["pid"], seen["workdir"] = event.sandbox.pid, event.sandbox.workdir
+
+    rlm = rlmkit.RLM(
+        "context -> answer", lm=rlmkit.FunctionLM(lambda messages: "```repl\nSUBMIT(answer=1)\n```")
+    )
+    started = time.monotonic()
+    with ev.listen(on):
+        assert rlm(context="x").answer == "1"
+    assert time.monotonic() - started < 0.5 and not reaped.is_set()
+    assert reaped.wait(timeout=30)  # ... and then it is cleaned up all the same
+    assert not os.path.exists(seen["workdir"])
+    with pytest.raises(ProcessLookupError):
+        os.kill(seen["pid"], 0)

@@ -88,6 +88,11 @@ class Sandbox(ABC):
     def close(self) -> None:
         """Stop the worker and remove its working directory. Idempotent."""
 
+    def close_nowait(self) -> None:
+        """Stop the worker now; what is left (reaping a process, removing its directory) may finish
+        in the background. A run ends with this, so its caller never waits on the clean-up."""
+        self.close()
+
     @property
     def protections(self) -> dict[str, bool]:
         """Which isolation mechanisms are active (name -> on). Empty: no isolation at all."""

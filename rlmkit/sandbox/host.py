@@ -59,6 +59,10 @@ class Worker(ABC):
     def stop(self) -> None:
         """Kill the worker and remove what it left behind. Idempotent."""
 
+    def stop_nowait(self) -> None:
+        """Kill the worker now; removing what it left behind may finish in the background."""
+        self.stop()
+
 
 class Launcher(ABC):
     """Starts ``worker.py`` under ``limits`` and connects its pipe; the worker then says ``ready``."""
@@ -165,9 +169,15 @@ class WorkerHost(Sandbox):
                 raise SandboxError(f"the sandbox prelude failed:\n{result.error}")
 
     def close(self) -> None:
+        self._drop_worker(lambda worker: worker.stop())
+
+    def close_nowait(self) -> None:
+        self._drop_worker(lambda worker: worker.stop_nowait())
+
+    def _drop_worker(self, stop: Any) -> None:
         with self._lock:
             if self._worker is not None:
-                self._worker.stop()
+                stop(self._worker)
             self._worker = None
             self._chan = None
 

@@ -45,21 +45,27 @@ NETWORK_READ_ONLY = [
 
 # Workers die with the thread that spawned them (PR_SET_PDEATHSIG is per thread), so every
 # worker is spawned from one long-lived thread rather than from a short-lived caller.
-_spawner: ThreadPoolExecutor | None = None
+_threads: dict[str, ThreadPoolExecutor] = {}
 _spawner_lock = threading.Lock()
 
 
 def _spawn_thread() -> ThreadPoolExecutor:
-    global _spawner
+    return _thread("spawn")
+
+
+def _thread(role: str) -> ThreadPoolExecutor:
+    """One long-lived thread per role: "spawn" starts workers, "reap" cleans up after stopped ones
+    (so a run's end never waits for it, and a spawn never queues behind a clean-up)."""
     with _spawner_lock:
-        if _spawner is None:
-            _spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlmkit-sandbox-spawn")
-        return _spawner
+        if role not in _threads:
+            _threads[role] = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"rlmkit-sandbox-{role}")
+        return _threads[role]
 
 
 def _forget_spawner_after_fork() -> None:  # a forked host keeps no threads: it makes its own
-    global _spawner, _spawner_lock
-    _spawner, _spawner_lock = None, threading.Lock()
+    global _spawner_lock
+    _threads.clear()
+    _spawner_lock = threading.Lock()
 
 
 os.register_at_fork(after_in_child=_forget_spawner_after_fork)
@@ -76,13 +82,18 @@ def _describe_exit(code: int | None) -> str:
     return f"exited with status {code}"
 
 
-def _kill_and_clean(proc: subprocess.Popen | None, fds: list[int], workdir: str | None, errlog) -> None:
-    """Module-level so a weakref finalizer can run it after the sandbox object is gone."""
-    if proc is not None and proc.poll() is None:
+def _kill(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
         try:
             os.killpg(proc.pid, signal.SIGKILL)  # its own session: takes any children along
         except OSError:
             pass
+
+
+def _kill_and_clean(proc: subprocess.Popen | None, fds: list[int], workdir: str | None, errlog) -> None:
+    """Module-level so a weakref finalizer can run it after the sandbox object is gone."""
+    if proc is not None:
+        _kill(proc)
         proc.wait()
     for fd in fds:
         try:
@@ -129,6 +140,11 @@ class ProcessWorker(Worker):
 
     def stop(self) -> None:
         self._finalizer()
+
+    def stop_nowait(self) -> None:
+        # killed here, reaped and cleaned up on the reaper thread; the pool joins it at exit
+        _kill(self.proc)
+        _thread("reap").submit(self._finalizer)
 
 
 class ProcessLauncher(Launcher):
