@@ -218,20 +218,19 @@ def test_the_worker_loads_neither_json_nor_ast():
 # -- the run's end: the worker is killed, its clean-up does not hold the caller ----------------------
 def test_a_run_returns_before_its_worker_is_reaped_and_the_clean_up_still_happens(monkeypatch):
     import os
-    import time
 
     from rlmkit import events as ev
     from rlmkit.sandbox import process
 
-    reaped = threading.Event()
+    release, reaped = threading.Event(), threading.Event()
     real = process._kill_and_clean
 
-    def slow_clean_up(*args):
-        time.sleep(0.5)  # a worker slow to reap (a big namespace): the run must not wait for it
+    def held_clean_up(*args):
+        release.wait(timeout=60)  # a clean-up that cannot finish before the run has returned
         real(*args)
         reaped.set()
 
-    monkeypatch.setattr(process, "_kill_and_clean", slow_clean_up)
+    monkeypatch.setattr(process, "_kill_and_clean", held_clean_up)
     seen = {}
 
     def on(event):
@@ -241,11 +240,11 @@ def test_a_run_returns_before_its_worker_is_reaped_and_the_clean_up_still_happen
     rlm = rlmkit.RLM(
         "context -> answer", lm=rlmkit.FunctionLM(lambda messages: "```repl\nSUBMIT(answer=1)\n```")
     )
-    started = time.monotonic()
     with ev.listen(on):
         assert rlm(context="x").answer == "1"
-    assert time.monotonic() - started < 0.5 and not reaped.is_set()
-    assert reaped.wait(timeout=30)  # ... and then it is cleaned up all the same
+    assert not reaped.is_set()  # a run that waited for its clean-up would have waited out the 60 s
+    release.set()
+    assert reaped.wait(timeout=60)  # ... and then it is cleaned up all the same
     assert not os.path.exists(seen["workdir"])
     with pytest.raises(ProcessLookupError):
         os.kill(seen["pid"], 0)

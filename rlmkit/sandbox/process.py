@@ -142,9 +142,11 @@ class ProcessWorker(Worker):
         self._finalizer()
 
     def stop_nowait(self) -> None:
-        # killed here, reaped and cleaned up on the reaper thread; the pool joins it at exit
+        # killed here, reaped and cleaned up on the reaper thread (the pool joins it at exit). The
+        # task holds the worker itself: dropped by its host, it would otherwise be collected at
+        # once, and its finalizer would do the whole clean-up right there, in the caller's thread.
         _kill(self.proc)
-        _thread("reap").submit(self._finalizer)
+        _thread("reap").submit(self.stop)
 
 
 class ProcessLauncher(Launcher):
