@@ -175,6 +175,31 @@ def test_lanes_are_made_on_demand_reused_and_capped():
     asyncio.run(scenario())
 
 
+def test_a_lane_whose_connection_was_closed_is_replaced_when_next_taken():
+    import asyncio
+
+    from rlmkit.testing import ScriptedServer
+    from rlmkit.transports.openai import shared_client
+
+    with ScriptedServer(lambda body: "ok") as server:
+
+        async def scenario():
+            lm = rlmkit.LM(
+                "openai/scripted", api_base=server.url, api_key="test-key", cache=False, max_concurrency=1
+            )
+            assert (await lm.acomplete([{"role": "user", "content": "a"}])).text == "ok"
+            lanes = shared_client(server.url, 1)
+            lane = await lanes.take()
+            await lane.aclose()  # as when the server drops an idle keep-alive connection
+            lanes.give(lane)
+            assert (await lm.acomplete([{"role": "user", "content": "b"}])).text == "ok"
+            again = await lanes.take()
+            assert again is not lane and not again.is_closed() and lanes.made == 1
+            await again.aclose()
+
+        asyncio.run(scenario())
+
+
 def test_sixteen_requests_at_once_reuse_sixteen_connections():
     import asyncio
 

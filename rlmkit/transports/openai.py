@@ -1,7 +1,7 @@
 """OpenAI-compatible servers (OpenAI, vLLM, SGLang, llama.cpp, the embedded model) over httpcore.
 
-One set of ``Lanes`` (one-connection ``httpcore.AsyncConnectionPool``s) per (event loop, base
-URL, pool size), shared by every LM that talks to that server: connections stay open between
+One set of ``Lanes`` (keep-alive ``httpcore.AsyncHTTPConnection``s) per (event loop, base URL,
+pool size), shared by every LM that talks to that server: connections stay open between
 calls (keep-alive), and there are as many as the LM's concurrency so a burst of sub-calls never
 waits for a socket. A pool belongs to one event loop (its connections do), so a new loop gets
 its own; the entry goes away with the loop.
@@ -33,34 +33,40 @@ NETWORK_ERRORS = (httpcore.TimeoutException, httpcore.NetworkError, httpcore.Pro
 
 
 class Lanes:
-    """Up to ``size`` one-connection pools to one server, each lent to one request at a time.
+    """Up to ``size`` keep-alive connections to one server, each lent to one request at a time.
 
-    One pool of ``size`` connections costs more per request as requests queue in it: httpcore
-    1.0 walks every connection for every waiting request each time one frees up (16 requests at
-    once to a server answering in 200 ms took 240-260 ms; as lanes, 227-233 ms, on 2 loaded
-    cores). A lane is made when none is free, up to ``size``; then a request waits for one.
+    Not one pool of ``size`` connections: a pool costs more per request as requests queue in it
+    (httpcore 1.0 walks every connection for every waiting request each time one frees up: 16
+    requests at once to a server answering in 200 ms took 240-260 ms; as lanes, 227-233 ms, on 2
+    loaded cores), and even a one-connection pool's bookkeeping is about 0.15 ms of CPU per
+    request over a bare ``httpcore.AsyncHTTPConnection``. A lane is made when none is free, up
+    to ``size``; then a request waits for one. A lane the server closed, or one idle past its
+    keep-alive, is replaced when it is next taken.
     """
 
     def __init__(self, base_url: str, size: int):
         self.base_url, self.size = base_url, size
-        self._free: asyncio.Queue[httpcore.AsyncConnectionPool] = asyncio.Queue()
+        self._origin = httpcore.URL(base_url).origin
+        self._free: asyncio.Queue[httpcore.AsyncHTTPConnection] = asyncio.Queue()
         self.made = 0
 
-    async def take(self) -> httpcore.AsyncConnectionPool:
+    async def take(self) -> httpcore.AsyncHTTPConnection:
         while self._free.empty() and self.made < self.size:
-            self._free.put_nowait(self._new())
-        return await self._free.get()
+            self.made += 1
+            self._free.put_nowait(self._connection())
+        lane = await self._free.get()
+        if lane.is_closed() or lane.has_expired():
+            await lane.aclose()
+            lane = self._connection()
+        return lane
 
-    def give(self, lane: httpcore.AsyncConnectionPool) -> None:
+    def give(self, lane: httpcore.AsyncHTTPConnection) -> None:
         self._free.put_nowait(lane)
 
-    def _new(self) -> httpcore.AsyncConnectionPool:
-        self.made += 1
+    def _connection(self) -> httpcore.AsyncHTTPConnection:
         # plain http never does TLS: no CA bundle to load (50-200 ms) before a local server's first call
-        tls = _ssl_context() if self.base_url.lower().startswith("https:") else None
-        return httpcore.AsyncConnectionPool(
-            ssl_context=tls, max_connections=1, max_keepalive_connections=1, keepalive_expiry=60
-        )
+        tls = _ssl_context() if self._origin.scheme == b"https" else None
+        return httpcore.AsyncHTTPConnection(self._origin, ssl_context=tls, keepalive_expiry=60)
 
 
 def shared_client(base_url: str, pool: int) -> Lanes:
