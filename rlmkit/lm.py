@@ -323,9 +323,15 @@ def _stop_list(stop: str | list[str] | None) -> list[str] | None:
     return stops or None
 
 
+MIN_SCRUBBED_KEY = 6  # shorter "keys" ("t", "x", "test") are placeholders: hiding every "t" in an
+# error message ("Connec***Error: All connec***ion a******emp***s failed") hid the error instead
+
+
 def _scrub(text: str, secret: str | None) -> str:
     text = re.sub(r"(sk-|Bearer )[A-Za-z0-9_\-]{6,}", r"\1***", text)
-    return text.replace(secret, "***") if secret and secret != PLACEHOLDER_KEY else text
+    if secret and len(secret) >= MIN_SCRUBBED_KEY and secret != PLACEHOLDER_KEY:
+        return text.replace(secret, "***")
+    return text
 
 
 def FunctionLM(fn: Any, *, model: str = "function/model", **kwargs: Any) -> LM:

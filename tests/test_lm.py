@@ -290,6 +290,14 @@ def test_unreachable_api_base_is_unavailable_after_retries_and_never_shows_the_k
     assert secret not in repr(lm.describe()) and secret not in repr(lm)
 
 
+def test_a_placeholder_key_does_not_blank_out_the_error_message(transport):
+    lm = LM("openai/scripted", transport=transport, api_base=f"http://127.0.0.1:{free_port()}/v1",
+            api_key="t", cache=False, num_retries=0)  # fmt: skip
+    with pytest.raises(LMUnavailableError) as info:
+        lm.complete(HI)
+    assert "could not reach" in str(info.value) and "***" not in str(info.value)
+
+
 def test_bad_messages_fail_before_any_call(server, transport):
     lm = scripted_lm(server, transport)
     for bad in ([], "hi", [{"content": "no role"}]):
