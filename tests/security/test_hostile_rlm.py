@@ -70,6 +70,23 @@ def _what_the_model_must_hear(block) -> str:
     return "characters cut"  # the one case with no error: output cut head + tail
 
 
+def _running_children(host: psutil.Process, before: set[int], timeout: float = 5.0) -> set[int]:
+    """Children beyond ``before`` still running code. A run ends by SIGKILLing its worker's process
+    group and has it reaped in the background, so the kernel gets a moment to finish the kill."""
+    deadline = time.monotonic() + timeout
+    while True:
+        running = set()
+        for child in host.children(recursive=True):
+            try:
+                if child.pid not in before and child.status() != psutil.STATUS_ZOMBIE:
+                    running.add(child.pid)
+            except psutil.NoSuchProcess:
+                pass
+        if not running or time.monotonic() > deadline:
+            return running
+        time.sleep(0.05)
+
+
 def _stray_files(before: set[str]) -> set[str]:
     return set(os.listdir(".")) - before
 
@@ -121,7 +138,7 @@ def test_hostile_code_from_the_root_model_is_contained(case, env, serve, tmp_pat
     everything_sent = json.dumps(server.requests) + trajectory.model_dump_json()
     assert SECRET_TEXT not in everything_sent, f"{case.name}: the secret reached the model or the log"
     assert not _stray_files(cwd_before), f"{case.name} left {_stray_files(cwd_before)} in the host's cwd"
-    leftover = {p.pid for p in host.children(recursive=True)} - children_before
+    leftover = _running_children(host, children_before)
     assert not leftover, f"{case.name}: worker processes outlived the run: {leftover}"
     print(
         f"\n{case.name}: {outcome}; contained in {block.duration_s:.2f}s; run {run_s:.2f}s; "
