@@ -9,7 +9,14 @@ import pytest
 from optimizers.tuner.demos import ScoredRun, rank_runs, render_transcript
 from optimizers.tuner.evaluation import TrialFailure, check_score, default_stages
 from optimizers.tuner.proposer import parse_instructions
-from optimizers.tuner.report import TrialRow, dominated_by_front, format_table, pareto_front, plot_front
+from optimizers.tuner.report import (
+    TrialRow,
+    accuracy_upper_bound,
+    dominated_by_front,
+    format_table,
+    pareto_front,
+    plot_front,
+)
 from optimizers.tuner.space import CategoricalKnob, FloatKnob, IntKnob, SearchSpace
 from optimizers.tuner.storage import open_storage, redact
 from rlmkit.errors import ConfigError, UserError
@@ -118,6 +125,16 @@ def test_multi_objective_pruning_stops_only_what_the_front_beats_on_both_counts(
     assert not dominated_by_front(front, 0.5, 500.0)  # cheaper than #0, better than #1: may join the front
     assert not dominated_by_front(front, 0.0, 50.0)  # the cheapest so far
     assert not dominated_by_front([], 0.0, 1e9)
+
+
+def test_a_trial_is_not_stopped_for_missing_its_first_example():
+    front = pareto_front([_row(0, 0.5, 100.0), _row(1, 0.75, 900.0)])
+    assert dominated_by_front(front, 0.0, 500.0)  # without n, a partial score is taken at face value
+    assert not dominated_by_front(front, 0.0, 500.0, n=1)  # one miss: it may still reach 0.79
+    assert dominated_by_front(front, 0.0, 500.0, n=4)  # four misses: 0.49 at best, under #0's 0.5
+    assert not dominated_by_front(front, 0.25, 500.0, n=8)  # 2 of 8: up to 0.59, above #0's 0.5 ...
+    assert dominated_by_front(front, 0.25, 500.0, n=40)  # ... and 10 of 40 cannot reach it
+    assert accuracy_upper_bound(1.0, 3) == 1.0 and accuracy_upper_bound(0.0, 0) == 1.0
 
 
 def test_summary_keeps_study_attributes_json():

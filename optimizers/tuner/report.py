@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,10 +33,24 @@ def dominates(a: TrialRow, b: TrialRow) -> bool:
     return a.accuracy >= b.accuracy and a.cost <= b.cost and (a.accuracy > b.accuracy or a.cost < b.cost)
 
 
-def dominated_by_front(front: Sequence[TrialRow], accuracy: float, cost: float) -> bool:
-    """The multi-objective pruning rule: a finished front trial is strictly more accurate and no
-    more expensive than this partial result. (Optuna's pruners handle one objective only.)"""
-    return any(row.accuracy > accuracy and row.cost <= cost for row in front)
+def accuracy_upper_bound(accuracy: float, n: int, z: float = 1.96) -> float:
+    """Upper end of the 95% Wilson interval of a mean score over ``n`` examples: what the trial
+    may plausibly still reach. After one example it is 0.79 for a miss, so one miss stops nothing."""
+    if n <= 0:
+        return 1.0
+    p = min(max(accuracy, 0.0), 1.0)
+    centre = p + z * z / (2 * n)
+    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return min(1.0, (centre + spread) / (1 + z * z / n))
+
+
+def dominated_by_front(front: Sequence[TrialRow], accuracy: float, cost: float, n: int | None = None) -> bool:
+    """The multi-objective pruning rule: a finished front trial is more accurate and no more
+    expensive than this partial result. With ``n`` (examples scored so far), "more accurate" means
+    above the partial accuracy's 95% upper bound, not above a score from a handful of examples.
+    (Optuna's pruners handle one objective only.)"""
+    reach = accuracy if n is None else accuracy_upper_bound(accuracy, n)
+    return any(row.accuracy > reach and row.cost <= cost for row in front)
 
 
 def pareto_front(rows: Sequence[TrialRow]) -> list[TrialRow]:

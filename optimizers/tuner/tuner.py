@@ -13,8 +13,9 @@ configurations whose mean cost stays under the cap (optuna's constraints).
 Pruning: trials run on a growing subsample. With one objective each stage is reported to
 optuna's pruner (MedianPruner unless given). Optuna's pruners do not handle several
 objectives, so there the rule is: after a stage short of the whole set, stop a trial whose
-partial (accuracy, cost) is dominated by a finished Pareto-front trial — strictly less
-accurate and no cheaper. It is a heuristic (a partial score can still rise).
+partial (accuracy, cost) is dominated by a finished Pareto-front trial — no cheaper, and more
+accurate than the upper end of the partial accuracy's 95% Wilson interval (a trial is never
+stopped for missing its first example). It is a heuristic (a partial cost can still fall).
 
 The study (and the candidate instructions and demos, kept as study attributes so a resumed
 run or a second worker uses the same ones) lives in the storage: ``study.db`` beside the
@@ -177,9 +178,9 @@ class RLMTuner:
         sampler = self.sampler
         if sampler is None:
             sampler = optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=5)
-        pruner = self.pruner or (
-            None if self.multi_objective else optuna.pruners.MedianPruner(n_startup_trials=3)
-        )
+        # n_warmup_steps=1: a step is the number of examples scored, and one is no evidence
+        median = optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1)
+        pruner = self.pruner or (None if self.multi_objective else median)
         directions = ["maximize", "minimize"] if self.multi_objective else ["maximize"]
         return optuna.create_study(
             storage=storage,
@@ -328,7 +329,7 @@ class RLMTuner:
                 trial.report(tally.accuracy, step=tally.n)
                 if trial.should_prune():
                     reason = f"accuracy {tally.accuracy:.3g} after {tally.n} examples"
-            elif not self._no_pruning and dominated_by_front(front, tally.accuracy, tally.cost):
+            elif not self._no_pruning and dominated_by_front(front, tally.accuracy, tally.cost, tally.n):
                 reason = f"dominated by the front after {tally.n} examples"
             if self.cost_cap is not None and (reason or tally.n >= len(examples)):
                 # Optuna keeps a trial's first constraint value only: set it once, at its end.
