@@ -13,12 +13,12 @@ import asyncio
 import contextvars
 import dataclasses
 import sys
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 from rlmkit import events as ev
+from rlmkit import threads
 from rlmkit.errors import BudgetExceeded, LMError, MaxIterationsError, RunError, SandboxError
 from rlmkit.guards import RESTORE_CALL, Progress, call_model, input_guard
 from rlmkit.prompting import (
@@ -41,10 +41,10 @@ from rlmkit.trajectory import CodeBlock, Message, Trajectory, Turn, bounded
 
 
 async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
-    """Run blocking ``fn`` in a fresh thread. Not the default executor: nested RLMs block
-    one thread each while their children run, and a bounded pool could deadlock. The thread
-    runs in a copy of the caller's context, so sub-calls made from a cell see the run's
-    DSPy settings and nest their events under the cell."""
+    """Run blocking ``fn`` on a thread of its own (``rlmkit.threads``: reused, never queued, so
+    nested RLMs that block one thread each while their children run cannot deadlock). It runs
+    in a copy of the caller's context, so sub-calls made from a cell see the run's DSPy
+    settings and nest their events under the cell."""
     loop = asyncio.get_running_loop()
     future = loop.create_future()
 
@@ -56,9 +56,8 @@ async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
         else:
             loop.call_soon_threadsafe(_settle, future, result, None)
 
-    threading.Thread(
-        target=contextvars.copy_context().run, args=(target,), daemon=True, name="rlmkit-cell"
-    ).start()
+    context = contextvars.copy_context()
+    threads.submit(lambda: context.run(target))
     return await future
 
 
