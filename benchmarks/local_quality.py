@@ -55,6 +55,7 @@ def run_one(rlm: rlmkit.RLM, example, program: str) -> dict:
         "program": program,
         "id": example.id,
         "seed": example.seed,
+        "length": example.length,
         "gold": example.gold,
         "answer": answer,
         "score": score(example, answer) if answer is not None else 0.0,

@@ -229,6 +229,7 @@ def main() -> None:
                     "program": name,
                     "id": example.id,
                     "seed": example.seed,
+                    "length": example.length,
                     "gold": example.gold,
                     "answer": answer,
                     "score": score(example, answer) if answer is not None else 0.0,
