@@ -88,12 +88,17 @@ def _run_rlms(job: dict, log_path: Path) -> dict:
         sampling_args=sampling,
         sub_sampling_args=sampling,
     )
-    result = rlm.completion(job["context"], root_prompt=job["question"])
+    answer, error = None, None
+    try:
+        result = rlm.completion(job["context"], root_prompt=job["question"])
+        answer, error = result.response, getattr(result, "error", None)
+    except Exception as exc:  # e.g. its out-of-turns fallback refused by the server: keep the turns
+        error = f"{type(exc).__name__}: {exc}"
     return {
-        "answer": result.response,
+        "answer": answer,
         "turns": logger.iteration_count,
         "longest_reply_tokens": max(replies, default=0),
-        "error": getattr(result, "error", None),
+        "error": error,
     }
 
 
