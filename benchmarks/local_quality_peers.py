@@ -11,8 +11,9 @@ offline) and its default 50-call budget; rlms its ``local`` REPL at depth 1 (sub
 completions). The peers run in their own venv (benchmarks/.peers, see peers/peer_env.py), where
 this file is also the driver (``--driver NAME``: standard library plus that framework). One
 driver per framework runs one example at a time; an example past ``--deadline`` kills it (score
-0, error "deadline") and the next gets a fresh driver. Before each example the run waits while
-``/work/quiet`` exists (the lead's benchmarks own the CPU then). Rows are appended to ``--out``
+0, error "deadline") and the next gets a fresh driver. With ``--pause-while FILE``, before each
+example the run waits while FILE exists (so a timing benchmark can have the CPU to itself on a
+shared machine). Rows are appended to ``--out``
 as JSON lines; each run's trajectory goes to ``--log-dir``.
 """
 
@@ -170,8 +171,8 @@ class Driver:
         self.proc.wait()
 
 
-def wait_while_quiet(flag: Path) -> None:
-    while flag.exists():
+def wait_while_exists(flag: Path | None) -> None:
+    while flag is not None and flag.exists():
         time.sleep(5)
 
 
@@ -187,7 +188,9 @@ def main() -> None:
     parser.add_argument("--deadline", type=float, default=300.0, help="seconds per example, then killed")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "local_quality.jsonl")
     parser.add_argument("--log-dir", type=Path, default=Path("/tmp/local_quality_peers"))
-    parser.add_argument("--quiet-flag", type=Path, default=Path("/work/quiet"))
+    parser.add_argument(
+        "--pause-while", type=Path, default=None, help="before each example, wait while this file exists"
+    )
     args = parser.parse_args()
     if args.driver:
         return serve_driver(args.driver)
@@ -210,7 +213,7 @@ def main() -> None:
         driver = None
         for batch in zip(*per_suite):  # suites alternate, as in local_quality.py
             for example in batch:
-                wait_while_quiet(args.quiet_flag)
+                wait_while_exists(args.pause_while)
                 driver = driver or Driver(name, args.log_dir / f"{name}.stderr")
                 job = {
                     **example.inputs,
