@@ -175,6 +175,41 @@ def test_lanes_are_made_on_demand_reused_and_capped():
     asyncio.run(scenario())
 
 
+def test_a_request_goes_out_in_one_write_before_its_response_is_read():
+    import asyncio
+
+    import httpcore
+
+    from rlmkit.transports.openai import OneWriteStream
+
+    class Recorder(httpcore.AsyncNetworkStream):
+        def __init__(self):
+            self.log = []
+
+        async def write(self, buffer, timeout=None):
+            self.log.append(("write", buffer, timeout))
+
+        async def read(self, max_bytes, timeout=None):
+            self.log.append(("read", max_bytes, timeout))
+            return b"HTTP/1.1 200 OK"
+
+    async def scenario():
+        inner = Recorder()
+        stream = OneWriteStream(inner)
+        await stream.write(b"POST / HTTP/1.1\r\n\r\n", 5.0)
+        await stream.write(b'{"a": 1}', 5.0)
+        assert inner.log == []  # held: nothing sent yet
+        assert await stream.read(100, 7.0) == b"HTTP/1.1 200 OK"
+        assert inner.log == [
+            ("write", b'POST / HTTP/1.1\r\n\r\n{"a": 1}', 5.0),
+            ("read", 100, 7.0),
+        ]
+        await stream.read(100)  # nothing held: no empty write
+        assert [entry[0] for entry in inner.log] == ["write", "read", "read"]
+
+    asyncio.run(scenario())
+
+
 def test_a_lane_whose_connection_was_closed_is_replaced_when_next_taken():
     import asyncio
 
