@@ -50,6 +50,23 @@ def run_one(rlm: rlmkit.RLM, example, program: str) -> dict:
         answer, trajectory, error = pred.answer, pred.trajectory, None
     except rlmkit.errors.RunError as exc:
         answer, trajectory, error = None, exc.trajectory, f"{type(exc).__name__}: {exc}"[:200]
+    longest = (
+        max(
+            [t.usage.completion_tokens for t in trajectory.turns]
+            + [c.usage.completion_tokens for c in trajectory.iter_subcalls()],
+            default=0,
+        )
+        if trajectory
+        else 0
+    )
+    turns = trajectory.n_turns if trajectory else 0
+    return result_row(example, program, answer, time.monotonic() - started, turns, longest, error)
+
+
+def result_row(
+    example, program: str, answer, seconds: float, turns: int, longest_reply_tokens: int, error: str | None
+) -> dict:
+    """One example's row, the same for rlmkit and for the peers (local_quality_peers.py)."""
     return {
         "suite": example.suite,
         "program": program,
@@ -59,16 +76,10 @@ def run_one(rlm: rlmkit.RLM, example, program: str) -> dict:
         "gold": example.gold,
         "answer": answer,
         "score": score(example, answer) if answer is not None else 0.0,
-        "seconds": round(time.monotonic() - started, 1),
-        "turns": trajectory.n_turns if trajectory else 0,
+        "seconds": round(seconds, 1),
+        "turns": turns,
         # the guard rails' targets: a completion never passes its cap, a run never its deadline
-        "longest_reply_tokens": max(
-            [t.usage.completion_tokens for t in trajectory.turns]
-            + [c.usage.completion_tokens for c in trajectory.iter_subcalls()],
-            default=0,
-        )
-        if trajectory
-        else 0,
+        "longest_reply_tokens": longest_reply_tokens,
         "error": error,
     }
 

@@ -196,9 +196,9 @@ def main() -> None:
         return serve_driver(args.driver)
 
     sys.path[:0] = [str(HERE.parent), str(HERE)]
-    from local_quality import SUITES, table
+    from local_quality import SUITES, result_row, table
 
-    from programs.tasks import generate, score
+    from programs.tasks import generate
     from rlmkit.local import EMBEDDED_MAX_TOKENS, ensure_model, machine_server
     from rlmkit.local.server import MODEL_ALIAS
 
@@ -231,21 +231,15 @@ def main() -> None:
                     driver = None
                     error = "deadline" if seconds >= args.deadline else "driver died"
                     result = {"answer": None, "turns": 0, "longest_reply_tokens": 0, "error": error}
-                answer = result["answer"]
-                row = {
-                    "suite": example.suite,
-                    "program": name,
-                    "id": example.id,
-                    "seed": example.seed,
-                    "length": example.length,
-                    "gold": example.gold,
-                    "answer": answer,
-                    "score": score(example, answer) if answer is not None else 0.0,
-                    "seconds": round(seconds, 1),
-                    "turns": result["turns"],
-                    "longest_reply_tokens": result["longest_reply_tokens"],
-                    "error": result["error"],
-                }
+                row = result_row(
+                    example,
+                    name,
+                    result["answer"],
+                    seconds,
+                    result["turns"],
+                    result["longest_reply_tokens"],
+                    result["error"],
+                )
                 rows.append(row)
                 print(json.dumps(row, default=str), flush=True)
                 with args.out.open("a") as handle:

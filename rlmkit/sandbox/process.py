@@ -46,29 +46,25 @@ NETWORK_READ_ONLY = [
 # Workers die with the thread that spawned them (PR_SET_PDEATHSIG is per thread), so every
 # worker is spawned from one long-lived thread rather than from a short-lived caller.
 _threads: dict[str, ThreadPoolExecutor] = {}
-_spawner_lock = threading.Lock()
-
-
-def _spawn_thread() -> ThreadPoolExecutor:
-    return _thread("spawn")
+_threads_lock = threading.Lock()
 
 
 def _thread(role: str) -> ThreadPoolExecutor:
     """One long-lived thread per role: "spawn" starts workers, "reap" cleans up after stopped ones
     (so a run's end never waits for it, and a spawn never queues behind a clean-up)."""
-    with _spawner_lock:
+    with _threads_lock:
         if role not in _threads:
             _threads[role] = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"rlmkit-sandbox-{role}")
         return _threads[role]
 
 
-def _forget_spawner_after_fork() -> None:  # a forked host keeps no threads: it makes its own
-    global _spawner_lock
+def _forget_threads_after_fork() -> None:  # a forked host keeps no threads: it makes its own
+    global _threads_lock
     _threads.clear()
-    _spawner_lock = threading.Lock()
+    _threads_lock = threading.Lock()
 
 
-os.register_at_fork(after_in_child=_forget_spawner_after_fork)
+os.register_at_fork(after_in_child=_forget_threads_after_fork)
 
 
 def _describe_exit(code: int | None) -> str:
@@ -190,7 +186,7 @@ class ProcessLauncher(Launcher):
         cmd = [sys.executable, "-I", "-S", WORKER, marshal.dumps(config).hex()]
         try:
             proc = (
-                _spawn_thread()
+                _thread("spawn")
                 .submit(
                     subprocess.Popen,
                     cmd,
