@@ -74,6 +74,9 @@ class RssSampler:
         self.every_s = every_s
         self.peak = 0
         self._stop = threading.Event()
+        # polls only while its driver runs a job: several drivers stay alive side by side, and an
+        # idle one's sampler would only add CPU noise to the others' timings
+        self.active = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True, name="rss-sampler")
         self._thread.start()
 
@@ -98,7 +101,8 @@ class RssSampler:
 
     def _poll(self) -> None:
         while not self._stop.wait(self.every_s):
-            self.peak = max(self.peak, self.now())
+            if self.active.is_set():
+                self.peak = max(self.peak, self.now())
 
     def reset(self) -> int:
         """Start a new peak; returns the current RSS (the baseline)."""
@@ -156,10 +160,14 @@ class Driver:
     def run(self, job: dict[str, Any], timeout: float = 180) -> dict[str, Any]:
         """Send one job; returns its result plus ``rss_base``/``rss_peak`` (bytes, whole tree)."""
         base = self.sampler.reset()
-        self.proc.stdin.write(json.dumps({"kind": "run", **job}) + "\n")
-        self.proc.stdin.flush()
-        result = self._read(timeout)
-        self.sampler.peak = max(self.sampler.peak, self.sampler.now())
+        self.sampler.active.set()
+        try:
+            self.proc.stdin.write(json.dumps({"kind": "run", **job}) + "\n")
+            self.proc.stdin.flush()
+            result = self._read(timeout)
+            self.sampler.peak = max(self.sampler.peak, self.sampler.now())
+        finally:
+            self.sampler.active.clear()
         return {**result, "rss_base": base, "rss_peak": self.sampler.peak}
 
     def close(self) -> None:

@@ -47,40 +47,86 @@ def measure(
     timeout_for: dict[int, float],
     repeats_for: dict[int, int] | None = None,
 ) -> dict[str, Any]:
-    """Per size: medians over all turns of all repeats, peak RSS over the process tree, log bytes."""
-    server.configure(make_responder(driver.convention, "turns"))
+    """One framework, size by size: all of a size's repeats in one job."""
     out: dict[str, Any] = {}
     for size in sizes:
-        server.take_hits()
         try:
-            job = {"url": server.url, "size": size, "repeats": (repeats_for or {}).get(size, repeats)}
-            result = driver.run(job, timeout=timeout_for.get(size, 180))
+            job = run_job(driver, server, size, (repeats_for or {}).get(size, repeats), timeout_for)
         except TimeoutError as exc:
             out[str(size)] = {"error": str(exc)}
             break  # the driver was killed; larger sizes would only take longer
-        hits = server.take_hits()
-        if "error" in result:
-            out[str(size)] = {
-                "error": result["error"],
-                "rss_peak": result["rss_peak"],
-                "rss_base": result["rss_base"],
-            }
-            continue
-        runs = [analyse_run(run, hits) for run in result["runs"]]
-        good = [r for r in runs if "error" not in r]
-        turns = [t for r in good for t in r["turn_overheads_s"]]
-        out[str(size)] = {
-            "turn_overhead_median_s": statistics.median(turns) if turns else None,
-            "turn_overhead_max_s": max(turns) if turns else None,
-            "startup_median_s": statistics.median(r["startup_s"] for r in good) if good else None,
-            "wall_median_s": statistics.median(r["wall_s"] for r in good) if good else None,
-            "root_calls": [r["root_calls"] for r in good],
-            "sub_calls": [r["sub_calls"] for r in good],
-            "answers_ok": all(r["answer_ok"] for r in good) and len(good) == len(runs),
-            "answers": sorted({r["answer"] for r in good}),
-            "log_bytes": statistics.median(run["log_bytes"] for run in result["runs"]),
-            "rss_base": result["rss_base"],
-            "rss_peak": result["rss_peak"],
-            "runs": runs,
-        }
+        out[str(size)] = summarize([job])
     return out
+
+
+def interleaved(
+    drivers: dict[str, Driver],
+    server: RecordingServer,
+    sizes: list[int],
+    repeats: int,
+    timeout_for: dict[int, float],
+    repeats_for: dict[int, int] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Several frameworks, size by size, one run at a time in rotation (rlmkit, dspy.RLM, rlms;
+    then dspy.RLM, rlms, rlmkit; ...). This 2-core VM has slow minutes: run one framework after
+    the other and a slow minute lands on whichever ran then, and the ratios between frameworks,
+    which the targets are, measure the machine. In rotation it lands on all of them alike."""
+    out: dict[str, dict[str, Any]] = {name: {} for name in drivers}
+    names, killed = list(drivers), set()
+    for size in sizes:
+        jobs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+        for rep in range((repeats_for or {}).get(size, repeats)):
+            for name in names[rep % len(names) :] + names[: rep % len(names)]:
+                if name in killed:
+                    continue  # larger sizes would only take longer
+                try:
+                    jobs[name].append(run_job(drivers[name], server, size, 1, timeout_for))
+                except TimeoutError as exc:
+                    out[name][str(size)] = {"error": str(exc)}
+                    killed.add(name)
+        for name, done in jobs.items():
+            if done and str(size) not in out[name]:
+                out[name][str(size)] = summarize(done)
+    return out
+
+
+def run_job(
+    driver: Driver, server: RecordingServer, size: int, repeats: int, timeout_for: dict[int, float]
+) -> dict[str, Any]:
+    """One job of ``repeats`` runs at ``size``: its result, with each run analysed against the
+    server's log. Raises TimeoutError when the driver was killed."""
+    server.configure(make_responder(driver.convention, "turns"))
+    server.take_hits()
+    result = driver.run(
+        {"url": server.url, "size": size, "repeats": repeats}, timeout=timeout_for.get(size, 180)
+    )
+    hits = server.take_hits()
+    if "error" not in result:
+        result["analysed"] = [analyse_run(run, hits) for run in result["runs"]]
+    return result
+
+
+def summarize(jobs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One size's figures over one or more jobs: medians over all turns of all runs; memory from
+    the job that added the most (its base and peak)."""
+    failed = [job for job in jobs if "error" in job]
+    if failed:
+        return {k: failed[0][k] for k in ("error", "rss_peak", "rss_base")}
+    runs = [run for job in jobs for run in job["analysed"]]
+    good = [r for r in runs if "error" not in r]
+    turns = [t for r in good for t in r["turn_overheads_s"]]
+    memory = max(jobs, key=lambda job: job["rss_peak"] - job["rss_base"])
+    return {
+        "turn_overhead_median_s": statistics.median(turns) if turns else None,
+        "turn_overhead_max_s": max(turns) if turns else None,
+        "startup_median_s": statistics.median(r["startup_s"] for r in good) if good else None,
+        "wall_median_s": statistics.median(r["wall_s"] for r in good) if good else None,
+        "root_calls": [r["root_calls"] for r in good],
+        "sub_calls": [r["sub_calls"] for r in good],
+        "answers_ok": all(r["answer_ok"] for r in good) and len(good) == len(runs),
+        "answers": sorted({r["answer"] for r in good}),
+        "log_bytes": statistics.median(run["log_bytes"] for job in jobs for run in job["runs"]),
+        "rss_base": memory["rss_base"],
+        "rss_peak": memory["rss_peak"],
+        "runs": runs,
+    }

@@ -64,44 +64,48 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def bench_framework(
+def start_driver(name: str, server: RecordingServer, results: dict[str, Any], logs: Path) -> Driver:
+    """A framework's driver, after its first run (1e3 chars): the warm-up, kept as the first-run
+    figures (lazy imports and first connections happen there)."""
+    driver = Driver(name, logs / f"{name}.log")
+    results["imports"][name] = driver.import_s
+    first = measure_turns.measure(driver, server, [1_000], 1, {})["1000"]
+    results["first_run"][name] = {k: first.get(k) for k in ("startup_median_s", "wall_median_s", "error")}
+    return driver
+
+
+def bench_fanout(
     name: str,
+    driver: Driver,
     cfg: dict[str, Any],
     server: RecordingServer,
     results: dict[str, Any],
     logs: Path,
-    skip_fanout: bool,
 ) -> None:
-    driver = Driver(name, logs / f"{name}.log")
+    if driver.proc.poll() is not None:  # killed after a timeout: a fresh one for the rest
+        driver.close()
+        driver = Driver(name, logs / f"{name}-2.log")
     try:
-        results["imports"][name] = driver.import_s
-        # warm-up, kept as the cold figures: lazy imports and first connections happen here
-        first = measure_turns.measure(driver, server, [1_000], 1, {})["1000"]
-        results["first_run"][name] = {k: first.get(k) for k in ("startup_median_s", "wall_median_s", "error")}
-        results["turns"][name] = measure_turns.measure(
-            driver, server, cfg["sizes"], cfg["repeats"], {10**7: 240, 10**8: 300}, {10**8: 2}
-        )
-        if driver.proc.poll() is not None:  # killed after a timeout: a fresh one for the rest
-            driver = Driver(name, logs / f"{name}-2.log")
-        if not skip_fanout:
-            results["subcalls"][name] = measure_fanout.subcall_scaling(driver, server, cfg["counts"], 0.2)
-            results["depth2"][name] = measure_fanout.depth2(driver, server, 16, 0.2)
+        results["subcalls"][name] = measure_fanout.subcall_scaling(driver, server, cfg["counts"], 0.2)
+        results["depth2"][name] = measure_fanout.depth2(driver, server, 16, 0.2)
     finally:
         driver.close()
 
 
-def cold_starts(name: str, server: RecordingServer, logs: Path, samples: int) -> list[float]:
-    """Import + first run (1e3 chars) in ``samples`` fresh driver processes, one after another.
-    One sample per framework lets the machine's noise decide a verdict that hinges on ~0.1 s."""
-    totals = []
+def cold_starts(names: list[str], server: RecordingServer, logs: Path, samples: int) -> dict[str, list]:
+    """Import + first run (1e3 chars) in ``samples`` fresh driver processes per framework, the
+    frameworks in rotation (as the turns: a slow minute falls on all alike). One sample per
+    framework lets the machine's noise decide a verdict that hinges on ~0.1 s."""
+    totals: dict[str, list[float]] = {name: [] for name in names}
     for i in range(samples):
-        driver = Driver(name, logs / f"{name}-cold{i}.log")
-        try:
-            first = measure_turns.measure(driver, server, [1_000], 1, {})["1000"]
-            if first.get("wall_median_s") is not None:
-                totals.append(driver.import_s + first["wall_median_s"])
-        finally:
-            driver.close()
+        for name in names[i % len(names) :] + names[: i % len(names)]:
+            driver = Driver(name, logs / f"{name}-cold{i}.log")
+            try:
+                first = measure_turns.measure(driver, server, [1_000], 1, {})["1000"]
+                if first.get("wall_median_s") is not None:
+                    totals[name].append(driver.import_s + first["wall_median_s"])
+            finally:
+                driver.close()
     return totals
 
 
@@ -169,15 +173,34 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "plan": cfg,
     }
     with RecordingServer() as server:
-        for name in names:
-            print(f"[{time.monotonic() - started:6.1f}s] {name}", file=sys.stderr, flush=True)
-            try:
-                bench_framework(name, cfg, server, results, logs, args.skip_fanout)
-            except TimeoutError as exc:
-                results["turns"].setdefault(name, {})["start"] = {"error": str(exc)}
-        for name in names:  # after every framework's warm runs, so each sample starts as cold as the next
-            print(f"[{time.monotonic() - started:6.1f}s] {name} cold starts", file=sys.stderr, flush=True)
-            results["cold"][name] = cold_starts(name, server, logs, cfg["cold_samples"])
+        drivers: dict[str, Driver] = {}
+        try:
+            for name in names:
+                print(f"[{time.monotonic() - started:6.1f}s] {name} starts", file=sys.stderr, flush=True)
+                try:
+                    drivers[name] = start_driver(name, server, results, logs)
+                except TimeoutError as exc:
+                    results["turns"][name] = {"start": {"error": str(exc)}}
+            print(f"[{time.monotonic() - started:6.1f}s] turns, in rotation", file=sys.stderr, flush=True)
+            timeouts, repeats_for = {10**7: 240, 10**8: 300}, {10**8: 2}
+            results["turns"].update(
+                measure_turns.interleaved(
+                    drivers, server, cfg["sizes"], cfg["repeats"], timeouts, repeats_for
+                )
+            )
+            for name in list(drivers):
+                driver = drivers.pop(name)
+                if args.skip_fanout:
+                    driver.close()
+                    continue
+                print(f"[{time.monotonic() - started:6.1f}s] {name} fan-out", file=sys.stderr, flush=True)
+                bench_fanout(name, driver, cfg, server, results, logs)
+        finally:
+            for driver in drivers.values():
+                driver.close()
+        # after every framework's warm runs, so each sample starts as cold as the next
+        print(f"[{time.monotonic() - started:6.1f}s] cold starts, in rotation", file=sys.stderr, flush=True)
+        results["cold"] = cold_starts(names, server, logs, cfg["cold_samples"])
         if not args.skip_clients:
             print(f"[{time.monotonic() - started:6.1f}s] LM clients", file=sys.stderr, flush=True)
             results["clients"] = measure_clients.client_cost(server, *cfg["clients"])

@@ -45,3 +45,39 @@ def test_one_turns_measurement_for_rlmkit(tmp_path):
     assert saved["turns"]["rlmkit"]["20000"]["answers_ok"]
     table = (tmp_path / "README_TABLE.md").read_text()
     assert "| 2e4 chars |" in table and "rlmkit" in table
+
+
+def test_turns_run_the_frameworks_in_rotation_and_skip_a_killed_driver():
+    import measure_turns
+
+    order = []
+
+    class FakeServer:
+        url = "http://127.0.0.1:9"
+
+        def configure(self, *args):
+            pass
+
+        def take_hits(self):
+            return []
+
+    class FakeDriver:
+        convention = "rlmkit"
+
+        def __init__(self, name, dies_at=None):
+            self.name, self.dies_at = name, dies_at
+
+        def run(self, job, timeout):
+            order.append((job["size"], self.name))
+            if job["size"] == self.dies_at:
+                raise TimeoutError("killed")
+            run = {"start": 0.0, "end": 1.0, "answer": "8 ok", "log_bytes": 5}
+            return {"runs": [run], "rss_base": 10, "rss_peak": 10 + job["size"]}
+
+    drivers = {"a": FakeDriver("a"), "b": FakeDriver("b", dies_at=1), "c": FakeDriver("c")}
+    out = measure_turns.interleaved(drivers, FakeServer(), [1, 2], 3, {})
+    first_size = [name for size, name in order if size == 1]
+    assert first_size == ["a", "b", "c", "c", "a", "c", "a"]  # b's driver died in round 1: skipped since
+    assert [name for size, name in order if size == 2] == ["a", "c", "c", "a", "c", "a"]
+    assert out["b"] == {"1": {"error": "killed"}}
+    assert out["a"]["2"]["rss_peak"] == 12 and out["a"]["2"]["turn_overhead_median_s"] is None
