@@ -88,7 +88,7 @@ NOT_A_VALUE = (
     "variable: {name} = ...  then  SUBMIT({name}={name})"
 )
 
-# Typed sub-calls (rlmkit/subcalls.py): the sub-model's system message, and the one repair round.
+# Typed sub-calls (rlmkit/typed_subcalls.py): the sub-model's system message, and the one repair round.
 TYPED_CALL_SYSTEM = "{instructions}\n\nReply with only a JSON object with these keys:\n{keys}"
 TYPED_CALL_REPAIR = "{error}. Reply with the JSON object only."
 TYPED_CALL_DOC = (

@@ -34,9 +34,9 @@ from rlmkit.run_state import RunSpec, RunState, Tree
 from rlmkit.sandbox.base import SandboxLimits
 from rlmkit.settings import KNOBS, RunSettings
 from rlmkit.signature import OutputValidator, make_signature, signature_text
-from rlmkit.subcalls import make_typed_subcalls
 from rlmkit.sync_loop import run_sync
 from rlmkit.trajectory import RunMeta, Trajectory, TrajectoryLog, describe_inputs
+from rlmkit.typed_subcalls import make_typed_subcalls
 
 
 class RLM(dspy.Module):

@@ -8,7 +8,7 @@ import pytest
 import rlmkit
 import signatures
 from rlmkit.signature import OutputValidator
-from rlmkit.subcalls import TypedSubcall
+from rlmkit.typed_subcalls import TypedSubcall
 
 ROOT_JOBS = {
     signatures.LongDocQA: ["answer"],
