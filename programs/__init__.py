@@ -14,8 +14,8 @@ from typing import Any
 
 _EXPORTS = {
     "evaluate": "programs.evaluate",
-    "EvalResult": "programs.evaluate",
-    "ExampleResult": "programs.evaluate",
+    "EvalResult": "programs.eval_results",
+    "ExampleResult": "programs.eval_results",
     "program_for": "programs.suite_programs",
     "SPECS": "programs.suite_programs",
     "FactsThenAnswer": "programs.composed",

@@ -25,6 +25,7 @@ from typing import Any
 
 import dspy
 
+from programs.eval_results import ExampleResult
 from rlmkit.errors import ConfigError, UserError, install_hint
 
 Job = tuple[str, Any, Any, int]  # (kind, program or factory, example, sample)
@@ -148,8 +149,6 @@ def _probe(address: str, timeout_s: float = 5.0) -> None:
 
 def _lost(kind: str, example: Any, sample: int, exc: BaseException) -> Any:
     """The row of an example Ray gave up on (its worker kept dying, or the task could not run)."""
-    from programs.evaluate import ExampleResult  # evaluate imports this module
-
     cause = getattr(exc, "cause", None) or exc
     lines = str(cause).strip().splitlines() or [type(cause).__name__]
     return ExampleResult(

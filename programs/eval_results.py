@@ -1,0 +1,127 @@
+"""What an evaluation returns: one ``ExampleResult`` row per run of an example (appended to a
+run directory's ``results.jsonl`` as each finishes) and the ``EvalResult`` over them (mean score,
+95% interval, cost, tokens, failures by kind; a table next to the baseline's)."""
+
+from __future__ import annotations
+
+import io
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class ExampleResult(BaseModel):
+    id: str
+    suite: str
+    sample: int = 0  # which of the example's ``samples`` runs (its rollout id)
+    program: Literal["program", "baseline"] = "program"
+    status: Literal["ok", "failed"] = "ok"
+    failure: str | None = None  # kind, e.g. "lm_error", "max_iterations"
+    error: str | None = None
+    score: float = 0.0
+    answer: Any = None
+    gold: Any = None
+    cost: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: int = 0
+    subcalls: int = 0
+    iterations: int = 0
+    wall_s: float = 0.0
+    run_id: str | None = None
+
+
+class EvalResult(BaseModel):
+    config: dict[str, Any] = Field(default_factory=dict)
+    rows: list[ExampleResult] = Field(default_factory=list)
+    baseline: EvalResult | None = None
+    out_dir: str | None = None
+
+    @property
+    def n(self) -> int:
+        return len(self.rows)
+
+    @property
+    def mean(self) -> float:
+        return sum(r.score for r in self.rows) / self.n if self.rows else 0.0
+
+    @property
+    def ci95(self) -> tuple[float, float]:
+        """Normal-approximation 95% interval of the mean score, clipped to [0, 1]."""
+        if self.n < 2:
+            return (self.mean, self.mean)
+        var = sum((r.score - self.mean) ** 2 for r in self.rows) / (self.n - 1)
+        half = 1.96 * math.sqrt(var / self.n)
+        return (max(0.0, self.mean - half), min(1.0, self.mean + half))
+
+    @property
+    def failures(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for row in self.rows:
+            if row.failure:
+                out[row.failure] = out.get(row.failure, 0) + 1
+        return out
+
+    def totals(self) -> dict[str, float]:
+        per = max(1, self.n)
+        return {
+            "cost": sum(r.cost for r in self.rows),
+            "tokens": sum(r.prompt_tokens + r.completion_tokens for r in self.rows),
+            "subcalls_per_example": sum(r.subcalls for r in self.rows) / per,
+            "iterations_per_example": sum(r.iterations for r in self.rows) / per,
+            "wall_s_per_example": sum(r.wall_s for r in self.rows) / per,
+        }
+
+    def summary(self) -> dict[str, Any]:
+        low, high = self.ci95
+        return {
+            "n": self.n,
+            "mean": self.mean,
+            "ci95": [low, high],
+            **self.totals(),
+            "failures": self.failures,
+        }
+
+    def table(self, title: str | None = None):
+        """A rich Table: one line for the program and one for the baseline, if run."""
+        from rich.table import Table
+
+        table = Table(title=title or "results")
+        for column in (
+            "program",
+            "n",
+            "score (95% CI)",
+            "cost $",
+            "tokens",
+            "sub-calls/ex",
+            "iters/ex",
+            "wall s/ex",
+            "failures",
+        ):
+            table.add_column(column, justify="left" if column in ("program", "failures") else "right")
+        for name, result in (("program", self), ("baseline", self.baseline)):
+            if result is None:
+                continue
+            low, high = result.ci95
+            t = result.totals()
+            failures = ", ".join(f"{k}: {v}" for k, v in sorted(result.failures.items())) or "-"
+            table.add_row(
+                name,
+                str(result.n),
+                f"{result.mean:.3f} [{low:.3f}, {high:.3f}]",
+                f"{t['cost']:.4f}",
+                f"{int(t['tokens']):,}",
+                f"{t['subcalls_per_example']:.1f}",
+                f"{t['iterations_per_example']:.1f}",
+                f"{t['wall_s_per_example']:.1f}",
+                failures,
+            )
+        return table
+
+    def render(self, width: int = 140) -> str:
+        from rich.console import Console
+
+        console = Console(width=width, file=io.StringIO())
+        console.print(self.table())
+        return console.file.getvalue()
