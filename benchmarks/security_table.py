@@ -29,7 +29,6 @@ shown to the model. Needs Linux, root and cgroup v1 pids/memory controllers.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import signal
@@ -40,29 +39,29 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+from security_guard import (
+    DISK_MAX,
+    MEMORY_MAX,
+    PIDS_MAX,
+    guard_hits,
+    kill_group,
+    load_module,
+    make_cgroups,
+    run_guard,
+)
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 PEERS = HERE / ".peers-security"
 VENV_PYTHON = PEERS / ".venv" / "bin" / "python"
 PEER_PACKAGES = ["rlms==0.1.3", "dspy==3.4.1"]
 RESULTS = HERE / "results" / "security.md"
-PIDS_MAX, MEMORY_MAX, DISK_MAX = 128, 6 * 1024**3, 256 * 1024**2  # memory above rlmkit's own 4 GiB
 STARTUP_S = 180.0  # for a host to import its framework before the case's clock starts
 CELL_TIMEOUT = 5.0  # rlmkit's cell timeout and dspy's execution_timeout
 PROMPT_OUTPUT_MAX = 100_000  # more of one cell's output than this in the next prompt: not contained
-CGROUP = Path("/sys/fs/cgroup")
 
 
-def _load(name: str, path: Path):
-    """Import a stdlib-only module by path (the peers' venv has no rlmkit dependencies)."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-hostile = _load("rlmkit_hostile_cases", REPO / "rlmkit" / "testing" / "hostile_cases.py")
+hostile = load_module("rlmkit_hostile_cases", REPO / "rlmkit" / "testing" / "hostile_cases.py")
 
 
 # ------------------------------------------------------------------ host side: run one case
@@ -184,79 +183,7 @@ def run_host(framework: str, case_name: str, bait: dict, result_path: str) -> No
     os.replace(result_path + ".tmp", result_path)
 
 
-# ------------------------------------------------------------------ guard: cgroups, tmpfs, then the host
-def run_guard(cgroups: list[str], workdir: str, host_cmd: list[str]) -> int:
-    for group in cgroups:
-        Path(group, "cgroup.procs").write_text(str(os.getpid()))
-    confine = _load("rlmkit_confine", REPO / "rlmkit" / "sandbox" / "confine.py")
-    confine.enter_namespaces(False, True)  # a private mount namespace (we are root)
-    confine.private_workdir(workdir, DISK_MAX, None)
-    os.chmod(workdir, 0o755)  # like /tmp for a worker that drops to its own uid (mode=0700 by default)
-    env = {**os.environ, "TMPDIR": workdir, "HOME": workdir}
-    return subprocess.call(
-        host_cmd,
-        cwd=workdir,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-
 # ------------------------------------------------------------------ driver
-def _make_cgroups(tag: str) -> dict[str, Path]:
-    memory_root = CGROUP / "memory" / _own_cgroup("memory").lstrip("/")
-    groups = {"pids": CGROUP / "pids" / tag, "memory": memory_root / tag}
-    for path in groups.values():
-        path.mkdir()
-    (groups["pids"] / "pids.max").write_text(str(PIDS_MAX))
-    (groups["memory"] / "memory.limit_in_bytes").write_text(str(MEMORY_MAX))
-    return groups
-
-
-def _own_cgroup(controller: str) -> str:
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
-        _, controllers, path = line.split(":", 2)
-        if controller in controllers.split(","):
-            return path
-    return "/"
-
-
-def _kill_group(groups: dict[str, Path]) -> None:
-    """SIGKILL every process left in the case's cgroup (by pid), then remove the cgroups."""
-    procs = groups["pids"] / "cgroup.procs"
-    for _ in range(100):
-        pids = [int(p) for p in procs.read_text().split()]
-        if not pids:
-            break
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        time.sleep(0.05)
-    for path in groups.values():
-        try:
-            path.rmdir()
-        except OSError:
-            time.sleep(0.2)
-            path.rmdir()
-
-
-def _guard_hits(groups: dict[str, Path]) -> list[str]:
-    hits = []
-    events = (
-        (groups["pids"] / "pids.events").read_text().split()
-        if (groups["pids"] / "pids.events").exists()
-        else []
-    )
-    if events[:1] == ["max"] and int(events[1]) > 0:
-        hits.append(f"forked until the harness's {PIDS_MAX}-process limit")
-    if int((groups["memory"] / "memory.failcnt").read_text()) > 0:
-        hits.append(f"hit the harness's {MEMORY_MAX // 2**30} GiB memory limit")
-    return hits
-
-
 def run_case(framework: str, case, timeout: float) -> dict:
     python = sys.executable if framework == "rlmkit" else str(VENV_PYTHON)
     with hostile.HostileEnv() as env, tempfile.TemporaryDirectory(prefix="rlmkit-sec-") as scratch:
@@ -274,7 +201,7 @@ def run_case(framework: str, case, timeout: float) -> dict:
             json.dumps(bait),
             result_path,
         ]
-        groups = _make_cgroups(f"rlmkit-sec-{os.getpid()}-{framework}-{case.name}")
+        groups = make_cgroups(f"rlmkit-sec-{os.getpid()}-{framework}-{case.name}")
         guard = subprocess.Popen(
             [
                 sys.executable,
@@ -289,8 +216,8 @@ def run_case(framework: str, case, timeout: float) -> dict:
         )
         code, hung, t0 = _wait_for_case(guard, result_path + ".ready", timeout)
         wall = time.monotonic() - t0
-        hits = _guard_hits(groups)
-        _kill_group(groups)
+        hits = guard_hits(groups)
+        kill_group(groups)
         guard.wait()
         time.sleep(0.3)  # let the bait's listener thread count a late connection
         found = json.loads(Path(result_path).read_text()) if os.path.exists(result_path) else None
