@@ -39,24 +39,12 @@ def analyse_run(run: dict[str, Any], hits: list[Hit]) -> dict[str, Any]:
     }
 
 
-def measure(
-    driver: Driver,
-    server: RecordingServer,
-    sizes: list[int],
-    repeats: int,
-    timeout_for: dict[int, float],
-    repeats_for: dict[int, int] | None = None,
-) -> dict[str, Any]:
-    """One framework, size by size: all of a size's repeats in one job."""
-    out: dict[str, Any] = {}
-    for size in sizes:
-        try:
-            job = run_job(driver, server, size, (repeats_for or {}).get(size, repeats), timeout_for)
-        except TimeoutError as exc:
-            out[str(size)] = {"error": str(exc)}
-            break  # the driver was killed; larger sizes would only take longer
-        out[str(size)] = summarize([job])
-    return out
+def first_run(driver: Driver, server: RecordingServer) -> dict[str, Any]:
+    """A driver's first 5-turn run (1e3 chars): lazy imports and first connections happen here."""
+    try:
+        return summarize([run_job(driver, server, 1_000, 1, {})])
+    except TimeoutError as exc:
+        return {"error": str(exc)}
 
 
 def interleaved(

@@ -69,7 +69,7 @@ def start_driver(name: str, server: RecordingServer, results: dict[str, Any], lo
     figures (lazy imports and first connections happen there)."""
     driver = Driver(name, logs / f"{name}.log")
     results["imports"][name] = driver.import_s
-    first = measure_turns.measure(driver, server, [1_000], 1, {})["1000"]
+    first = measure_turns.first_run(driver, server)
     results["first_run"][name] = {k: first.get(k) for k in ("startup_median_s", "wall_median_s", "error")}
     return driver
 
@@ -101,7 +101,7 @@ def cold_starts(names: list[str], server: RecordingServer, logs: Path, samples: 
         for name in names[i % len(names) :] + names[: i % len(names)]:
             driver = Driver(name, logs / f"{name}-cold{i}.log")
             try:
-                first = measure_turns.measure(driver, server, [1_000], 1, {})["1000"]
+                first = measure_turns.first_run(driver, server)
                 if first.get("wall_median_s") is not None:
                     totals[name].append(driver.import_s + first["wall_median_s"])
             finally:
