@@ -10,15 +10,12 @@ The loop reads a frozen ``RunSpec`` and fills a ``RunState`` (``run_state.py``),
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import dataclasses
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
 from rlmkit import events as ev
-from rlmkit import threads
 from rlmkit.errors import BudgetExceeded, LMError, MaxIterationsError, RunError, SandboxError
 from rlmkit.guards import RESTORE_CALL, Progress, call_model, input_guard
 from rlmkit.prompting import (
@@ -35,39 +32,10 @@ from rlmkit.protocols import Answer
 from rlmkit.protocols.base import BLOCK_END
 from rlmkit.run_state import RunState, Tree
 from rlmkit.sandbox import make_sandbox
-from rlmkit.sandbox.base import CellResult
+from rlmkit.sandbox.base import AsyncHostFunction, CellResult
 from rlmkit.subcalls import SubcallHost
+from rlmkit.threads import in_thread
 from rlmkit.trajectory import CodeBlock, Message, Trajectory, Turn, bounded
-
-
-async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
-    """Run blocking ``fn`` on a thread of its own (``rlmkit.threads``: reused, never queued, so
-    nested RLMs that block one thread each while their children run cannot deadlock). It runs
-    in a copy of the caller's context, so sub-calls made from a cell see the run's DSPy
-    settings and nest their events under the cell."""
-    loop = asyncio.get_running_loop()
-    future = loop.create_future()
-
-    def target() -> None:
-        try:
-            result = fn(*args)
-        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
-            loop.call_soon_threadsafe(_settle, future, None, exc)
-        else:
-            loop.call_soon_threadsafe(_settle, future, result, None)
-
-    context = contextvars.copy_context()
-    threads.submit(lambda: context.run(target))
-    return await future
-
-
-def _settle(future: asyncio.Future, result: Any, exc: BaseException | None) -> None:
-    if future.cancelled():
-        return
-    if exc is not None:
-        future.set_exception(exc)
-    else:
-        future.set_result(result)
 
 
 async def run_loop(state: RunState, variables: dict[str, Any], aliases: dict[str, str]) -> dict[str, Any]:
@@ -79,7 +47,9 @@ async def run_loop(state: RunState, variables: dict[str, Any], aliases: dict[str
     host = SubcallHost(state)
     functions, prelude = host.functions()
     fields = spec.validator.fields
-    functions.update(protocol.host_functions(state.submit, fields))
+    # SUBMIT and FINAL only check the outputs and raise Finish: the loop calls them in place
+    finishers = protocol.host_functions(state.submit, fields)
+    functions.update({name: AsyncHostFunction.quick(fn) for name, fn in finishers.items()})
     sandbox = make_sandbox(settings.sandbox, settings.sandbox_limits(tree.budget))
     run_start = time.monotonic()
     # Hashing a 100 MB input takes ~0.1 s of CPU: it runs in a thread (hashlib lets go of the GIL)
@@ -254,7 +224,7 @@ async def _turn(
         ev.emit(ev.CellStarted(block, sandbox))
         try:
             # unless the cell ends the run, the worker puts back any input the cell rebound (one round trip)
-            cell: CellResult = await in_thread(sandbox.run_then, code, RESTORE_CALL)
+            cell: CellResult = await sandbox.arun_then(code, RESTORE_CALL)
         except RunError as exc:  # a sub-call ended the run (e.g. the budget): the cell stopped there
             state.current_block = None
             block.error = f"{type(exc).__name__}: {exc}"

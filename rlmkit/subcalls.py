@@ -1,8 +1,9 @@
 """Sub-calls: the functions the REPL code calls, dispatched on the host.
 
-REPL code runs in the sandbox's thread and calls these functions synchronously. Each one
-hands a coroutine to the run's event loop (``run_coroutine_threadsafe``) and waits, so all
-model calls of a whole tree share one loop and one Budget; a batched call is an
+Each one is a coroutine on the run's event loop (``AsyncHostFunction``): the default sandbox
+talks to its worker from that loop and awaits it in place; a sandbox that runs cells on a
+thread calls it plainly, which hands the coroutine to the loop (``run_coroutine_threadsafe``)
+and waits. Either way all model calls of a whole tree share one loop and one Budget; a batched call is an
 ``asyncio.gather`` there, at most ``max_concurrency`` items of the tree at once (each LM's
 own limit caps its requests in flight, process-wide). Every call becomes a ``SubCall`` node in the
 current code block of the trajectory (child RLMs nest their whole trajectory).
@@ -21,6 +22,7 @@ from rlmkit.errors import BudgetExceeded, LMError, RunError
 from rlmkit.guards import call_model
 from rlmkit.prompting import FUNCTION_DOCS, TYPED_CALL_REPAIR
 from rlmkit.run_state import RunState
+from rlmkit.sandbox.base import AsyncHostFunction
 from rlmkit.trajectory import Message, SubCall, bounded
 from rlmkit.typed_subcalls import TypedSubcall
 
@@ -39,6 +41,9 @@ class SubcallHost:
         """Run ``coro`` on the tree's loop from the sandbox thread and wait for it. A RunError
         (e.g. BudgetExceeded) propagates: every sandbox stops the cell and raises it on the host."""
         return asyncio.run_coroutine_threadsafe(coro, self.run.tree.loop).result()
+
+    def _on_loop(self, acall: Callable[..., Awaitable[Any]]) -> AsyncHostFunction:
+        return AsyncHostFunction(lambda *args, **kwargs: self._sync(acall(*args, **kwargs)), acall)
 
     async def _call_lm(self, node: SubCall, messages: list[dict[str, str]], lm: Any) -> str:
         tree = self.run.tree
@@ -115,14 +120,12 @@ class SubcallHost:
         )
         return await self._call_lm(node, [{"role": "user", "content": text}], self.run.spec.sub_lm)
 
-    def llm_query(self, prompt: str) -> str:
-        return self._sync(self._llm_query(prompt))
+    async def llm_query(self, prompt: str) -> str:
+        return await self._llm_query(prompt)
 
-    def llm_query_batched(self, prompts: list[str]) -> list[str]:
+    async def llm_query_batched(self, prompts: list[str]) -> list[str]:
         _check_list("llm_query_batched", prompts)
-        return self._sync(
-            self._batch(lambda p, i: self._llm_query(p, i), list(prompts), lambda e: f"Error: {e}")
-        )
+        return await self._batch(lambda p, i: self._llm_query(p, i), list(prompts), lambda e: f"Error: {e}")
 
     # -- rlm_query -----------------------------------------------------------------
     async def _rlm_query(self, prompt: Any, context: Any = None, batch: int | None = None) -> str:
@@ -163,18 +166,16 @@ class SubcallHost:
             self.run.record_subcall(node)
             ev.emit(ev.SubcallFinished(node))
 
-    def rlm_query(self, prompt: str, context: Any = None) -> str:
-        return self._sync(self._rlm_query(prompt, context))
+    async def rlm_query(self, prompt: str, context: Any = None) -> str:
+        return await self._rlm_query(prompt, context)
 
-    def rlm_query_batched(self, prompts: list[str], contexts: list[Any] | None = None) -> list[str]:
+    async def rlm_query_batched(self, prompts: list[str], contexts: list[Any] | None = None) -> list[str]:
         _check_list("rlm_query_batched", prompts)
         if contexts is not None and len(contexts) != len(prompts):
             raise ValueError(f"rlm_query_batched: {len(prompts)} prompts but {len(contexts)} contexts")
         pairs = list(zip(prompts, contexts if contexts is not None else [None] * len(prompts)))
-        return self._sync(
-            self._batch(
-                lambda pc, i: self._rlm_query(pc[0], pc[1], i), pairs, lambda e: f"Error: {e}", gate=False
-            )
+        return await self._batch(
+            lambda pc, i: self._rlm_query(pc[0], pc[1], i), pairs, lambda e: f"Error: {e}", gate=False
         )
 
     # -- typed sub-calls and tools -------------------------------------------------------
@@ -208,17 +209,15 @@ class SubcallHost:
             )
             return spec.parse(await self._call_lm(node2, retry, self.run.spec.sub_lm))
 
-    def _typed_function(self, spec: TypedSubcall) -> tuple[Callable[..., Any], Callable[..., Any]]:
-        def call(**kwargs: Any) -> Any:
-            return self._sync(self._typed(spec, kwargs))
+    def _typed_function(self, spec: TypedSubcall) -> tuple[AsyncHostFunction, AsyncHostFunction]:
+        async def call(**kwargs: Any) -> Any:
+            return await self._typed(spec, kwargs)
 
-        def batched(items: list[dict[str, Any]]) -> list[Any]:
+        async def batched(items: list[dict[str, Any]]) -> list[Any]:
             _check_list(f"{spec.name}.batched", items)
-            return self._sync(
-                self._batch(lambda kw, i: self._typed(spec, dict(kw), i), list(items), _error_value)
-            )
+            return await self._batch(lambda kw, i: self._typed(spec, dict(kw), i), list(items), _error_value)
 
-        return call, batched
+        return self._on_loop(call), self._on_loop(batched)
 
     def _tool_function(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -249,10 +248,8 @@ class SubcallHost:
     def functions(self) -> tuple[dict[str, Callable[..., Any]], str]:
         """Host functions by name, and the prelude that dresses typed calls with ``.batched``."""
         functions: dict[str, Callable[..., Any]] = {
-            "llm_query": self.llm_query,
-            "llm_query_batched": self.llm_query_batched,
-            "rlm_query": self.rlm_query,
-            "rlm_query_batched": self.rlm_query_batched,
+            name: self._on_loop(getattr(self, name))
+            for name in ("llm_query", "llm_query_batched", "rlm_query", "rlm_query_batched")
         }
         prelude = [_TYPED_PRELUDE] if self.typed else []
         for name, spec in self.typed.items():

@@ -11,6 +11,8 @@ minute exits. Threads are daemons, so a cell stuck at interpreter exit does not 
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import logging
 import os
 import queue
@@ -73,3 +75,33 @@ os.register_at_fork(after_in_child=_new_pool_after_fork)
 
 def submit(job: Callable[[], Any]) -> None:
     _pool.submit(job)
+
+
+async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run blocking ``fn`` on a thread of its own (reused, never queued, so nested RLMs that block
+    one thread each while their children run cannot deadlock). It runs in a copy of the caller's
+    context, so sub-calls made from a cell see the run's DSPy settings and nest their events
+    under the cell."""
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+
+    def target() -> None:
+        try:
+            result = fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
+            loop.call_soon_threadsafe(_settle, future, None, exc)
+        else:
+            loop.call_soon_threadsafe(_settle, future, result, None)
+
+    context = contextvars.copy_context()
+    submit(lambda: context.run(target))
+    return await future
+
+
+def _settle(future: asyncio.Future, result: Any, exc: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(result)

@@ -12,11 +12,38 @@ Finish value.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Self
 
+from rlmkit.threads import in_thread
+
 HostFunction = Callable[..., Any]
+
+
+class AsyncHostFunction:
+    """A host function with a coroutine form, ``acall``, for sandboxes that talk to their worker
+    from the run's event loop (``WorkerHost.arun_then`` awaits it there, with no thread between).
+    Called plainly, from a cell thread, it runs ``call``. A host function without ``acall`` may
+    block (a user's tool): such a sandbox runs it on a thread."""
+
+    def __init__(self, call: HostFunction, acall: Callable[..., Awaitable[Any]]):
+        self.call, self.acall = call, acall
+        self.__doc__ = getattr(acall, "__doc__", None)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.call(*args, **kwargs)
+
+    @classmethod
+    def quick(cls, fn: HostFunction) -> AsyncHostFunction:
+        """``fn`` never blocks (``SUBMIT``: it checks the outputs and raises ``Finish``): the event
+        loop may call it in place."""
+
+        async def acall(*args: Any, **kwargs: Any) -> Any:
+            return fn(*args, **kwargs)
+
+        acall.__doc__ = fn.__doc__
+        return cls(fn, acall)
 
 
 @dataclass
@@ -79,6 +106,12 @@ class Sandbox(ABC):
         if not result.finished:
             result.stdout += self.run(after).stdout
         return result
+
+    async def arun_then(self, code: str, after: str) -> CellResult:
+        """``run_then`` from the run's event loop. Here: on a thread of its own, whose host function
+        calls hand their coroutines back to the loop. ``WorkerHost`` drives its pipe from the
+        loop instead."""
+        return await in_thread(self.run_then, code, after)
 
     @abstractmethod
     def get(self, name: str, default: Any = None) -> Any:

@@ -7,6 +7,8 @@ handshake, sending the run's variables once, dispatching host-function calls, th
 timeout (code time only: time inside host functions does not count), interrupting a cell
 that runs too long (variables kept), restarting a worker that died or hung (variables reset
 to the inputs), and reading values back. A new backend is a launcher and a registry line.
+A run drives a cell from its event loop (``arun_then``: a reader on the pipe, host coroutines
+awaited in place); ``run`` drives the same conversation from a blocking thread.
 
 A host function ends the run by raising a ``RunError`` (e.g. ``BudgetExceeded``): the cell
 is stopped at once and ``run()`` raises that error on the host.
@@ -14,19 +16,24 @@ is stopped at once and ``run()`` raises that error on the host.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import pickle
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Generator
 from typing import Any
 
 from rlmkit.errors import ContextError, Finish, RunError, SandboxError
 from rlmkit.sandbox import wire
 from rlmkit.sandbox.base import CellResult, HostFunction, Sandbox, SandboxLimits, check_names
+from rlmkit.threads import in_thread
 
 START_TIMEOUT_S = 30.0
 GET_TIMEOUT_S = 60.0
 MAX_VALUE_BYTES = 256 * 1024**2  # largest pickled value get() accepts from the worker
+RECV, CALL, DEATH, DONE = "recv", "call", "death", "done"  # a cell's conversation's steps (_drive)
 
 
 def max_frame(limits: SandboxLimits) -> int:
@@ -162,7 +169,7 @@ class WorkerHost(Sandbox):
         if self._prelude:
             self._in_prelude = True  # a worker dying here is not restarted (it would die again)
             try:
-                result = self._run_locked(self._prelude)
+                result = self._drive(self._cell(self._prelude))
             finally:
                 self._in_prelude = False
             if result.error or result.restarted:
@@ -188,13 +195,9 @@ class WorkerHost(Sandbox):
     # ------------------------------------------------------------ cells
     def run(self, code: str, after: str | None = None) -> CellResult:
         with self._lock:
-            if self._chan is None:
-                raise SandboxError("the sandbox is not started (call start() first)")
-            if self._running:
-                raise SandboxError("run() called from inside a host function of the same sandbox")
-            self._running = True
+            self._begin_cell()
             try:
-                return self._run_locked(code, after)
+                return self._drive(self._cell(code, after))
             except BaseException:
                 self.close()  # the pipe is mid-conversation: nothing sane can follow
                 raise
@@ -205,7 +208,69 @@ class WorkerHost(Sandbox):
         """One round trip: the worker runs ``after`` itself once the cell is over."""
         return self.run(code, after)
 
-    def _run_locked(self, code: str, after: str | None = None) -> CellResult:
+    async def arun_then(self, code: str, after: str) -> CellResult:
+        """``run_then`` driven by the running event loop: it waits for the worker's pipe there, and
+        awaits a host function's coroutine form (``AsyncHostFunction.acall``) in place. A cell
+        that makes one sub-call then costs no thread hand-overs; through a cell thread it cost
+        four (to the thread, to the loop for the sub-call, back, and back to the loop at the
+        end): about 0.9 ms of a 1.2 ms cell on the benchmark machine."""
+        with self._lock:
+            self._begin_cell()
+            try:
+                return await self._adrive(self._cell(code, after))
+            except BaseException:
+                self.close()
+                raise
+            finally:
+                self._running = False
+
+    def _begin_cell(self) -> None:
+        if self._chan is None:
+            raise SandboxError("the sandbox is not started (call start() first)")
+        if self._running:
+            raise SandboxError("run() called from inside a host function of the same sandbox")
+        self._running = True
+
+    # One cell's conversation is written once, as a generator of the I/O it needs; ``_drive``
+    # (a blocking thread) and ``_adrive`` (the event loop) carry that I/O out and send back its
+    # result, or throw its exception in. The actions:
+    #   (RECV, deadline)              -> the worker's next message
+    #   (CALL, fn, args, kwargs)      -> what host function ``fn`` returned
+    #   (DEATH, result, t_start, why) -> the result of restarting a dead or wedged worker
+    #   (DONE, result)                -> (from ``_advance``) the conversation is over
+    def _drive(self, conversation: Generator) -> Any:
+        action = _advance(conversation, None, None)
+        while action[0] is not DONE:
+            try:
+                if action[0] is RECV:
+                    reply = self._chan.recv_plain(action[1])
+                elif action[0] is CALL:
+                    reply = action[1](*action[2], **action[3])
+                else:
+                    reply = self._after_death(*action[1:])
+            except BaseException as exc:  # noqa: BLE001 - the conversation decides what it means
+                action = _advance(conversation, None, exc)
+            else:
+                action = _advance(conversation, reply, None)
+        return action[1]
+
+    async def _adrive(self, conversation: Generator) -> Any:
+        action = _advance(conversation, None, None)
+        while action[0] is not DONE:
+            try:
+                if action[0] is RECV:
+                    reply = wire.loads_plain(await _next_frame(self._chan, action[1]))
+                elif action[0] is CALL:
+                    reply = await _call_on_loop(action[1], action[2], action[3])
+                else:  # rare (a crash or a hang); on this thread, which holds the sandbox's lock
+                    reply = self._after_death(*action[1:])
+            except BaseException as exc:  # noqa: BLE001 - the conversation decides what it means
+                action = _advance(conversation, None, exc)
+            else:
+                action = _advance(conversation, reply, None)
+        return action[1]
+
+    def _cell(self, code: str, after: str | None = None) -> Generator:
         result = CellResult()
         t_start = time.monotonic()
         timeout = self.limits.cell_timeout
@@ -215,7 +280,7 @@ class WorkerHost(Sandbox):
         try:
             self._chan.send(("run", code) if after is None else ("run", code, after))
         except OSError:
-            return self._after_death(result, t_start)
+            return (yield DEATH, result, t_start, None)
         while True:
             if interrupted_until is not None:
                 deadline = interrupted_until
@@ -223,35 +288,30 @@ class WorkerHost(Sandbox):
                 deadline = None if timeout is None else time.monotonic() + max(timeout - code_s, 0.0)
             t_wait = time.monotonic()
             try:
-                msg = self._chan.recv_plain(deadline)
+                msg = yield RECV, deadline
             except wire.ChannelTimeout:
                 code_s += time.monotonic() - t_wait
                 if interrupted_until is not None:  # it ignored the interrupt: kill, restart
                     result.timed_out = True
-                    return self._after_death(
-                        result,
-                        t_start,
-                        reason=f"it ran past the {timeout}s cell timeout and did not stop when interrupted",
-                    )
+                    why = f"it ran past the {timeout}s cell timeout and did not stop when interrupted"
+                    return (yield DEATH, result, t_start, why)
                 self._worker.interrupt()  # KeyboardInterrupt in the cell; variables are kept
                 interrupted_until = time.monotonic() + self.limits.interrupt_grace
                 continue
             except (EOFError, OSError):
-                return self._after_death(result, t_start)
+                return (yield DEATH, result, t_start, None)
             except (wire.FrameTooLarge, pickle.UnpicklingError) as exc:  # model code wrote to the pipe itself
-                return self._after_death(
-                    result, t_start, reason=f"the worker broke the pipe protocol ({exc})"
-                )
+                return (yield DEATH, result, t_start, f"the worker broke the pipe protocol ({exc})")
             code_s += time.monotonic() - t_wait
             if not (isinstance(msg, tuple) and len(msg) == {"call": 4, "done": 5}.get(msg and msg[0], -1)):
                 # only model code writing to the pipe's fd produces this
-                return self._after_death(result, t_start, reason="the worker broke the pipe protocol")
+                return (yield DEATH, result, t_start, "the worker broke the pipe protocol")
             if msg[0] == "call":
                 if interrupted_until is not None:  # late call from a cell being interrupted
                     self._chan.send(("error", msg[1], "KeyboardInterrupt", "cell interrupted"))
                     continue
                 t_call = time.monotonic()
-                fatal = self._dispatch(msg, result) or fatal
+                fatal = (yield from self._dispatch(msg, result)) or fatal
                 result.host_s += time.monotonic() - t_call
             elif msg[0] == "done":
                 _, result.stdout, result.stderr, result.error, finished = msg
@@ -268,7 +328,7 @@ class WorkerHost(Sandbox):
             raise fatal
         return result
 
-    def _dispatch(self, msg: tuple, result: CellResult) -> BaseException | None:
+    def _dispatch(self, msg: tuple, result: CellResult) -> Generator:
         """Run one host function for the worker and reply. Returns an exception that must end the run."""
         _, call_id, name, payload = msg
         fn = self._functions.get(name)
@@ -283,7 +343,7 @@ class WorkerHost(Sandbox):
             self._chan.send(("error", call_id, "NameError", f"no host function named {name!r}"))
             return None
         try:
-            value = fn(*args, **kwargs)
+            value = yield CALL, fn, args, kwargs
         except Finish as fin:
             result.finished, result.finish_value = True, fin.value
             self._chan.send(("finish", call_id))
@@ -347,3 +407,50 @@ class WorkerHost(Sandbox):
                 return wire.loads_plain(payload)
             except Exception as exc:  # noqa: BLE001 - any malformed pickle from the worker is refused
                 raise TypeError(f"variable {name!r} cannot leave the sandbox: {exc}") from None
+
+
+def _advance(conversation: Generator, reply: Any, error: BaseException | None) -> tuple:
+    """Hand a conversation its last action's reply (or throw that action's error in); returns
+    its next action, or ``(DONE, result)``. What the conversation raises propagates."""
+    try:
+        return conversation.send(reply) if error is None else conversation.throw(error)
+    except StopIteration as done:
+        return DONE, done.value
+
+
+async def _next_frame(chan: wire.Channel, deadline: float | None) -> bytes:
+    """The worker's next frame, waited for by the event loop (a reader on the pipe) until
+    ``deadline``; raises ``wire.ChannelTimeout`` after it, like ``Channel.recv_frame``."""
+    loop = asyncio.get_running_loop()
+    while (frame := chan.take_frame()) is None:
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
+            raise wire.ChannelTimeout()
+        woken = loop.create_future()
+        loop.add_reader(chan.rfd, _wake, woken, True)
+        timer = None if remaining is None else loop.call_later(remaining, _wake, woken, False)
+        try:
+            readable = await woken
+        finally:
+            loop.remove_reader(chan.rfd)
+            if timer is not None:
+                timer.cancel()
+        if not readable:
+            raise wire.ChannelTimeout()
+        chan.fill()
+    return frame
+
+
+def _wake(future: asyncio.Future, value: bool) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+async def _call_on_loop(fn: HostFunction, args: tuple, kwargs: dict) -> Any:
+    """A host function called from the event loop: its coroutine form as a task of its own (a copy
+    of this context, as a cell thread had: what its events set stays in it), or, for a plain
+    function that may block (a user's tool), on a thread."""
+    acall = getattr(fn, "acall", None)
+    if acall is None:
+        return await in_thread(functools.partial(fn, *args, **kwargs))
+    return await asyncio.ensure_future(acall(*args, **kwargs))
