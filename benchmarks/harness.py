@@ -26,8 +26,8 @@ PEERS_PYTHON = HERE / ".peers" / "bin" / "python"
 @dataclass
 class Hit:
     kind: str  # root / child / sub
-    start: float  # monotonic: body read, before any simulated latency
-    end: float  # reply built, about to be written
+    start: float  # monotonic: the request line arrived (headers and body not yet parsed)
+    end: float  # the reply's last byte written
 
 
 class RecordingServer(ScriptedServer):
@@ -50,15 +50,16 @@ class RecordingServer(ScriptedServer):
         self.hits = []
 
     def _reply(self, body: dict):
-        start = time.monotonic()
-        kind = classify(body)
-        delay = self.latency_for.get(kind, 0.0)
+        delay = self.latency_for.get(classify(body), 0.0)
         if delay:
             time.sleep(delay)
-        status = super()._reply(body)
+        return super()._reply(body)
+
+    def served(self, body: dict, arrived: float, done: float) -> None:
+        # The server is busy from a request's first line to its reply's last byte: parsing the
+        # headers and the JSON and writing the reply are its work, as much as the responder.
         with self._lock:
-            self.hits.append(Hit(kind, start, time.monotonic()))
-        return status
+            self.hits.append(Hit(classify(body), arrived, done))
 
     def take_hits(self) -> list[Hit]:
         with self._lock:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -81,3 +82,27 @@ def test_turns_run_the_frameworks_in_rotation_and_skip_a_killed_driver():
     assert [name for size, name in order if size == 2] == ["a", "c", "c", "a", "c", "a"]
     assert out["b"] == {"1": {"error": "killed"}}
     assert out["a"]["2"]["rss_peak"] == 12 and out["a"]["2"]["turn_overhead_median_s"] is None
+
+
+def test_the_server_is_busy_from_a_requests_first_line_to_its_replys_last_byte():
+    """The per-turn figures subtract the server's busy time: its window must hold all of the
+    server's work on a request, the writing of its reply included (here 32 MB, which the server
+    cannot finish writing before the client has begun to read it)."""
+    import http.client
+
+    from harness import RecordingServer
+
+    body = json.dumps({"messages": [{"role": "user", "content": "x"}]})
+    with RecordingServer() as server:
+        server.configure(lambda kind, body: "y" * (32 << 20))
+        conn = http.client.HTTPConnection("127.0.0.1", server.port)
+        before = time.monotonic()
+        conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        head_read = time.monotonic()
+        reply = json.loads(response.read())
+        after = time.monotonic()
+        conn.close()
+        (hit,) = server.take_hits()
+    assert len(reply["choices"][0]["message"]["content"]) == 32 << 20
+    assert before < hit.start < head_read < hit.end < after

@@ -152,6 +152,10 @@ class ScriptedServer:
         self.stop()
 
     # -- handling ----------------------------------------------------------------
+    def served(self, body: dict, arrived: float, done: float) -> None:
+        """A hook: ``body`` was handled from its request line's arrival to its reply's last write
+        (``time.monotonic()``): parsing, the responder, any latency, the write."""
+
     def _reply(self, body: dict) -> tuple[int, dict[str, str], bytes]:
         fault = self.faults.draw()
         if fault == "429":
@@ -202,6 +206,11 @@ class ScriptedServer:
                 ).encode()
                 self._send(200, {}, data)
 
+            def parse_request(self) -> bool:
+                # the request line has just arrived: from here the time is the server's
+                self.arrived = time.monotonic()
+                return super().parse_request()
+
             def do_POST(self) -> None:  # noqa: N802
                 length = int(self.headers.get("Content-Length", 0))
                 try:
@@ -221,6 +230,7 @@ class ScriptedServer:
                     with server._lock:
                         server.in_flight -= 1
                 self._send(status, headers, data)
+                server.served(body, self.arrived, time.monotonic())
 
             def _send(self, status: int, headers: dict[str, str], data: bytes) -> None:
                 try:
