@@ -26,7 +26,7 @@ HOW = (
     "so a REPL still starting after the first request is not counted as fan-out). Memory is sampled "
     "every 20 ms over the driver's process tree and includes the caller's own copy of\n"
     "the context. rlmkit reaches the scripted server through its direct OpenAI-compatible transport "
-    "(httpcore). Every framework starts from cached bytecode, as `pip install` leaves a package "
+    "(HTTP/1.1 on asyncio streams). Every framework starts from cached bytecode, as `pip install` leaves a package "
     "(rlmkit's checkout is byte-compiled first).\nWhy the peers grow with the context (pinned "
     "versions): dspy.RLM 3.4.1 JSON-encodes\n"
     "and re-sends every input to its interpreter on each turn (`LocalInterpreter.execute(code, "

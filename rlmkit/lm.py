@@ -6,8 +6,9 @@
 
 Why it looks the way it does:
 - How a request reaches a model is a transport (``rlmkit.transports``): OpenAI-compatible
-  servers go straight over httpcore, other providers through litellm (imported only then), an
-  in-process function for tests. Everything else is written once, here, for all of them.
+  servers go straight over HTTP/1.1 on asyncio streams, other providers through litellm
+  (imported only then), an in-process function for tests. Everything else is written once,
+  here, for all of them.
 - Retries are ours: one policy, honouring Retry-After; a transport says what failed
   (``ProviderError``) and the error the caller sees is translated here, once.
 - Cost comes from litellm's price map read as data (``rlmkit.prices``), the same numbers on

@@ -139,7 +139,7 @@ async def run_loop(state: RunState, variables: dict[str, Any], aliases: dict[str
             if not started.cancelled():
                 started.exception()  # a start failure after an LM failure: already reported
         ev.emit(ev.SandboxClosing(sandbox))
-        await in_thread(sandbox.close_nowait)
+        await sandbox.aclose_nowait()
         ev.emit(ev.SandboxClosed(sandbox))
         if tree.log is not None:
             tree.log.end(traj)

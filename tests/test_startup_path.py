@@ -82,8 +82,8 @@ def test_the_first_request_goes_out_before_a_big_input_is_hashed(tmp_path, monke
 # -- cold start: what the first run of a fresh process imports and loads ------------------------
 def test_a_first_run_on_the_direct_path_imports_only_what_it_uses(tmp_path):
     """A fresh process runs an RLM over the openai transport: litellm, the optimizers and the
-    observers' libraries stay out, and so do httpx and its command-line client (click, rich, pygments):
-    requests go over httpcore alone.
+    observers' libraries stay out, and so do httpx, httpcore and httpx's command-line client (click,
+    rich, pygments): requests go over asyncio streams (``transports/http11.py``).
 
     Judged against what `import dspy` alone loads in the same interpreter: dspy imports IPython's
     display when IPython is installed (and IPython brings pygments), which rlmkit cannot help."""
@@ -106,10 +106,10 @@ def test_a_first_run_on_the_direct_path_imports_only_what_it_uses(tmp_path):
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     by_dspy, loaded = (set(eval(line)) for line in out.stdout.strip().splitlines()[-2:])  # noqa: S307
-    assert "httpcore" in loaded and "rlmkit" in loaded  # the run really happened on the direct path
+    assert "rlmkit" in loaded
     assert "litellm" not in loaded  # dspy itself loads litellm only on its first LM call
     unwanted = {"litellm", "optuna", "mlflow", "opentelemetry", "openai", "trl"}
-    unwanted |= {"httpx", "click", "rich", "pygments"}
+    unwanted |= {"httpx", "httpcore", "anyio", "h11", "click", "rich", "pygments"}
     assert not (loaded - by_dspy) & unwanted
 
 
@@ -161,53 +161,87 @@ def test_lanes_are_made_on_demand_reused_and_capped():
     async def scenario():
         lanes = shared_client("http://127.0.0.1:9/v1", 2)
         first, second = await lanes.take(), await lanes.take()
-        assert first is not second and lanes.made == 2
+        assert first is not second and lanes.made == 2 and first.conn is None  # connected on first use
         third = asyncio.ensure_future(lanes.take())
         await asyncio.sleep(0)
         assert not third.done()  # capped at the pool size: it waits for a lane
         lanes.give(first)
-        assert await third is first and lanes.made == 2  # reused, not a new connection
-        lanes.give(second)
-        lanes.give(first)
-        for lane in (first, second):
-            await lane.aclose()
+        assert await third is first and lanes.made == 2  # reused, not a new lane
 
     asyncio.run(scenario())
 
 
-def test_a_request_goes_out_in_one_write_before_its_response_is_read():
+class _Writer:
+    """A stand-in for a connection's StreamWriter that records each write."""
+
+    def __init__(self):
+        self.writes, self.closed = [], False
+
+    def write(self, data):
+        self.writes.append(data)
+
+    def is_closing(self):
+        return self.closed
+
+    def close(self):
+        self.closed = True
+
+
+def _exchange(reply: bytes, used: int = 0):
+    """One POST through ``http11.post`` against ``reply`` as the server's bytes."""
     import asyncio
 
-    import httpcore
-
-    from rlmkit.transports.openai import OneWriteStream
-
-    class Recorder(httpcore.AsyncNetworkStream):
-        def __init__(self):
-            self.log = []
-
-        async def write(self, buffer, timeout=None):
-            self.log.append(("write", buffer, timeout))
-
-        async def read(self, max_bytes, timeout=None):
-            self.log.append(("read", max_bytes, timeout))
-            return b"HTTP/1.1 200 OK"
+    from rlmkit.transports import http11
 
     async def scenario():
-        inner = Recorder()
-        stream = OneWriteStream(inner)
-        await stream.write(b"POST / HTTP/1.1\r\n\r\n", 5.0)
-        await stream.write(b'{"a": 1}', 5.0)
-        assert inner.log == []  # held: nothing sent yet
-        assert await stream.read(100, 7.0) == b"HTTP/1.1 200 OK"
-        assert inner.log == [
-            ("write", b'POST / HTTP/1.1\r\n\r\n{"a": 1}', 5.0),
-            ("read", 100, 7.0),
-        ]
-        await stream.read(100)  # nothing held: no empty write
-        assert [entry[0] for entry in inner.log] == ["write", "read", "read"]
+        reader = asyncio.StreamReader()
+        reader.feed_data(reply)
+        reader.feed_eof()
+        conn = http11.Connection(reader, _Writer(), used=used)
+        origin = http11.Origin.of("http://127.0.0.1:8080/v1")
+        response = await http11.post(conn, origin, "/v1/chat/completions", {"X-A": "1"}, b'{"a": 1}')
+        return response, conn
 
-    asyncio.run(scenario())
+    return asyncio.run(scenario())
+
+
+def test_a_request_goes_out_in_one_write_and_its_response_is_read_whole():
+    response, conn = _exchange(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nRetry-After: 3\r\n\r\nhi")
+    assert conn.writer.writes == [
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nContent-Length: 8\r\n"
+        b'X-A: 1\r\n\r\n{"a": 1}'
+    ]
+    assert (response.status, response.reason, response.body) == (200, "OK", b"hi")
+    assert response.headers["retry-after"] == "3" and not conn.writer.closed and conn.used == 1
+
+
+def test_a_chunked_response_is_joined_and_connection_close_is_honoured():
+    chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    chunked += b"3\r\nabc\r\n2;ext=1\r\nde\r\n0\r\n\r\n"
+    response, conn = _exchange(chunked)
+    assert response.body == b"abcde" and conn.writer.closed
+    interim = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n"
+    response, conn = _exchange(interim)
+    assert (response.status, response.body) == (204, b"")
+    response, conn = _exchange(b"HTTP/1.0 200 OK\r\n\r\nto the end")  # no length: read to the close
+    assert response.body == b"to the end" and conn.writer.closed
+
+
+def test_a_reused_connection_closed_before_any_reply_is_stale_and_garbage_is_a_protocol_error():
+    import asyncio
+
+    import pytest
+
+    from rlmkit.transports import http11
+
+    with pytest.raises(http11.StaleConnection):
+        _exchange(b"", used=3)  # the server had closed it while idle
+    with pytest.raises(asyncio.IncompleteReadError):
+        _exchange(b"", used=0)  # a new connection that closes at once is the server's fault
+    with pytest.raises(asyncio.IncompleteReadError):
+        _exchange(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", used=3)  # cut mid-body
+    with pytest.raises(http11.ProtocolError):
+        _exchange(b"SSH-2.0-OpenSSH\r\n\r\n")
 
 
 def test_a_lane_whose_connection_was_closed_is_replaced_when_next_taken():
@@ -225,12 +259,13 @@ def test_a_lane_whose_connection_was_closed_is_replaced_when_next_taken():
             assert (await lm.acomplete([{"role": "user", "content": "a"}])).text == "ok"
             lanes = shared_client(server.url, 1)
             lane = await lanes.take()
-            await lane.aclose()  # as when the server drops an idle keep-alive connection
+            first = lane.conn
+            first.close()  # as when the server drops an idle keep-alive connection
             lanes.give(lane)
             assert (await lm.acomplete([{"role": "user", "content": "b"}])).text == "ok"
             again = await lanes.take()
-            assert again is not lane and not again.is_closed() and lanes.made == 1
-            await again.aclose()
+            assert again is lane and lane.conn is not first and lane.conn.used == 1 and lanes.made == 1
+            lane.drop()
 
         asyncio.run(scenario())
 

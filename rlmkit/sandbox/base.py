@@ -126,6 +126,10 @@ class Sandbox(ABC):
         in the background. A run ends with this, so its caller never waits on the clean-up."""
         self.close()
 
+    async def aclose_nowait(self) -> None:
+        """``close_nowait`` from the run's event loop: here on a thread, as it may block."""
+        await in_thread(self.close_nowait)
+
     @property
     def protections(self) -> dict[str, bool]:
         """Which isolation mechanisms are active (name -> on). Empty: no isolation at all."""

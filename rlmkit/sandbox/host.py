@@ -66,6 +66,9 @@ class Worker(ABC):
     def stop(self) -> None:
         """Kill the worker and remove what it left behind. Idempotent."""
 
+    # True when ``stop_nowait`` never blocks, so the event loop may call it in place
+    stops_at_once = False
+
     def stop_nowait(self) -> None:
         """Kill the worker now; removing what it left behind may finish in the background."""
         self.stop()
@@ -180,6 +183,12 @@ class WorkerHost(Sandbox):
 
     def close_nowait(self) -> None:
         self._drop_worker(lambda worker: worker.stop_nowait())
+
+    async def aclose_nowait(self) -> None:
+        if self._worker is None or self._worker.stops_at_once:
+            self.close_nowait()  # a kill and a hand-over to the reaper: no thread needed
+        else:
+            await super().aclose_nowait()
 
     def _drop_worker(self, stop: Any) -> None:
         with self._lock:

@@ -137,6 +137,8 @@ class ProcessWorker(Worker):
     def stop(self) -> None:
         self._finalizer()
 
+    stops_at_once = True
+
     def stop_nowait(self) -> None:
         # killed here, reaped and cleaned up on the reaper thread (the pool joins it at exit). The
         # task holds the worker itself: dropped by its host, it would otherwise be collected at

@@ -1,6 +1,6 @@
 """How ``rlmkit.LM`` reaches a model: one small async interface, three implementations.
 
-- ``openai``: any OpenAI-compatible server over shared keep-alive httpcore connections (the fast path);
+- ``openai``: any OpenAI-compatible server over shared keep-alive HTTP/1.1 connections (the fast path);
   picked for ``openai/...`` models and for an ``api_base`` with an OpenAI-compatible prefix.
 - ``litellm``: every other provider, imported only when such an LM is built.
 - ``function``: an in-process model (``rlmkit.FunctionLM``), for tests and for your own.
