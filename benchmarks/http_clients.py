@@ -4,9 +4,10 @@ burst of 16 requests to a server answering in 200 ms, per HTTP client.
     nice -n 19 python benchmarks/http_clients.py
 
 Clients: ``rlmkit.LM.acomplete`` (its openai transport: keep-alive lanes over asyncio streams,
-one write per request, ``rlmkit/transports/http11.py``), one ``httpx.AsyncClient`` pool, httpcore alone, aiohttp (installed with litellm), and
-raw asyncio sockets (a floor: a prebuilt request, no parsing beyond Content-Length). The
-scripted servers run in subprocesses, so the numbers are this process's work only.
+one write per request, ``rlmkit/transports/http11.py``), one ``httpx.AsyncClient`` pool,
+httpcore alone, aiohttp (installed with litellm), and raw asyncio sockets (a floor: a prebuilt
+request, no parsing beyond Content-Length). The scripted servers run in subprocesses, so the
+numbers are this process's work only.
 """
 
 from __future__ import annotations

@@ -236,3 +236,40 @@ def test_a_child_forked_while_prices_load_can_still_price():
             os._exit(0 if call_cost("openai/gpt-4o-mini", 1000, 0) > 0 else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def _https_server(ca, reply: str):
+    """A ScriptedServer behind TLS, its certificate issued for 127.0.0.1 by ``ca``."""
+    import ssl
+
+    server = ScriptedServer(lambda body: reply)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    server._httpd.socket = context.wrap_socket(server._httpd.socket, server_side=True)
+    return server
+
+
+def test_the_openai_transport_speaks_tls_and_checks_the_certificate(monkeypatch):
+    """OpenAI itself is https: the direct path does TLS (asyncio streams with an ``ssl`` context)
+    and refuses a certificate it cannot verify, as a network error, before anything is sent."""
+    import ssl
+
+    import trustme
+
+    from rlmkit.errors import LMError
+    from rlmkit.transports import openai as openai_transport
+
+    ca = trustme.CA()
+    with _https_server(ca, "over tls") as server:
+        url = f"https://127.0.0.1:{server.port}/v1"
+        untrusted = rlmkit.LM("openai/x", api_base=url, api_key="k", cache=False, num_retries=0)
+        with pytest.raises(LMError, match="CERTIFICATE_VERIFY_FAILED"):
+            untrusted.complete([{"role": "user", "content": "q"}])
+        assert server.requests == []
+        trusting = ssl.create_default_context()
+        ca.configure_trust(trusting)
+        monkeypatch.setattr(openai_transport, "_ssl_context", lambda: trusting)
+        lm = rlmkit.LM("openai/y", api_base=url, api_key="k", cache=False, num_retries=0)
+        assert lm.complete([{"role": "user", "content": "q"}]).text == "over tls"
+        assert lm.complete([{"role": "user", "content": "again"}]).text == "over tls"  # kept alive
+        assert [r["messages"][0]["content"] for r in server.requests] == ["q", "again"]

@@ -57,8 +57,6 @@ class Lanes:
     def __init__(self, base_url: str, size: int):
         self.base_url, self.size = base_url, size
         self.origin = http11.Origin.of(base_url)
-        # plain http never does TLS: no CA bundle to load (50-200 ms) before a local server's first call
-        self.tls = _ssl_context() if self.origin.scheme == "https" else None
         self._free: asyncio.Queue[Lane] = asyncio.Queue()
         self.made = 0
 
@@ -82,7 +80,9 @@ class Lanes:
                 return await http11.post(lane.conn, self.origin, path, headers, body)
             except http11.StaleConnection:
                 lane.drop()
-        lane.conn = await http11.connect(self.origin, self.tls)
+        # plain http never does TLS: no CA bundle to load (50-200 ms) before a local server's first call
+        tls = _ssl_context() if self.origin.scheme == "https" else None
+        lane.conn = await http11.connect(self.origin, tls)
         return await http11.post(lane.conn, self.origin, path, headers, body)
 
 
