@@ -223,8 +223,12 @@ def test_a_chunked_response_is_joined_and_connection_close_is_honoured():
     interim = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n"
     response, conn = _exchange(interim)
     assert (response.status, response.body) == (204, b"")
-    response, conn = _exchange(b"HTTP/1.0 200 OK\r\n\r\nto the end")  # no length: read to the close
+    response, conn = _exchange(b"HTTP/1.1 200 OK\r\n\r\nto the end")  # no length: read to the close
     assert response.body == b"to the end" and conn.writer.closed
+    response, conn = _exchange(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")  # 1.0: closes
+    assert response.body == b"ok" and conn.writer.closed
+    response, conn = _exchange(b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n")
+    assert response.body == b"" and not conn.writer.closed
 
 
 def test_a_reused_connection_closed_before_any_reply_is_stale_and_garbage_is_a_protocol_error():

@@ -57,6 +57,7 @@ class Response:
     reason: str
     headers: dict[str, str]  # names in lower case; a repeated header keeps its last value
     body: bytes = b""
+    version: str = "HTTP/1.1"
 
 
 @dataclass
@@ -108,7 +109,8 @@ async def post(conn: Connection, origin: Origin, path: str, headers: dict[str, s
         head.body = await _read_body(conn.reader, head.headers)
     conn.used += 1
     conn.idle_since = time.monotonic()
-    if head.headers.get("connection", "").lower() == "close":
+    connection = head.headers.get("connection", "").lower()
+    if connection == "close" or (head.version == "HTTP/1.0" and connection != "keep-alive"):
         conn.close()
     return head
 
@@ -129,7 +131,7 @@ async def _read_head(conn: Connection) -> Response:
         if not colon:
             raise ProtocolError(f"malformed header line: {line[:80]!r}")
         headers[name.strip().lower()] = value.strip()
-    return Response(int(code), reason, headers)
+    return Response(int(code), reason, headers, version=version)
 
 
 async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> bytes:
