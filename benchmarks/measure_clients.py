@@ -36,9 +36,10 @@ def client_cost(server: RecordingServer, calls: int, rounds: int) -> dict[str, A
     }
 
 
-def embedded_model(prompts: int, max_tokens: int, timeout_s: float) -> dict[str, Any]:
+def embedded_model(rounds: int, max_tokens: int, timeout_s: float) -> dict[str, Any]:
     """``local_throughput.py`` in a subprocess with a time limit: the machine's running model server
-    (never a second one started), the same prompts raw and through rlmkit.LM, interleaved."""
+    (never a second one started), the same prompts raw and through rlmkit.LM, interleaved,
+    ``rounds`` times each (one request's speed varies by about 10% on this VM's 2 cores)."""
     out = HERE / "out" / "local_throughput.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.unlink(missing_ok=True)
@@ -47,6 +48,8 @@ def embedded_model(prompts: int, max_tokens: int, timeout_s: float) -> dict[str,
         str(HERE / "local_throughput.py"),
         "--max-tokens",
         str(max_tokens),
+        "--rounds",
+        str(rounds),
         "--out",
         str(out),
     ]
@@ -63,6 +66,7 @@ def embedded_model(prompts: int, max_tokens: int, timeout_s: float) -> dict[str,
     found = json.loads(out.read_text())
     return {
         "prompts": len({row["prompt"] for row in found["rows"]}),
+        "rounds": rounds,
         "max_tokens": found["max_tokens"],
         "load_average": found["load_average"],
         "rows": [  # rlmkit first, the raw runtime last: what verdicts.py compares

@@ -239,7 +239,8 @@ def render(results: dict[str, Any]) -> str:
     local = results.get("embedded")
     if local and "rows" in local:
         out += [
-            f"**(6) Embedded model** ({local['prompts']} prompts, max_tokens={local['max_tokens']}, the "
+            f"**(6) Embedded model** ({local['prompts']} prompts x {local.get('rounds', 1)} rounds each "
+            f"way, max_tokens={local['max_tokens']}, the "
             f"machine's running llama.cpp server, load average {_load(local)}; "
             "`python benchmarks/local_throughput.py`)",
             "",

@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.local:  # last, and saved before: it can take minutes
         print(f"[{time.monotonic() - started:6.1f}s] embedded model", file=sys.stderr, flush=True)
         results["embedded"] = measure_clients.embedded_model(
-            prompts=3, max_tokens=128, timeout_s=args.local_timeout
+            rounds=2, max_tokens=128, timeout_s=args.local_timeout
         )
         save(results, args.out)
     print(f"[{results['meta']['total_s']:6.1f}s] wrote {args.out / 'README_TABLE.md'}", file=sys.stderr)
