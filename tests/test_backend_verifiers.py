@@ -127,7 +127,8 @@ def in_venv(*args: str, program: str = "python", **kwargs) -> subprocess.Complet
         timeout=300,
         check=False,
     )
-    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-5000:])
+    # a str message: pytest cuts a non-str one to a few hundred characters, the traceback's end included
+    assert done.returncode == 0, f"{program} {args[:2]} failed:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
     return done
 
 
