@@ -347,3 +347,44 @@ def test_a_run_returns_before_its_worker_is_reaped_and_the_clean_up_still_happen
     assert not os.path.exists(seen["workdir"])
     with pytest.raises(ProcessLookupError):
         os.kill(seen["pid"], 0)
+
+
+def test_a_server_that_closes_each_connection_after_its_reply_costs_no_failed_request():
+    """Servers close idle keep-alive connections (uvicorn after 5 s), often without saying so: the
+    next request on that lane must go out on a new connection, not fail (no retries allowed here)."""
+    import asyncio
+    import json
+
+    async def scenario():
+        served = []
+
+        async def handle(reader, writer):
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = next(
+                int(line.split(b":")[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length")
+            )
+            body = json.loads(await reader.readexactly(length))
+            served.append(body["messages"][0]["content"])
+            reply = json.dumps(
+                {"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}]}
+            ).encode()
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(reply), reply))
+            await writer.drain()
+            writer.close()  # no "Connection: close": the client learns it only from the socket
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        lm = rlmkit.LM(
+            "openai/x", api_base=f"http://127.0.0.1:{port}/v1", api_key="k", cache=False, num_retries=0
+        )
+        for i in range(3):
+            assert (await lm.acomplete([{"role": "user", "content": str(i)}])).text == "ok"
+            if i == 1:
+                await asyncio.sleep(0.05)  # the FIN has arrived: the lane sees its connection closed
+        server.close()
+        await server.wait_closed()
+        return served
+
+    assert asyncio.run(scenario()) == ["0", "1", "2"]
