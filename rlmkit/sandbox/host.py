@@ -16,8 +16,6 @@ is stopped at once and ``run()`` raises that error on the host.
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import pickle
 import threading
 import time
@@ -26,9 +24,8 @@ from collections.abc import Generator
 from typing import Any
 
 from rlmkit.errors import ContextError, Finish, RunError, SandboxError
-from rlmkit.sandbox import wire
+from rlmkit.sandbox import loop_io, wire
 from rlmkit.sandbox.base import CellResult, HostFunction, Sandbox, SandboxLimits, check_names
-from rlmkit.threads import in_thread
 
 START_TIMEOUT_S = 30.0
 GET_TIMEOUT_S = 60.0
@@ -268,9 +265,9 @@ class WorkerHost(Sandbox):
         while action[0] is not DONE:
             try:
                 if action[0] is RECV:
-                    reply = wire.loads_plain(await _next_frame(self._chan, action[1]))
+                    reply = wire.loads_plain(await loop_io.next_frame(self._chan, action[1]))
                 elif action[0] is CALL:
-                    reply = await _call_on_loop(action[1], action[2], action[3])
+                    reply = await loop_io.call_on_loop(action[1], action[2], action[3])
                 else:  # rare (a crash or a hang); on this thread, which holds the sandbox's lock
                     reply = self._after_death(*action[1:])
             except BaseException as exc:  # noqa: BLE001 - the conversation decides what it means
@@ -425,41 +422,3 @@ def _advance(conversation: Generator, reply: Any, error: BaseException | None) -
         return conversation.send(reply) if error is None else conversation.throw(error)
     except StopIteration as done:
         return DONE, done.value
-
-
-async def _next_frame(chan: wire.Channel, deadline: float | None) -> bytes:
-    """The worker's next frame, waited for by the event loop (a reader on the pipe) until
-    ``deadline``; raises ``wire.ChannelTimeout`` after it, like ``Channel.recv_frame``."""
-    loop = asyncio.get_running_loop()
-    while (frame := chan.take_frame()) is None:
-        remaining = None if deadline is None else deadline - time.monotonic()
-        if remaining is not None and remaining <= 0:
-            raise wire.ChannelTimeout()
-        woken = loop.create_future()
-        loop.add_reader(chan.rfd, _wake, woken, True)
-        timer = None if remaining is None else loop.call_later(remaining, _wake, woken, False)
-        try:
-            readable = await woken
-        finally:
-            loop.remove_reader(chan.rfd)
-            if timer is not None:
-                timer.cancel()
-        if not readable:
-            raise wire.ChannelTimeout()
-        chan.fill()
-    return frame
-
-
-def _wake(future: asyncio.Future, value: bool) -> None:
-    if not future.done():
-        future.set_result(value)
-
-
-async def _call_on_loop(fn: HostFunction, args: tuple, kwargs: dict) -> Any:
-    """A host function called from the event loop: its coroutine form as a task of its own (a copy
-    of this context, as a cell thread had: what its events set stays in it), or, for a plain
-    function that may block (a user's tool), on a thread."""
-    acall = getattr(fn, "acall", None)
-    if acall is None:
-        return await in_thread(functools.partial(fn, *args, **kwargs))
-    return await asyncio.ensure_future(acall(*args, **kwargs))
