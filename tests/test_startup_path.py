@@ -355,6 +355,8 @@ def test_a_server_that_closes_each_connection_after_its_reply_costs_no_failed_re
     import asyncio
     import json
 
+    from rlmkit.transports.openai import shared_client
+
     async def scenario():
         served = []
 
@@ -381,8 +383,11 @@ def test_a_server_that_closes_each_connection_after_its_reply_costs_no_failed_re
         )
         for i in range(3):
             assert (await lm.acomplete([{"role": "user", "content": str(i)}])).text == "ok"
-            if i == 1:
-                await asyncio.sleep(0.05)  # the FIN has arrived: the lane sees its connection closed
+            if i == 1:  # wait until the client has seen the close: the next take drops that connection
+                lanes = shared_client(f"http://127.0.0.1:{port}/v1", 16)
+                lane = await lanes.take()
+                assert await asyncio.wait_for(lane.conn.reader.read(1), timeout=30) == b""  # its FIN
+                lanes.give(lane)
         server.close()
         await server.wait_closed()
         return served
