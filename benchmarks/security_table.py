@@ -40,15 +40,13 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from security_guard import (
-    DISK_MAX,
-    MEMORY_MAX,
-    PIDS_MAX,
     guard_hits,
     kill_group,
     load_module,
     make_cgroups,
     run_guard,
 )
+from security_report import write_table
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -306,76 +304,6 @@ def ensure_peers() -> None:
     subprocess.check_call([str(VENV_PYTHON), "-m", "pip", "install", "-q", *PEER_PACKAGES])
 
 
-COLUMNS = {
-    "rlmkit": "rlmkit",
-    "rlms": "rlms `LocalREPL`",
-    "dspy": "dspy `LocalInterpreter` (documented as not a sandbox)",
-}
-
-
-def write_table(rows: dict[str, list[dict]], frameworks: list[str], timeout: float, command: str) -> str:
-    cases = [c for c in hostile.HOSTILE_CASES if any(r["case"] == c.name for fw in rows.values() for r in fw)]
-    lines = [
-        "| case | " + " | ".join(COLUMNS.get(fw, fw) for fw in frameworks) + " |",
-        "| --- |" + " --- |" * len(frameworks),
-    ]
-    for case in cases:
-        cells = []
-        for fw in frameworks:
-            row = next(r for r in rows[fw] if r["case"] == case.name)
-            mark = "contained" if row["contained"] else "**NOT contained**"
-            secs = f">{timeout:.0f} s" if row["hung"] else f"{row['seconds']:.2f} s"
-            cells.append(f"{mark}: {row['outcome']} ({secs})")
-        lines.append(f"| {case.name} | " + " | ".join(cells) + " |")
-    totals = ", ".join(f"{fw} {sum(r['contained'] for r in rows[fw])}/{len(rows[fw])}" for fw in frameworks)
-    memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return "\n".join(
-        [
-            "# Hostile code: rlmkit vs the rlms and DSPy local interpreters",
-            "",
-            (
-                f"Written by `{command}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
-                f"({os.uname().sysname} {os.uname().release}, {os.cpu_count()} cores, {memory_gib:.0f} GiB, "
-                f"as {'root' if os.geteuid() == 0 else 'a user'}). Contained: {totals}."
-            ),
-            "",
-            (
-                "Each cell: outcome (time to contain: the cell's duration when contained, else the wall time "
-                "until the harness stopped it). rlmkit = `rlmkit.RLM`, default process sandbox, "
-                f"cell_timeout={CELL_TIMEOUT:g} s; rlms = rlms 0.1.3 `LocalREPL`; dspy = dspy 3.4.1 "
-                f"`LocalInterpreter(execution_timeout={CELL_TIMEOUT:g})`, which dspy documents as not a "
-                'security sandbox ("A subprocess is not a security sandbox": '
-                "https://dspy.ai/api/tools/LocalInterpreter/, and the class docstring in "
-                "`dspy/primitives/local_interpreter.py`). dspy's default Deno/Pyodide "
-                "sandbox was not run: its first start needs deno.land and npm."
-            ),
-            "",
-            (
-                "Output is judged for all three at one boundary, what reaches the root model's next prompt "
-                f"(more than {PROMPT_OUTPUT_MAX:,} characters of one cell's output: not contained): "
-                "rlmkit's as its scripted server received it; the peers' by passing the REPL result "
-                "through the function their own loop builds that prompt with (rlms 0.1.3 "
-                "`rlm.utils.parsing.format_iteration`, 20,000 characters per block; dspy 3.4.1 "
-                "`REPLHistory` with `dspy.RLM`'s default `max_output_chars`, 10,000). A secret counts as "
-                "shown when it is in that prompt text."
-            ),
-            "",
-            *lines,
-            "",
-            (
-                f"Harness guards (never part of a framework): each host runs in its own pids cgroup "
-                f"({PIDS_MAX} tasks), memory cgroup ({MEMORY_MAX // 2**30} GiB) and a "
-                f"{DISK_MAX // 2**20} MiB tmpfs as working and temp dir, and is killed after "
-                f"{timeout:.0f} s. Hitting any of them counts as "
-                "not contained. `allocate_64_gib` is refused by the kernel's overcommit check on this "
-                f"{memory_gib:.0f} GiB machine for every framework; only rlmkit sets a memory "
-                "limit of its own (4 GiB address space)."
-            ),
-            "",
-        ]
-    )
-
-
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--host":
         run_host(sys.argv[2], sys.argv[3], json.loads(sys.argv[4]), sys.argv[5])
@@ -416,7 +344,9 @@ def main() -> None:
             )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     command = " ".join(["python benchmarks/security_table.py", *sys.argv[1:]])
-    args.out.write_text(write_table(rows, frameworks, args.timeout, command))
+    order = [c.name for c in hostile.HOSTILE_CASES]
+    table = write_table(rows, frameworks, order, args.timeout, command, CELL_TIMEOUT, PROMPT_OUTPUT_MAX)
+    args.out.write_text(table)
     print(f"wrote {args.out}")
 
 
