@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import pickle
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -22,8 +21,9 @@ import dspy
 
 import rlmkit
 from rlmkit.budget import Budget
-from rlmkit.errors import ContextError, MissingInputError
+from rlmkit.errors import MissingInputError
 from rlmkit.guards import SUBCALL_MAX_TOKENS, TURN_MAX_TOKENS
+from rlmkit.inputs import load_input
 from rlmkit.lm_cache import current_rollout_id
 from rlmkit.observe import dspy_bridge  # noqa: F401 - registers DSPy callbacks, usage and history
 from rlmkit.observe.streaming import remember_caller_loop, stream_run
@@ -192,12 +192,18 @@ class RLM(dspy.Module):
         parent_id: str | None = None,
         task: dict[str, Any] | None = None,
         rollout_id: int | None = None,
+        session_call: Any = None,
     ) -> tuple[dict[str, Any], Trajectory]:
-        """Run at ``depth`` inside ``tree`` (a new tree for a top-level call)."""
+        """Run at ``depth`` inside ``tree`` (a new tree for a top-level call). ``session_call``
+        (``rlmkit.session``): the session's live REPL, budget, prompt notes and input hashes."""
         variables, aliases = self._variables(inputs)
         lm, sub_lm = self.lm, self.sub_lm  # resolve (and fail on bad config) before any call
         if tree is None:
-            budget = dataclasses.replace(self.budget).start()  # fresh counters, same limits
+            budget = (
+                session_call.budget(self.budget)
+                if session_call is not None
+                else dataclasses.replace(self.budget).start()  # fresh counters, same limits
+            )
             log = TrajectoryLog(self.log_dir) if self.log_dir is not None else None
             tree = Tree(
                 loop=asyncio.get_running_loop(),
@@ -206,7 +212,8 @@ class RLM(dspy.Module):
                 log=log,
                 rollout_id=rollout_id,
             )
-        inputs, hash_inputs = describe_inputs(variables)  # big text's sha256: off the critical path
+        # big text's sha256: off the critical path (a session hashes each input once)
+        inputs, hash_inputs = (session_call.describe_inputs if session_call else describe_inputs)(variables)
         instructions, demos, settings = self._program_for(lm)
         meta = RunMeta(
             parent_id=parent_id,
@@ -221,6 +228,7 @@ class RLM(dspy.Module):
             limits={**tree.budget.limits(), **settings.record()},
             inputs=inputs,
             rlmkit_version=rlmkit.__version__,
+            session=session_call.meta if session_call is not None else {},
         )
         spec = RunSpec(
             signature=self.signature,
@@ -237,6 +245,9 @@ class RLM(dspy.Module):
         )
         state = RunState(spec, tree, depth, meta)
         state.hash_inputs = hash_inputs
+        if session_call is not None:
+            state.sandbox_lease, state.task_notes = session_call, session_call.notes
+            session_call.meta = state.trajectory.meta.session  # what it learns later lands there
         outputs = await run_loop(state, variables, aliases)
         return outputs, state.trajectory
 
@@ -270,7 +281,7 @@ class RLM(dspy.Module):
             raise MissingInputError(
                 f"unexpected input(s) {unknown}; the signature takes {list(self.signature.input_fields)}"
             )
-        variables = {name: _load_input(name, inputs[name]) for name in self.signature.input_fields}
+        variables = {name: load_input(name, inputs[name]) for name in self.signature.input_fields}
         aliases: dict[str, str] = {}
         if "context" not in variables:
             shown_in_full = self.settings.display.full_input_chars
@@ -278,6 +289,15 @@ class RLM(dspy.Module):
             if long_inputs:
                 aliases["context"] = long_inputs[0]
         return variables, aliases
+
+    def session(self, **inputs: Any) -> Any:
+        """``with rlm.session(context=big) as s: s(question=...)``: many calls over inputs that
+        cross into one live REPL once; the model's variables persist between calls. Options
+        (``history_calls``, ``history_chars``, ``budget``, ``idle_timeout``, ``path``) are
+        ``rlmkit.Session``'s keywords."""
+        from rlmkit.session import Session
+
+        return Session(self, **inputs)
 
     # -- persistence -----------------------------------------------------------------------
     def dump_state(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -292,29 +312,6 @@ class RLM(dspy.Module):
 
 def _size(value: Any) -> int:
     return len(value) if hasattr(value, "__len__") else 0
-
-
-def _load_input(name: str, value: Any) -> Any:
-    """A Path becomes its text (a file) or ``{relative path: text}`` (a directory)."""
-    if isinstance(value, Path):
-        if value.is_file():
-            return value.read_text(errors="replace")
-        if value.is_dir():
-            return {
-                str(p.relative_to(value)): p.read_text(errors="replace")
-                for p in sorted(value.rglob("*"))
-                if p.is_file()
-            }
-        raise ContextError(f"input {name!r}: path {value} does not exist")
-    if isinstance(value, (str, bytes, int, float, bool, type(None))):
-        return value
-    try:
-        pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception as exc:
-        raise ContextError(
-            f"input {name!r} of type {type(value).__name__} cannot be sent to the sandbox: {exc}"
-        ) from None
-    return value
 
 
 def _record_dspy_trace(predictor: dspy.Predict, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:

@@ -73,6 +73,8 @@ class RunState:
         # fills in the sha256 of big inputs (``describe_inputs``); run_loop runs it in a thread
         self.hash_inputs: Callable[[], None] | None = None
         self.start_logged: asyncio.Future | None = None  # set by run_loop: hashed, start record written
+        self.sandbox_lease: Any = None  # a session's live REPL (run.FreshSandbox's methods); None: a new one
+        self.task_notes = ""  # added to the task message (a session: its variables, history, restores)
         self._lock = threading.Lock()
 
     def record_subcall(self, node: SubCall) -> None:

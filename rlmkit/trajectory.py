@@ -131,6 +131,8 @@ class RunMeta(BaseModel):
     created: float = Field(default_factory=time.time)
     rlmkit_version: str = ""
     schema_version: int = SCHEMA_VERSION
+    # a call of a session: {"id", "call" (1, 2, ...), "restored" (why its REPL was rebuilt), "lost"}
+    session: dict[str, Any] = Field(default_factory=dict)
 
 
 class Trajectory(BaseModel):

@@ -1,0 +1,333 @@
+"""Sessions: inputs cross once, the model's variables live on between calls and survive a dead
+worker, an idle stop, and a save + load in another process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dspy
+import pytest
+
+import rlmkit
+from rlmkit.errors import BudgetExceeded, SessionBusyError, SessionClosedError, SessionFileError
+from rlmkit.sandbox.host import WorkerHost
+
+CONTEXT = "GET /a 200\nGET /b 500\nGET /c 500\n" * 100
+
+
+def repl(*lines: str) -> str:
+    return "```repl\n" + "\n".join(lines) + "\n```"
+
+
+def question_of(messages: list[dict]) -> str:
+    """The call's question, as the task message previews it (short inputs are shown in full)."""
+    task = messages[1]["content"]
+    return task.split("`question` (str")[1].split("): ", 1)[1].split("\n", 1)[0].strip("'")
+
+
+class Model:
+    """Replies by question: ``script[question]`` is the reply list of that call, by turn."""
+
+    def __init__(self, script: dict[str, list[str]]):
+        self.script = script
+        self.tasks: list[str] = []  # each call's task message
+
+    def __call__(self, messages: list[dict]) -> str:
+        turn = sum(1 for m in messages if m["role"] == "assistant")
+        if turn == 0:
+            self.tasks.append(messages[1]["content"])
+        replies = self.script[question_of(messages)]
+        return replies[min(turn, len(replies) - 1)]
+
+
+def make_rlm(script: dict[str, list[str]], signature: str = "context, question -> answer") -> tuple:
+    model = Model(script)
+    return rlmkit.RLM(signature, lm=rlmkit.FunctionLM(model)), model
+
+
+SCRIPT = {
+    "count": [
+        repl("fails = [l for l in context.splitlines() if ' 500' in l]", "SUBMIT(answer=str(len(fails)))")
+    ],
+    "hosts": [
+        repl("def path(line): return line.split()[1]", "SUBMIT(answer=str(sorted({path(l) for l in fails})))")
+    ],
+    "again": [repl("SUBMIT(answer=str(len(fails)) + ' ' + path(fails[0]))")],
+}
+
+
+def wait_for(condition, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached before the deadline"
+        time.sleep(0.01)
+
+
+def test_variables_persist_and_the_prompt_lists_them():
+    rlm, model = make_rlm(SCRIPT)
+    with rlm.session(context=CONTEXT) as s:
+        assert s(question="count").answer == "200"
+        assert s.variables == {"fails": "list, 200 items"}
+        assert s(question="hosts").answer == "['/b', '/c']"
+        assert set(s.variables) == {"fails", "path"}
+    assert "Variables that earlier calls made" not in model.tasks[0]
+    assert "- `fails`: list, 200 items" in model.tasks[1]
+    assert "[1] question: count\n    -> answer: 200" in model.tasks[1]
+
+
+def test_inputs_cross_once_and_again_only_when_changed(monkeypatch):
+    sent: list[list[str]] = []
+    original = WorkerHost._send_variables
+
+    def spy(self, variables):
+        sent.append(sorted(variables))
+        return original(self, variables)
+
+    monkeypatch.setattr(WorkerHost, "_send_variables", spy)
+    script = {"q": [repl("SUBMIT(answer=str(len(context)))")]}
+    rlm, _ = make_rlm(script)
+    with rlm.session(context=CONTEXT) as s:
+        s(question="q")
+        s(question="".join("q"), context="".join(CONTEXT))  # equal values, other objects: nothing crosses
+        assert s(question="q", context="short").answer == "5"
+    assert sent == [["context", "question"], [], ["context"]]
+
+
+def test_history_is_bounded_by_calls():
+    script = {f"q{i}": [repl(f"SUBMIT(answer='a{i}')")] for i in range(4)}
+    rlm, model = make_rlm(script)
+    with rlm.session(context=CONTEXT, history_calls=2) as s:
+        for i in range(4):
+            s(question=f"q{i}")
+    last = model.tasks[-1]
+    assert "question: q1" in last and "question: q2" in last and "question: q0" not in last
+
+
+def test_a_dspy_history_field_gets_the_earlier_calls():
+    class Ask(dspy.Signature):
+        context: str = dspy.InputField()
+        question: str = dspy.InputField()
+        history: dspy.History = dspy.InputField()
+        answer: str = dspy.OutputField()
+
+    script = {"one": [repl("SUBMIT(answer='first')")], "two": [repl("SUBMIT(answer=str(history))")]}
+    model = Model(script)
+    rlm = rlmkit.RLM(Ask, lm=rlmkit.FunctionLM(model))
+    with rlm.session(context=CONTEXT) as s:
+        s(question="one")
+        answer = s(question="two").answer
+    assert answer == str([{"question": "one", "answer": "first"}])
+    assert "Earlier calls in this session" not in model.tasks[1]  # the field carries it
+
+
+def test_a_second_concurrent_call_raises_at_once():
+    release = asyncio.Event()
+
+    async def model(messages):
+        if question_of(messages) == "slow":
+            await release.wait()
+        return repl("SUBMIT(answer='ok')")
+
+    rlm = rlmkit.RLM("context, question -> answer", lm=rlmkit.FunctionLM(model))
+
+    async def main():
+        async with rlm.session(context=CONTEXT) as s:
+            first = asyncio.ensure_future(s.acall(question="slow"))
+            while not s._busy.locked():
+                await asyncio.sleep(0.001)
+            with pytest.raises(SessionBusyError):
+                await s.acall(question="fast")
+            release.set()
+            assert (await first).answer == "ok"
+            assert (await s.acall(question="fast")).answer == "ok"
+
+    asyncio.run(main())
+
+
+def test_two_sessions_never_share_variables():
+    script = {"set": [repl("mine = question", "SUBMIT(answer='set')")],
+              "get": [repl("SUBMIT(answer=str(globals().get('mine')))")]}  # fmt: skip
+    rlm, _ = make_rlm(script)
+    with rlm.session(context="a") as one, rlm.session(context="b") as two:
+        one(question="set")
+        assert two(question="get").answer == "None"
+        assert one(question="get").answer == "set"
+        assert one.sandbox.pid != two.sandbox.pid and one.id != two.id
+
+
+def test_session_budget_stops_before_any_model_call():
+    rlm, model = make_rlm({"q": [repl("SUBMIT(answer='x')")]})
+    with rlm.session(context=CONTEXT, budget=rlmkit.Budget(max_calls=2)) as s:
+        s(question="q")
+        s(question="q")
+        with pytest.raises(BudgetExceeded, match="session budget"):
+            s(question="q")
+    assert len(model.tasks) == 2 and s.spent["calls"] == 2
+
+
+def test_a_killed_worker_comes_back_with_the_last_checkpoint():
+    script = {**SCRIPT, "gen": [repl("stream = (x for x in range(3))", "SUBMIT(answer='gen')")]}
+    rlm, model = make_rlm(script)
+    with rlm.session(context=CONTEXT) as s:
+        s(question="count")
+        s(question="hosts")
+        s(question="gen")
+        assert "stream" in s.variables and "stream" in s.checkpoint.unsaved()  # a generator cannot pickle
+        os.kill(s.sandbox.pid, signal.SIGKILL)
+        wait_for(lambda: not s.worker_running)
+        pred = s(question="again")
+    assert pred.answer == "200 /b"
+    meta = pred.trajectory.meta.session
+    assert meta["restored"] == "worker_died" and meta["call"] == 4
+    assert list(meta["lost"]) == ["stream"] and meta["lost"]["stream"].startswith("generator: ")
+    assert "died after the last call" in model.tasks[-1] and "`stream` (generator" in model.tasks[-1]
+
+
+def test_a_worker_dying_inside_a_cell_is_rebuilt_from_the_checkpoint():
+    script = {
+        **SCRIPT,
+        "crash": [repl("import os", "os._exit(3)"), repl("SUBMIT(answer=str(len(fails)))")],
+    }
+    rlm, model = make_rlm(script)
+    with rlm.session(context=CONTEXT) as s:
+        s(question="count")
+        pred = s(question="crash")
+    assert pred.answer == "200"
+    assert pred.trajectory.turns[0].blocks[0].restarted
+    assert "put back as of the last finished call" in pred.trajectory.turns[0].blocks[0].error
+
+
+def test_idle_timeout_stops_the_worker_and_the_next_call_restores_it():
+    rlm, _ = make_rlm(SCRIPT)
+    with rlm.session(context=CONTEXT, idle_timeout=0.2) as s:
+        s(question="count")
+        s(question="hosts")
+        wait_for(lambda: not s.worker_running)
+        pred = s(question="again")
+    assert pred.answer == "200 /b"
+    assert pred.trajectory.meta.session["restored"] == "idle"
+
+
+def test_save_and_load_in_another_process(tmp_path):
+    rlm, _ = make_rlm(SCRIPT)
+    with rlm.session(context=CONTEXT) as s:
+        s(question="count")
+        s(question="hosts")
+        s.save(tmp_path / "saved")
+    manifest = json.loads((tmp_path / "saved" / "manifest.json").read_text())
+    assert manifest["format"] == "rlmkit-session" and manifest["version"] == 1
+    assert set(manifest["variables"]) == {"fails", "path"} and manifest["calls"] == 2
+    assert (tmp_path / "saved" / "inputs" / "context.txt").read_text() == CONTEXT
+    child = f"""
+import sys; sys.path.insert(0, {os.getcwd()!r})
+import rlmkit
+from tests.test_session import SCRIPT, make_rlm
+rlm, model = make_rlm(SCRIPT)
+s = rlmkit.Session.load({str(tmp_path / "saved")!r}, rlm)
+pred = s(question="again")
+print(pred.answer, pred.trajectory.meta.session["restored"], pred.trajectory.meta.session["call"])
+print("fails" in model.tasks[0] and "[2] question: hosts" in model.tasks[0])
+s.close()
+"""
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["200 /b loaded 3", "True"]
+
+
+def test_checkpoints_follow_each_call_into_the_directory(tmp_path):
+    rlm, _ = make_rlm(SCRIPT)
+    with rlm.session(context=CONTEXT, path=tmp_path / "live") as s:
+        s(question="count")
+        first = json.loads((tmp_path / "live" / "manifest.json").read_text())
+        s(question="hosts")
+    second = json.loads((tmp_path / "live" / "manifest.json").read_text())
+    assert set(first["variables"]) == {"fails"} and set(second["variables"]) == {"fails", "path"}
+    assert first["variables"]["fails"] == second["variables"]["fails"]  # unchanged: not rewritten
+    assert len(list((tmp_path / "live" / "variables").iterdir())) == 2
+
+
+@pytest.fixture
+def saved(tmp_path) -> Path:
+    rlm, _ = make_rlm(SCRIPT)
+    with rlm.session(context=CONTEXT) as s:
+        s(question="count")
+        return s.save(tmp_path / "saved")
+
+
+def _edit(path: Path, change) -> None:
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize(
+    "damage, culprit",
+    [
+        (lambda d: (d / "manifest.json").unlink(), "manifest.json"),
+        (lambda d: (d / "manifest.json").write_text("{not json"), "manifest.json"),
+        (lambda d: _edit(d / "manifest.json", lambda m: m.update(format="other")), "manifest.json"),
+        (lambda d: _edit(d / "manifest.json", lambda m: m.update(version=99)), "manifest.json"),
+        (lambda d: _edit(d / "manifest.json", lambda m: m.pop("inputs")), "manifest.json"),
+        (lambda d: (d / "inputs" / "context.txt").write_text("short"), "context.txt"),
+        (lambda d: next((d / "variables").iterdir()).write_bytes(b"tampered"), ".pkl"),
+        (
+            lambda d: _edit(
+                d / "manifest.json", lambda m: m["variables"]["fails"].update(file="../../etc/passwd")
+            ),
+            "manifest.json",
+        ),
+    ],
+)
+def test_a_damaged_directory_is_a_typed_error_naming_the_file(saved, damage, culprit):
+    damage(saved)
+    rlm, _ = make_rlm(SCRIPT)
+    with pytest.raises(SessionFileError) as caught:
+        rlmkit.Session.load(saved, rlm)
+    assert str(caught.value.path).endswith(culprit) and str(caught.value.path) in str(caught.value)
+
+
+class _WritesOnLoad:
+    """A pickle whose loading writes a file: it must only ever be loaded inside the sandbox."""
+
+    def __init__(self, target: str):
+        self.target = target
+
+    def __reduce__(self):
+        return (exec, (f"open({self.target!r}, 'w').write('pwned')",))
+
+
+def test_a_crafted_variable_runs_only_inside_the_sandbox(saved, tmp_path):
+    target = str(tmp_path / "written-by-the-pickle")
+    blob = pickle.dumps(_WritesOnLoad(target))
+    import hashlib
+
+    digest = hashlib.blake2b(blob, digest_size=16).hexdigest()
+    (saved / "variables" / f"fails-{digest}.pkl").write_bytes(blob)
+    _edit(saved / "manifest.json", lambda m: m["variables"]["fails"].update(digest=digest,
+          file=f"variables/fails-{digest}.pkl"))  # fmt: skip
+    rlm, _ = make_rlm({"q": [repl("SUBMIT(answer='ok')")]})
+    s = rlmkit.Session.load(saved, rlm)  # the host reads bytes and checks digests: it unpickles nothing
+    assert not os.path.exists(target)
+    try:
+        pred = s(question="q")
+        if not s.sandbox.protections.get("landlock_fs"):
+            pytest.skip("no Landlock here: the worker could write outside its directory")
+    finally:
+        s.close()
+    assert pred.answer == "ok" and not os.path.exists(target)
+
+
+def test_a_closed_session_refuses_calls():
+    rlm, _ = make_rlm(SCRIPT)
+    s = rlm.session(context=CONTEXT)
+    s.close()
+    with pytest.raises(SessionClosedError):
+        s(question="count")
