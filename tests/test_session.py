@@ -191,6 +191,20 @@ def test_a_killed_worker_comes_back_with_the_last_checkpoint():
     assert "died after the last call" in model.tasks[-1] and "`stream` (generator" in model.tasks[-1]
 
 
+def test_a_module_the_model_imported_is_imported_again_after_a_rebuild():
+    script = {
+        "imp": [repl("import json as js", "SUBMIT(answer='ok')")],
+        "use": [repl("SUBMIT(answer=js.dumps([1]))")],
+    }
+    rlm, model = make_rlm(script)
+    with rlm.session(context=CONTEXT) as s:
+        s(question="imp")
+        os.kill(s.sandbox.pid, signal.SIGKILL)
+        wait_for(lambda: not s.worker_running)
+        assert s(question="use").answer == "[1]"
+    assert "`js`" not in model.tasks[-1]  # modules are not listed as the model's variables
+
+
 def test_a_worker_dying_inside_a_cell_is_rebuilt_from_the_checkpoint():
     script = {
         **SCRIPT,

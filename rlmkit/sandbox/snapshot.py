@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import pickle
 import sys
-import types
 
 # Values that cannot change in place: the same object as last time needs no new pickle.
 _IMMUTABLE = (str, bytes, int, float, complex, bool, type(None), frozenset)
@@ -50,9 +49,8 @@ def describe(value) -> tuple[str, int | None]:
 
 
 def is_model_variable(name: str, value, skip: set) -> bool:
-    if name.startswith("_") or name in skip:
-        return False
-    return not isinstance(value, types.ModuleType)
+    """A module the model imported counts: cloudpickle stores it by name, so it is imported again."""
+    return not (name.startswith("_") or name in skip)
 
 
 class Snapshots:

@@ -185,7 +185,7 @@ class Session:
         elif restored is None and self.sandbox is not None:
             restored = "worker_died"  # killed between calls (kill -9, out of memory)
         lost = self.checkpoint.unsaved() if restored else {}
-        live = {name: desc for name, desc in self.variables.items() if name not in lost}
+        live = {name: desc for name, desc in self.variables.items() if name not in lost and desc != "module"}
         notes = session_notes(
             variables=live,
             history=self.history if show_history else [],
