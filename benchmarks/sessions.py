@@ -280,11 +280,11 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
             **{f"{k[:-2]}_max_s": max(r[k] for r in rows) for k in keys}}  # fmt: skip
 
 
-def main() -> dict[str, Any]:
+def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=HERE / "results" / "sessions.json")
     parser.add_argument("--quick", action="store_true", help="small contexts: a smoke run, not a result")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     big, huge = (10**5, 10**6) if args.quick else (10**7, 10**8)
     started = time.monotonic()
     load_at_start = os.getloadavg()[0]
@@ -307,7 +307,7 @@ def main() -> dict[str, Any]:
         shutil.rmtree(root, ignore_errors=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE)
     results["meta"] = {
-        "command": "python " + " ".join([f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]]),
+        "command": " ".join(["python benchmarks/sessions.py", *(sys.argv[1:] if argv is None else argv)]),
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": commit.stdout.strip(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {psutil.virtual_memory().total >> 30} GiB",
