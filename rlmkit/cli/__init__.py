@@ -1,6 +1,6 @@
 """The ``rlmkit`` command line (typer + rich).
 
-The runtime's own verbs (``lm``, ``local``, ``view``) live here, one module each exposing
+The runtime's own verbs (``lm``, ``local``, ``view``, ``chat``) live here, one module each exposing
 ``register(app)``. Every other verb is found through the ``rlmkit.commands`` entry-point
 group: a package registers ``name = "package.module:register"`` in its pyproject, so the
 runtime never imports the packages built on it (``programs`` adds eval and demo,
@@ -15,7 +15,7 @@ from importlib.metadata import entry_points
 import typer
 
 COMMAND_GROUP = "rlmkit.commands"
-RUNTIME_VERBS = ("lm", "local", "view")
+RUNTIME_VERBS = ("lm", "local", "view", "chat")
 
 _app = typer.Typer(
     name="rlmkit",
