@@ -1,11 +1,13 @@
 """How often ``rlmkit demo`` answers right: the demo's own task and program on held-out seeds.
 
-    nice -n 10 python benchmarks/demo_accuracy.py --seeds 2000-2019
+    nice -n 10 python benchmarks/demo_accuracy.py --seeds 2000-2019 --workers 3
 
 Each seed is exactly what ``rlmkit demo --seed N`` runs (``programs/demo_task.py``) on the
 embedded model, at the demo's temperature (0) and caps. Seeds from 1000 up were never used
-in tuning. Resumable: rows already in ``--out`` are kept and their seeds not run again; the
-file is rewritten after every seed, stamped with the command, date, commit, machine and load.
+in tuning. ``--workers`` runs seeds side by side on the server's slots (a run's wall time
+grows, which the demo's deadline counts). Resumable: rows already in ``--out`` are kept and
+their seeds not run again; the file is rewritten after every seed, stamped with the command,
+date, commit, machine and load.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import shlex
 import statistics
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,6 +101,7 @@ def summary(rows: list[dict]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", default="2000-2019", help="e.g. 2000-2019 (each >= 1000)")
+    parser.add_argument("--workers", type=int, default=1, help="seeds run at once (<= the server's slots)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     seeds = parse_seeds(args.seeds)
@@ -106,19 +111,25 @@ def main() -> None:
     from rlmkit.local import local_lm
 
     lm = local_lm(cache=False, temperature=0.0, max_tokens=EMBEDDED_MAX_TOKENS)
-    for seed in seeds:
-        if seed in done:
-            continue
-        rows.append(run_seed(lm, seed))
-        print(json.dumps(rows[-1], default=str), flush=True)
-        result = {
-            **stamp(sys.argv[1:]),
-            "task": {"suite": DEMO_SUITE, "length": DEMO_LENGTH, "max_seconds": DEMO_MAX_SECONDS},
-            "model": "embedded (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, llama.cpp, CPU)",
-            "summary": summary(rows),
-            "rows": sorted(rows, key=lambda row: row["seed"]),
-        }
-        args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    lock = threading.Lock()
+
+    def measure(seed: int) -> None:
+        row = run_seed(lm, seed)
+        with lock:  # one writer at a time: the file always holds every finished seed
+            rows.append(row)
+            print(json.dumps(row, default=str), flush=True)
+            result = {
+                **stamp(sys.argv[1:]),
+                "task": {"suite": DEMO_SUITE, "length": DEMO_LENGTH, "max_seconds": DEMO_MAX_SECONDS},
+                "model": "embedded (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, llama.cpp, CPU)",
+                "workers": args.workers,
+                "summary": summary(rows),
+                "rows": sorted(rows, key=lambda row: row["seed"]),
+            }
+            args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+
+    with ThreadPoolExecutor(max_workers=args.workers) as pool:
+        list(pool.map(measure, [seed for seed in seeds if seed not in done]))
     print(json.dumps(summary(rows)))
 
 

@@ -22,8 +22,9 @@ DEMO_LENGTH = 200_000
 # (benchmarks/local_quality.py) 1000 up; the demo's tasks come from further up still.
 DEMO_SEED = 2000
 DEMO_MAX_ITERATIONS = 6
-# A run that passes this is cut and scored 0: the first run should end in minutes, not hours.
-DEMO_MAX_SECONDS = 420.0
+# A run that passes this is cut and scored 0. An idle 2-core machine answers in a minute or
+# two; the ceiling leaves room for a machine that is busy with other work.
+DEMO_MAX_SECONDS = 900.0
 # REPL output shown to the model per turn: small, because every character is prompt the CPU must read
 DEMO_DISPLAY_OUTPUT_CHARS = 2_000
 # A small model writes short turns; a provider's model keeps its own max_tokens.
