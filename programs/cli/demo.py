@@ -134,7 +134,8 @@ def _run(
     if embedded:
         console.print("starting the embedded model (Qwen2.5-Coder-1.5B, CPU) ...")
     short = {"max_tokens": EMBEDDED_MAX_TOKENS} if embedded else {}
-    model = lm_from_flag(lm, api_base, temperature=0.0, **short)
+    # no cache: a first run is a real run, not a replay of an earlier one
+    model = lm_from_flag(lm, api_base, temperature=0.0, cache=False, **short)
     console.print(_plain_call_line(len(example.context), model, embedded))
     stream_dir = out / f"run-{time.strftime('%Y%m%d-%H%M%S')}"
     rlm = demo_rlm(model, max_iterations=max_iterations, log_dir=stream_dir)
@@ -179,9 +180,9 @@ def _window_tokens(model, embedded: bool) -> int | None:
 
         return LocalServerConfig().ctx
     try:
-        import litellm
+        from rlmkit.transports.litellm import import_litellm  # its bundled model map: no network
 
-        return litellm.get_model_info(model.model).get("max_input_tokens")
+        return import_litellm().get_model_info(model.model).get("max_input_tokens")
     except Exception:  # litellm knows no window for this model: say nothing rather than guess
         return None
 
