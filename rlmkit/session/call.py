@@ -12,11 +12,11 @@ from typing import Any
 
 from rlmkit import events as ev
 from rlmkit.budget import Budget
+from rlmkit.describe import describe_inputs
 from rlmkit.errors import ConfigError, SandboxError
 from rlmkit.sandbox import make_sandbox
 from rlmkit.sandbox.host import WorkerHost
 from rlmkit.threads import in_thread
-from rlmkit.trajectory import describe_inputs
 
 MAX_VARIABLE_BYTES = 64 * 1024**2  # a bigger pickle is listed as unsaved: it stays live, uncheckpointed
 RESTORED_NOTE = "its variables were put back as of the last finished call (a checkpoint)"

@@ -33,7 +33,7 @@ import rlmkit
 from rlmkit.budget import Budget
 from rlmkit.errors import BudgetExceeded, MissingInputError, SessionBusyError, SessionClosedError
 from rlmkit.inputs import load_input
-from rlmkit.lm_cache import current_rollout_id
+from rlmkit.models.lm_cache import current_rollout_id
 from rlmkit.observe.streaming import remember_caller_loop
 from rlmkit.prompting import session_notes
 from rlmkit.session import store
