@@ -345,3 +345,44 @@ def test_a_closed_session_refuses_calls():
     s.close()
     with pytest.raises(SessionClosedError):
         s(question="count")
+
+
+def test_events_and_traces_of_every_call_carry_the_session_id():
+    script = {
+        "child": [repl("r = rlm_query('inner', context='abc')", "SUBMIT(answer=r)")],
+        "inner": [repl("SUBMIT(answer='deep')")],
+        "plain": [repl("SUBMIT(answer='x')")],
+    }
+    rlm, _ = make_rlm(script)
+    rlm.max_depth = 2
+    seen: list[rlmkit.events.Event] = []
+    with rlmkit.events.listen(seen.append), rlm.session(context=CONTEXT) as s:
+        assert s(question="child").answer == "deep"
+        s(question="plain")
+    runs = [e for e in seen if isinstance(e, rlmkit.events.RunStarted)]
+    assert [(r.depth, r.meta.session.get("call")) for r in runs] == [(0, 1), (1, None), (0, 2)]
+    assert {e.session_id for e in seen} == {s.id}  # the child run's events too
+    plain = rlm(context="a", question="plain")
+    assert plain.trajectory.meta.session == {}
+
+
+def test_otel_spans_name_the_session_as_the_conversation():
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from rlmkit.observe import otel
+
+    exporter, provider = InMemorySpanExporter(), TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    stop = otel.instrument(tracer_provider=provider)
+    try:
+        rlm, _ = make_rlm(SCRIPT)
+        with rlm.session(context=CONTEXT) as s:
+            s(question="count")
+            s(question="hosts")
+    finally:
+        stop()
+    agents = [span for span in exporter.get_finished_spans() if span.name == "invoke_agent rlm"]
+    assert len(agents) == 2 and {span.attributes["gen_ai.conversation.id"] for span in agents} == {s.id}

@@ -222,7 +222,12 @@ class HistoryRecorder:
             "model": lm.model,
             "response_model": completion.model,
             "model_type": "chat",
-            "rlmkit": {"run_id": event.run_id, "depth": event.depth, "root": request.root},
+            "rlmkit": {
+                "run_id": event.run_id,
+                "session_id": event.session_id,
+                "depth": event.depth,
+                "root": request.root,
+            },  # fmt: skip
         }
         for history, limit in (
             (self.history, self.limit),
