@@ -386,3 +386,18 @@ def test_otel_spans_name_the_session_as_the_conversation():
         stop()
     agents = [span for span in exporter.get_finished_spans() if span.name == "invoke_agent rlm"]
     assert len(agents) == 2 and {span.attributes["gen_ai.conversation.id"] for span in agents} == {s.id}
+
+
+def test_a_call_streams_its_events_then_its_prediction():
+    rlm, _ = make_rlm(SCRIPT)
+
+    async def main():
+        async with rlm.session(context=CONTEXT) as s:
+            await s.acall(question="count")
+            items = [item async for item in s.stream(question="hosts")]
+        return s, items
+
+    s, items = asyncio.run(main())
+    *events, pred = items
+    assert isinstance(pred, dspy.Prediction) and pred.answer == "['/b', '/c']"
+    assert isinstance(events[0], rlmkit.events.RunStarted) and {e.session_id for e in events} == {s.id}

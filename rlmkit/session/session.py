@@ -24,6 +24,7 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ from rlmkit.budget import Budget
 from rlmkit.errors import BudgetExceeded, MissingInputError, SessionBusyError, SessionClosedError
 from rlmkit.inputs import load_input
 from rlmkit.models.lm_cache import current_rollout_id
-from rlmkit.observe.streaming import remember_caller_loop
+from rlmkit.observe.streaming import remember_caller_loop, stream_run
 from rlmkit.prompting import session_notes
 from rlmkit.session import store
 from rlmkit.session.call import PICKLER_DIR, SessionCall, checkpoint_now
@@ -177,6 +178,11 @@ class Session:
         finally:
             self._busy.release()
             self._arm_idle()
+
+    def stream(self, **inputs: Any) -> AsyncIterator[Any]:
+        """``async for item in s.stream(question=...)``: the call's ``rlmkit.events`` as they happen
+        (each with the session's id), then the ``dspy.Prediction``."""
+        return stream_run(self, inputs)
 
     def _begin_call(self, *, show_history: bool) -> SessionCall:
         restored, self._pending_restore = self._pending_restore, None
