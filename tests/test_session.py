@@ -401,3 +401,19 @@ def test_a_call_streams_its_events_then_its_prediction():
     *events, pred = items
     assert isinstance(pred, dspy.Prediction) and pred.answer == "['/b', '/c']"
     assert isinstance(events[0], rlmkit.events.RunStarted) and {e.session_id for e in events} == {s.id}
+
+
+def test_the_viewer_lists_a_sessions_calls_in_order(tmp_path):
+    from rlmkit.view.render import find_logs, load_runs, summarize
+
+    model = Model(SCRIPT)
+    rlm = rlmkit.RLM("context, question -> answer", lm=rlmkit.FunctionLM(model), log_dir=tmp_path)
+    with rlm.session(context=CONTEXT) as s:
+        s(question="count")
+        s(question="hosts")
+    runs, _ = load_runs(find_logs([tmp_path]))
+    summaries = sorted((summarize(path, run) for path, run in runs), key=lambda row: row["created"])
+    assert [row["session_call"] for row in summaries] == [1, 2] and {row["session"] for row in summaries} == {
+        s.id
+    }
+    assert summaries[1]["task"].startswith(f"session {s.id[:8]} call 2: ")

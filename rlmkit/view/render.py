@@ -87,11 +87,14 @@ def max_depth(run: Trajectory) -> int:
 
 def task_label(run: Trajectory) -> str:
     """A short name for the run's task: its suite/example when known, else its signature."""
-    task = run.meta.task
+    task, session = run.meta.task, run.meta.session
     parts = [
         str(task[key]) for key in ("suite", "program", "name", "example", "id") if task.get(key) is not None
     ]
-    return " / ".join(parts) if parts else run.meta.signature
+    label = " / ".join(parts) if parts else run.meta.signature
+    if session.get("id"):  # a session's calls: the same label prefix, numbered (filter on the id)
+        label = f"session {session['id'][:8]} call {session.get('call')}: {label}"
+    return label
 
 
 def summarize(path: Path, run: Trajectory) -> dict[str, Any]:
@@ -116,6 +119,8 @@ def summarize(path: Path, run: Trajectory) -> dict[str, Any]:
         "depth": max_depth(run),
         "duration_s": run.duration_s or sum(turn.duration_s for turn in run.turns),
         "created": run.meta.created,
+        "session": run.meta.session.get("id"),
+        "session_call": run.meta.session.get("call"),
     }
 
 
