@@ -417,3 +417,9 @@ def test_the_viewer_lists_a_sessions_calls_in_order(tmp_path):
         s.id
     }
     assert summaries[1]["task"].startswith(f"session {s.id[:8]} call 2: ")
+
+
+def test_a_session_needs_a_worker_sandbox():
+    rlm = rlmkit.RLM("context, question -> answer", lm=rlmkit.FunctionLM(lambda m: "x"), sandbox="inline")
+    with pytest.raises(rlmkit.errors.ConfigError, match="worker sandbox"):
+        rlm.session(context="abc")

@@ -32,11 +32,13 @@ import dspy
 
 import rlmkit
 from rlmkit.budget import Budget
-from rlmkit.errors import BudgetExceeded, MissingInputError, SessionBusyError, SessionClosedError
+from rlmkit.errors import BudgetExceeded, ConfigError, MissingInputError, SessionBusyError, SessionClosedError
 from rlmkit.inputs import load_input
 from rlmkit.models.lm_cache import current_rollout_id
 from rlmkit.observe.streaming import remember_caller_loop, stream_run
 from rlmkit.prompting import session_notes
+from rlmkit.sandbox import make_sandbox
+from rlmkit.sandbox.host import WorkerHost
 from rlmkit.session import store
 from rlmkit.session.call import PICKLER_DIR, SessionCall, checkpoint_now
 from rlmkit.signature import signature_text
@@ -67,6 +69,8 @@ class Session:
         path: str | Path | None = None,
         **inputs: Any,
     ):
+        if not isinstance(make_sandbox(rlm.sandbox_name), WorkerHost):  # unstarted: nothing launches
+            raise ConfigError(f"a session needs a worker sandbox such as 'process', not {rlm.sandbox_name!r}")
         self.rlm = rlm
         self.id = uuid.uuid4().hex
         self.history_calls, self.history_chars = history_calls, history_chars
