@@ -423,3 +423,26 @@ def test_a_session_needs_a_worker_sandbox():
     rlm = rlmkit.RLM("context, question -> answer", lm=rlmkit.FunctionLM(lambda m: "x"), sandbox="inline")
     with pytest.raises(rlmkit.errors.ConfigError, match="worker sandbox"):
         rlm.session(context="abc")
+
+
+def test_dspy_callbacks_see_each_call_as_a_module_call():
+    from dspy.utils.callback import BaseCallback
+
+    class Recorder(BaseCallback):
+        def __init__(self):
+            self.starts, self.ends = [], []
+
+        def on_module_start(self, call_id, instance, inputs):
+            if isinstance(instance, rlmkit.RLM):
+                self.starts.append(inputs.get("question"))
+
+        def on_module_end(self, call_id, outputs, exception=None):
+            if outputs is not None and "answer" in outputs:
+                self.ends.append(outputs["answer"])
+
+    recorder = Recorder()
+    rlm, _ = make_rlm(SCRIPT)
+    with dspy.context(callbacks=[recorder]), rlm.session(context=CONTEXT) as s:
+        s(question="count")
+        s(question="hosts")
+    assert recorder.starts == ["count", "hosts"] and recorder.ends == ["200", "['/b', '/c']"]

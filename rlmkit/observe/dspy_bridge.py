@@ -77,12 +77,14 @@ class DspyCallbacks:
         kind = type(event)
         if kind is ev.RunStarted:
             self.rlms[event.run_id] = event.rlm
-            if event.depth > 0:  # the top-level run's module hooks come from dspy.Module.__call__
+            # the top-level run's module hooks come from dspy.Module.__call__, except a session's
+            # call, which does not go through it
+            if event.depth > 0 or event.session_id:
                 self._fire("on_module_start", event, instance=event.rlm, inputs=dict(event.inputs))
         elif kind is ev.RunFinished:
             self.rlms.pop(event.run_id, None)
             self.sandboxes.pop(event.run_id, None)
-            if event.depth > 0:
+            if event.depth > 0 or event.session_id:
                 outputs = dspy.Prediction(**event.trajectory.outputs) if event.error is None else None
                 self._fire("on_module_end", event, outputs=outputs, exception=event.error)
         elif kind is ev.TurnStarted:
