@@ -10,6 +10,7 @@ import pytest
 import rlmkit
 from programs import evaluate, program_for
 from programs.baseline import TRUNCATION_NOTE, BaselineLM
+from programs.eval_results import bootstrap_ci
 from programs.evaluate import EvalResult, ExampleResult
 from programs.tasks import generate
 from programs.tasks.needle import score as needle_score
@@ -60,6 +61,17 @@ def test_scores_failures_by_kind_and_interval():
     assert 0.0 <= low < 0.5 < high <= 1.0
     text = result.render()
     assert "0.500" in text and "max_iterations: 1" in text
+
+
+def test_the_interval_of_fractional_scores_is_a_seeded_bootstrap_of_their_mean():
+    scores = [1.0, 0.75, 0.5625, 0.0, 0.0, 1.0, 0.42, 0.0]  # 0.75^|error| and F1 scores, not 0/1
+    low, high = bootstrap_ci(scores)
+    mean = sum(scores) / len(scores)
+    assert 0.0 < low < mean < high < 1.0  # a binomial interval on these would be meaningless
+    assert bootstrap_ci(scores) == (low, high)  # seeded: the docs render the same interval every time
+    wide, narrow = bootstrap_ci(scores), bootstrap_ci(scores * 25)
+    assert narrow[1] - narrow[0] < (wide[1] - wide[0]) / 3  # more examples, a tighter interval
+    assert bootstrap_ci([0.5]) == (0.5, 0.5) and bootstrap_ci([0.3] * 4) == (0.3, 0.3)
 
 
 def test_resume_skips_finished_and_refuses_another_config(tmp_path):
