@@ -88,6 +88,10 @@ def test_eval_runs_prints_the_table_and_resumes(server, tmp_path):
             ],
             "answers ['aggregation']",
         ),
+        (  # a model whose window litellm's map does not know: the baseline needs one given
+            ["eval", "needle", "--lm", "openai/x", "--api-base", "http://127.0.0.1:9/v1", "--baseline"],
+            "--window-tokens",
+        ),
     ],
 )
 def test_bad_input_fails_before_any_model_call(args, message, tmp_path):

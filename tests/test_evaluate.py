@@ -202,3 +202,18 @@ def test_baseline_reads_the_context_cut_to_its_window(server):
 def oracle_for(examples):
     gold = {e.inputs["context"]: e.gold for e in examples}
     return lambda context, question: {"answer": gold[context]}
+
+
+def test_the_baselines_window_is_the_models_own_unless_given():
+    from programs.baseline import window_tokens_of
+    from rlmkit.local import LOCAL_MODEL_NAME, LocalServerConfig
+
+    listed = rlmkit.LM("openai/gpt-4o-mini", api_key="test-key", cache=False)
+    assert window_tokens_of(listed) == 128_000  # max_input_tokens in litellm's model map
+    assert BaselineLM("context -> answer", lm=listed).window_tokens == 128_000
+    assert BaselineLM("context -> answer", lm=listed, window_tokens=4_000).window_tokens == 4_000
+    embedded = rlmkit.LM(LOCAL_MODEL_NAME, api_base="http://127.0.0.1:9/v1", api_key="local", cache=False)
+    assert window_tokens_of(embedded) == LocalServerConfig().ctx
+    unknown = rlmkit.LM("openai/house-model", api_base="http://127.0.0.1:9/v1", api_key="k", cache=False)
+    with pytest.raises(UserError, match="--window-tokens"):
+        BaselineLM("context -> answer", lm=unknown)  # before any request: port 9 is never asked

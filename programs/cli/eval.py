@@ -50,7 +50,10 @@ def eval_command(
         False, "--baseline", help="Also run the plain LM on the context cut to its window."
     ),
     window_tokens: int = typer.Option(
-        32_000, "--window-tokens", help="The baseline's context window, in tokens."
+        None,
+        "--window-tokens",
+        help="The baseline's context window, in tokens (default: the model's own, from litellm's "
+        "model map or the embedded model's server).",
     ),
     retry_failed: bool = typer.Option(
         False, "--retry-failed", help="Run failed examples again when resuming."
@@ -124,6 +127,8 @@ def _run(
         )
 
     factory()  # a bad program/suite pairing or knob fails now, not in every worker
+    # the baseline's window (the model's own unless given) is known now, or its error is raised now
+    plain = baseline_for(suite, lm=root, window_tokens=window_tokens) if baseline else False
     config = {
         "suite": suite,
         "length": length,
@@ -135,7 +140,7 @@ def _run(
         "sub_lm": sub_lm,
         "max_depth": max_depth,
         "max_iterations": max_iterations,
-        "window_tokens": window_tokens,
+        "window_tokens": plain.window_tokens if plain else window_tokens,
     }
     if temperature is not None:  # only when set: older run folders keep their config hash
         config["temperature"] = temperature
@@ -185,7 +190,7 @@ def _run(
                 workers=workers,
                 out_dir=out,
                 config=config,
-                baseline=baseline_for(suite, lm=root, window_tokens=window_tokens) if baseline else False,
+                baseline=plain,
                 samples=samples,
                 retry_failed=retry_failed,
                 on_result=on_result,
