@@ -137,3 +137,18 @@ def test_demo_shows_turns_scores_and_writes_the_trajectory(tmp_path):
     runs = rlmkit.TrajectoryLog(next(tmp_path.iterdir())).runs()
     assert len(runs) == 1 and runs[0].score == 1.0 and runs[0].meta.task["demo"] is True
     assert str(next(tmp_path.iterdir())) in text
+
+
+def test_eval_runs_the_plain_rlm_that_knows_nothing_of_the_suite(server, tmp_path, monkeypatch):
+    from programs.suite_programs import SPECS
+
+    monkeypatch.setenv("RLMKIT_CACHE_DIR", str(tmp_path / "cache"))  # every prompt reaches the server
+    before = len(server.requests)
+    result = run(server, tmp_path / "plain", "--program", "plain")
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "plain" / "summary.json").read_text())
+    assert summary["config"]["program"] == "plain" and summary["summary"]["n"] == 3
+    roots = [b for b in server.requests[before:] if is_root_request(b)]
+    system = roots[0]["messages"][0]["content"]
+    assert "Given the fields `context`, `question`, produce the fields `answer`." in system
+    assert SPECS["needle"].instructions not in system  # the suite's strategy never reached the prompt

@@ -40,7 +40,10 @@ def eval_command(
     ),
     sub_lm: str = typer.Option(None, "--sub-lm", help="Model for sub-calls (default: the root model)."),
     program: str = typer.Option(
-        "rlm", "--program", help="rlm, facts_then_answer (multihop), tally_then_answer (aggregation)."
+        "rlm",
+        "--program",
+        help="rlm (the suite's program: its instructions know the suite), plain (the suite's signature, "
+        "no task knowledge), facts_then_answer (multihop), tally_then_answer (aggregation).",
     ),
     max_depth: int = typer.Option(1, "--max-depth", help="Recursion depth for rlm_query sub-calls."),
     max_iterations: int = typer.Option(20, "--max-iterations", help="Root turns per example."),
