@@ -19,10 +19,11 @@ from typing import Any
 import dspy
 
 import rlmkit
-from rlmkit import prices
-from rlmkit.defaults import resolve_lm
+from rlmkit.describe import describe_variable
+from rlmkit.models import prices
+from rlmkit.models.defaults import resolve_lm
 from rlmkit.signature import OutputValidator, describe_outputs, make_signature, signature_text
-from rlmkit.trajectory import Message, RunMeta, Trajectory, Turn, describe_variable
+from rlmkit.trajectory import Message, RunMeta, Trajectory, Turn
 
 CHARS_PER_TOKEN = 4  # a rough, provider-neutral rule for sizing the cut
 TRUNCATION_NOTE = "\n[... the rest of the context was cut to fit the model's window ...]"
