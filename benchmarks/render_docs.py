@@ -135,6 +135,41 @@ def quality_peers() -> str:
     return "\n".join(_quality_table(groups))
 
 
+# ------------------------------------------------------------------ the demo (demo_accuracy.py)
+def demo() -> str:
+    path = RESULTS / "demo_accuracy.json"
+    if not path.exists():
+        return "No result committed yet: `python benchmarks/demo_accuracy.py --seeds 2000-2019` measures it."
+    result = json.loads(path.read_text())
+    load = " / ".join(str(x) for x in result.get("load_average") or []) or None
+    rows = result["rows"]
+    scores = [row["score"] for row in rows]
+    low, high = bootstrap_ci(scores)
+    task = result["task"]
+    lines = [
+        provenance.stamp({**result, "load": f"{load} (1, 5, 15 min)" if load else None}),
+        "",
+        f"`{task['suite']}`, {task['length']:,} characters, "
+        f"held-out seeds {rows[0]['seed']}-{rows[-1]['seed']}, "
+        f"{result['model']}: **mean score {statistics.fmean(scores):.2f}** (95% CI {low:.2f}-{high:.2f}), "
+        f"{sum(s >= 0.999 for s in scores)} of {len(rows)} fully right, median "
+        f"{statistics.median(row['seconds'] for row in rows):.0f} s per run, "
+        f"{sum((row['error'] or '').startswith('BudgetExceeded') for row in rows)} cut at the "
+        f"{task['max_seconds']:.0f} s deadline.",
+        "",
+        "| seed | needle depth | gold | answer | score | seconds | turns |",
+        "| ---: | ---: | --- | --- | ---: | ---: | ---: |",
+    ]
+    for row in rows:
+        depth = "-" if row.get("depth") is None else f"{row['depth']:.2f}"
+        answer = "-" if row["answer"] is None else str(row["answer"]).replace("|", "/")[:60]
+        lines.append(
+            f"| {row['seed']} | {depth} | {str(row['gold']).replace('|', '/')[:60]} | {answer} | "
+            f"{row['score']:.2f} | {row['seconds']:.0f} | {row['turns']} |"
+        )
+    return "\n".join(lines)
+
+
 # ------------------------------------------------------------------ the embedded model's tuning
 def tuning() -> str:
     program = json.loads((ROOT / "rlmkit" / "local" / "tuned_program.json").read_text())
@@ -169,6 +204,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "quality": quality,
     "quality-peers": quality_peers,
     "tuning": tuning,
+    "demo": demo,
     "security": security,
 }
 
