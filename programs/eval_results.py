@@ -17,7 +17,7 @@ class ExampleResult(BaseModel):
     id: str
     suite: str
     sample: int = 0  # which of the example's ``samples`` runs (its rollout id)
-    program: Literal["program", "baseline"] = "program"
+    program: Literal["program", "plain", "baseline"] = "program"
     status: Literal["ok", "failed"] = "ok"
     failure: str | None = None  # kind, e.g. "lm_error", "max_iterations"
     error: str | None = None
@@ -37,6 +37,7 @@ class ExampleResult(BaseModel):
 class EvalResult(BaseModel):
     config: dict[str, Any] = Field(default_factory=dict)
     rows: list[ExampleResult] = Field(default_factory=list)
+    plain: EvalResult | None = None  # the same task with no task knowledge, when run beside
     baseline: EvalResult | None = None
     out_dir: str | None = None
 
@@ -82,7 +83,8 @@ class EvalResult(BaseModel):
         }
 
     def table(self, title: str | None = None):
-        """A rich Table: one line for the program and one for the baseline, if run."""
+        """A rich Table: one line for the program, and one each for the plain RLM and the baseline
+        when they ran beside it."""
         from rich.table import Table
 
         table = Table(title=title or "results")
@@ -98,7 +100,7 @@ class EvalResult(BaseModel):
             "failures",
         ):
             table.add_column(column, justify="left" if column in ("program", "failures") else "right")
-        for name, result in (("program", self), ("baseline", self.baseline)):
+        for name, result in (("program", self), ("plain", self.plain), ("baseline", self.baseline)):
             if result is None:
                 continue
             low, high = result.ci95

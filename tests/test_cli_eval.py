@@ -139,16 +139,20 @@ def test_demo_shows_turns_scores_and_writes_the_trajectory(tmp_path):
     assert str(next(tmp_path.iterdir())) in text
 
 
-def test_eval_runs_the_plain_rlm_that_knows_nothing_of_the_suite(server, tmp_path, monkeypatch):
+def test_eval_runs_the_plain_rlm_beside_the_suites_program(server, tmp_path, monkeypatch):
     from programs.suite_programs import SPECS
 
     monkeypatch.setenv("RLMKIT_CACHE_DIR", str(tmp_path / "cache"))  # every prompt reaches the server
     before = len(server.requests)
-    result = run(server, tmp_path / "plain", "--program", "plain")
+    result = run(server, tmp_path / "both", "--plain")
     assert result.exit_code == 0, result.output
-    summary = json.loads((tmp_path / "plain" / "summary.json").read_text())
-    assert summary["config"]["program"] == "plain" and summary["summary"]["n"] == 3
-    roots = [b for b in server.requests[before:] if is_root_request(b)]
-    system = roots[0]["messages"][0]["content"]
-    assert "Given the fields `context`, `question`, produce the fields `answer`." in system
-    assert SPECS["needle"].instructions not in system  # the suite's strategy never reached the prompt
+    lines = [line for line in result.output.splitlines() if "│" in line]
+    assert any(" program " in line for line in lines) and any(" plain " in line for line in lines)
+    summary = json.loads((tmp_path / "both" / "summary.json").read_text())
+    assert summary["summary"]["n"] == 3 and summary["plain"]["n"] == 3 and summary["baseline"] is None
+    systems = {b["messages"][0]["content"] for b in server.requests[before:] if is_root_request(b)}
+    with_strategy = [text for text in systems if SPECS["needle"].instructions in text]
+    neutral = [text for text in systems if "Given the fields `context`, `question`, produce" in text]
+    assert with_strategy and neutral and not set(with_strategy) & set(neutral)
+    again = run(server, tmp_path / "both", "--plain")  # resumes both: nothing runs twice
+    assert again.exit_code == 0 and "6 finished run(s) kept" in " ".join(again.output.split())
