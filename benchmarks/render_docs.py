@@ -74,7 +74,7 @@ def quality_rows() -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
 
 def _ended(row: dict[str, Any]) -> str:
     error = row.get("error") or ""
-    if error == "deadline" or error.startswith("BudgetExceeded"):
+    if error == "deadline" or (error.startswith("BudgetExceeded") and "seconds" in error):
         return "deadline"
     return "error" if error else "answered"
 
