@@ -33,6 +33,7 @@ sys.path[:0] = [str(ROOT), str(HERE)]
 
 import provenance
 import report
+import sessions_report
 
 from programs.eval_results import bootstrap_ci
 
@@ -199,6 +200,10 @@ def security() -> str:
     return body
 
 
+def sessions() -> str:
+    return sessions_report.render(json.loads((RESULTS / "sessions.json").read_text()))
+
+
 RENDERERS: dict[str, Callable[[], str]] = {
     "speed": speed,
     "quality": quality,
@@ -206,6 +211,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "tuning": tuning,
     "demo": demo,
     "security": security,
+    "sessions": sessions,
 }
 
 

@@ -26,14 +26,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime
 import json
 import os
 import platform
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -43,8 +41,11 @@ from typing import Any
 
 import psutil
 
-import rlmkit
-from rlmkit.testing import ScriptedServer
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import provenance  # noqa: E402
+
+import rlmkit  # noqa: E402
+from rlmkit.testing import ScriptedServer  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 MARK = "BENCH-SESSION"  # in every question: tells a root request from anything else
@@ -305,13 +306,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             print(f"memory: {results['concurrent_memory']['ratio']:.2f}", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE)
     results["meta"] = {
-        "command": " ".join(["python benchmarks/sessions.py", *(sys.argv[1:] if argv is None else argv)]),
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": commit.stdout.strip(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {psutil.virtual_memory().total >> 30} GiB",
-        "load": f"load average {load_at_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end",
+        **provenance.record("benchmarks/sessions.py", sys.argv[1:] if argv is None else argv, load_at_start),
         "versions": f"rlmkit {rlmkit.__version__}, python {platform.python_version()}",
         "total_s": time.monotonic() - started,
     }

@@ -1,19 +1,11 @@
-"""Render ``benchmarks/results/sessions.json`` into the sessions page (between its markers).
-
-python benchmarks/sessions_report.py [--results benchmarks/results/sessions.json]
-"""
+"""The sessions table (docs/guide/sessions.md), from ``benchmarks/results/sessions.json``:
+``render_docs.py`` calls ``render`` for the page's ``sessions`` block."""
 
 from __future__ import annotations
 
-import argparse
-import json
-import re
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-PAGE = ROOT / "docs" / "guide" / "sessions.md"
-START, END = "<!-- sessions-table:start -->", "<!-- sessions-table:end -->"
+import provenance
 
 
 def ms(seconds: float | None) -> str:
@@ -25,10 +17,8 @@ def verdict(met: bool) -> str:
 
 
 def render(r: dict[str, Any]) -> str:
-    meta = r["meta"]
     lines = [
-        f"Measured by `{meta['command']}` on {meta['date']} at commit `{meta['commit']}`; "
-        f"{meta['machine']}, {meta['load']}; {meta['versions']}.",
+        f"{provenance.stamp(r['meta'])} Versions: {r['meta']['versions']}.",
         "",
         "| context | session, later calls: before the first request | plain `rlm(...)` | dspy.RLM | target |",
         "|---|---|---|---|---|",
@@ -79,17 +69,3 @@ def render(r: dict[str, Any]) -> str:
         f"| {verdict(mem['met'])} |",
     ]
     return "\n".join(lines)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "sessions.json")
-    args = parser.parse_args()
-    table = render(json.loads(args.results.read_text()))
-    page = PAGE.read_text()
-    block = re.compile(re.escape(START) + ".*?" + re.escape(END), re.S)
-    PAGE.write_text(block.sub(lambda _: f"{START}\n{table}\n{END}", page))
-
-
-if __name__ == "__main__":
-    main()

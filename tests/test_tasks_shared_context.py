@@ -4,7 +4,7 @@ context and scored per question."""
 from __future__ import annotations
 
 import rlmkit
-from programs.evaluate import evaluate
+from programs import evaluate
 from programs.tasks import generate
 from rlmkit.trajectory import read_runs
 
