@@ -61,7 +61,7 @@ class Snapshots:
         self.kept: dict[str, object] = {}  # holds each snapshotted object, so its id stays its own
 
     def take(self, namespace: dict, skip, pickler_dir: str | None, max_bytes: int) -> tuple:
-        pickler = _pickler(pickler_dir)
+        pickler = None  # imported at the first value to pickle: cloudpickle costs ~20 ms to import
         skip = set(skip)
         entries, seen = [], set()
         for name, value in list(namespace.items()):
@@ -73,6 +73,7 @@ class Snapshots:
             if before is not None and before[0] == id(value) and isinstance(value, _IMMUTABLE):
                 entries.append((name, type_name, size, before[1], None, None))
                 continue
+            pickler = pickler or _pickler(pickler_dir)
             try:
                 blob = pickler.dumps(value, protocol=5)
             except BaseException as exc:  # noqa: BLE001 - pickling can fail with anything
