@@ -446,3 +446,16 @@ def test_dspy_callbacks_see_each_call_as_a_module_call():
         s(question="count")
         s(question="hosts")
     assert recorder.starts == ["count", "hosts"] and recorder.ends == ["200", "['/b', '/c']"]
+
+
+def test_a_missing_input_fails_before_the_call_counts_and_history_stays_small():
+    rlm, model = make_rlm({"q": [repl("SUBMIT(answer='ok')")]})
+    with rlm.session() as s:
+        with pytest.raises(rlmkit.errors.MissingInputError, match="context"):
+            s(question="q")
+        assert s.calls == 0 and model.tasks == []
+        s(question="q", context="y" * 100_000)
+    [(asked, said)] = s.history
+    assert (
+        len(json.dumps(asked)) < 5_000 and "characters cut" in asked["context"] and said == {"answer": "ok"}
+    )

@@ -44,6 +44,7 @@ from rlmkit.session.call import PICKLER_DIR, SessionCall, checkpoint_now
 from rlmkit.signature import signature_text
 from rlmkit.sync_loop import shared_loop
 from rlmkit.threads import in_thread
+from rlmkit.trajectory import bounded
 
 RESTORE_TIMEOUT_S = 300.0  # unpickling a large checkpoint in a fresh worker
 
@@ -161,6 +162,9 @@ class Session:
             for name in history_fields:
                 if name not in given:
                     merged[name] = dspy.History(messages=[{**i, **o} for i, o in self.history])
+            missing = [name for name in self.rlm.signature.input_fields if name not in merged]
+            if missing:  # before the call counts, before any model request
+                raise MissingInputError(f"missing input(s) {missing}: give them at open or at this call")
             call = self._begin_call(show_history=not history_fields)
             outputs: dict[str, Any] | None = None
             try:
@@ -211,8 +215,10 @@ class Session:
                 self.spent[name] += value
 
     def _remember(self, asked: dict[str, Any], outputs: dict[str, Any]) -> None:
-        """Keep this call's question and answer for the next prompts, within the bounds."""
-        self.history.append((_jsonable(asked), _jsonable(outputs)))
+        """Keep this call's question and answer for the next prompts, within the bounds (a long
+        value, say a new context passed at call time, is kept as its head and tail)."""
+        cut = max(200, self.history_chars // 2)
+        self.history.append(tuple(_jsonable(values, cut) for values in (asked, outputs)))
         del self.history[: max(0, len(self.history) - self.history_calls)]
         while len(self.history) > 1 and len(json.dumps(self.history, default=str)) > self.history_chars:
             del self.history[0]
@@ -330,5 +336,7 @@ class Session:
         await in_thread(self.close)
 
 
-def _jsonable(values: dict[str, Any]) -> dict[str, Any]:
-    return json.loads(json.dumps(values, default=str))
+def _jsonable(values: dict[str, Any], limit: int) -> dict[str, Any]:
+    """JSON data (what a manifest can hold), each value's text bounded to ``limit`` characters."""
+    plain = json.loads(json.dumps(values, default=str))
+    return {k: v if len(json.dumps(v)) <= limit else bounded(json.dumps(v), limit) for k, v in plain.items()}
