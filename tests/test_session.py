@@ -459,3 +459,17 @@ def test_a_missing_input_fails_before_the_call_counts_and_history_stays_small():
     assert (
         len(json.dumps(asked)) < 5_000 and "characters cut" in asked["context"] and said == {"answer": "ok"}
     )
+
+
+def test_a_sync_call_from_code_running_on_the_shared_loop_does_not_wait_on_itself():
+    inner_rlm, _ = make_rlm({"q": [repl("SUBMIT(answer='inner')")]})
+    inner = inner_rlm.session(context="abc")
+
+    def outer_model(messages):  # a sync model function runs on the shared loop
+        return repl(f"SUBMIT(answer={inner(question='q').answer!r})")
+
+    try:
+        outer = rlmkit.RLM("context -> answer", lm=rlmkit.FunctionLM(outer_model))
+        assert outer(context="x").answer == "inner"
+    finally:
+        inner.close()

@@ -42,7 +42,7 @@ from rlmkit.sandbox.host import WorkerHost
 from rlmkit.session import store
 from rlmkit.session.call import PICKLER_DIR, SessionCall, checkpoint_now
 from rlmkit.signature import signature_text
-from rlmkit.sync_loop import shared_loop
+from rlmkit.sync_loop import run_sync, shared_loop
 from rlmkit.threads import in_thread
 from rlmkit.trajectory import bounded
 
@@ -133,8 +133,11 @@ class Session:
         """A call from sync code. Ctrl-C (KeyboardInterrupt) stops this call, not the session:
         the next call rebuilds the REPL from the checkpoint before it."""
         inputs.setdefault("_rollout_id", current_rollout_id.get())
+        loop = shared_loop()
+        if _running_loop() is loop:  # called from a sync callback on that loop: it cannot wait on itself
+            return run_sync(self.acall(**inputs))
         with remember_caller_loop():
-            future = asyncio.run_coroutine_threadsafe(self.acall(**inputs), shared_loop())
+            future = asyncio.run_coroutine_threadsafe(self.acall(**inputs), loop)
             try:
                 return future.result()
             except KeyboardInterrupt:
@@ -334,6 +337,13 @@ class Session:
 
     async def __aexit__(self, *exc: object) -> None:
         await in_thread(self.close)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _jsonable(values: dict[str, Any], limit: int) -> dict[str, Any]:
