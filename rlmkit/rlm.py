@@ -228,8 +228,9 @@ class RLM(dspy.Module):
         of the run sample k, so K samples of one task are K distinct runs, not K cache hits."""
         task = inputs.pop("_task", None)
         rollout_id = inputs.pop("_rollout_id", None)
+        factory = keywords.interpreter_factory(inputs.pop("interpreter_factory", None))
         rollout_id = current_rollout_id.get() if rollout_id is None else rollout_id
-        outputs, trajectory = await self.run_tree(inputs, task=task, rollout_id=rollout_id)
+        outputs, trajectory = await self.run_tree(inputs, task=task, rollout_id=rollout_id, factory=factory)
         _record_dspy_trace(self.root, inputs, outputs)
         return dspy.Prediction(**outputs, trajectory=trajectory, final_reasoning=final_reasoning(trajectory))
 
@@ -242,8 +243,11 @@ class RLM(dspy.Module):
         parent_id: str | None = None,
         task: dict[str, Any] | None = None,
         rollout_id: int | None = None,
+        factory: Any = None,
     ) -> tuple[dict[str, Any], Trajectory]:
-        """Run at ``depth`` inside ``tree`` (a new tree for a top-level call)."""
+        """Run at ``depth`` inside ``tree`` (a new tree for a top-level call). ``factory``: a DSPy
+        interpreter factory for this call (else this RLM's ``interpreter_factory``, else its sandbox)."""
+        factory = factory or self.interpreter_factory
         variables, aliases = self._variables(inputs)
         lm, sub_lm = self.lm, self.sub_lm  # resolve (and fail on bad config) before any call
         if tree is None:
@@ -264,7 +268,9 @@ class RLM(dspy.Module):
             signature=signature_text(self.signature),
             instructions=instructions,
             protocol=self.protocol.name,
-            sandbox=self.sandbox_name,
+            sandbox=self.sandbox_name
+            if factory is None
+            else f"interpreter:{getattr(factory, '__name__', type(factory).__name__)}",
             model=lm.model,
             sub_model=sub_lm.model,
             task=task or {},
@@ -284,6 +290,7 @@ class RLM(dspy.Module):
             sub_lm=sub_lm,
             start_child=self._run_child,
             module=self,
+            make_sandbox=None if factory is None else interpreter_launcher(factory, self.signature),
         )
         state = RunState(spec, tree, depth, meta)
         state.hash_inputs = hash_inputs
@@ -342,6 +349,12 @@ class RLM(dspy.Module):
             self.settings = self.settings.from_state(state["rlm"])
         super().load_state({k: v for k, v in state.items() if k != "rlm"}, *args, **kwargs)
         return self
+
+
+def interpreter_launcher(factory: Any, signature: Any) -> Any:
+    from rlmkit.sandbox.interpreter import InterpreterSandbox, output_fields
+
+    return lambda limits: InterpreterSandbox(factory, limits, output_fields(signature))
 
 
 def _size(value: Any) -> int:

@@ -45,7 +45,7 @@ def interpreter_factory(factory: Any) -> Any:
     """dspy.RLM's check: a zero-argument callable that makes an interpreter, not an interpreter."""
     if factory is None:
         return None
-    if hasattr(factory, "execute") and hasattr(factory, "shutdown"):
+    if not isinstance(factory, type) and hasattr(factory, "execute") and hasattr(factory, "shutdown"):
         raise TypeError(
             "interpreter_factory takes a zero-argument callable that creates an interpreter, not an "
             "interpreter: pass the interpreter as the first positional argument when calling the module, "
