@@ -56,7 +56,7 @@ def shared_lm(model: str, **kwargs: Any) -> LM:
 def resolve_lm(lm: LM | Any | str | None) -> LM | DSPyLM:
     """An rlmkit LM from an LM, a dspy.LM, a model string, or None (the configured default);
     any other DSPy LM (a ``dspy.BaseLM``) or a callable, wrapped to be called as itself."""
-    if isinstance(lm, LM):
+    if isinstance(lm, (LM, DSPyLM)):
         return lm
     if isinstance(lm, str):
         return shared_lm(lm)
