@@ -98,12 +98,34 @@ def summary(rows: list[dict]) -> dict:
     }
 
 
+def render(result: dict) -> str:
+    """The docs' table for a results file (``--table`` prints it without running anything)."""
+    s, task = result["summary"], result["task"]
+    seeds = [row["seed"] for row in result["rows"]]
+    return "\n".join(
+        [
+            "| task | seeds | right | mean score | median s/run | cut at the deadline |",
+            "| --- | --- | --- | --- | --- | --- |",
+            f"| {task['suite']}, {task['length']:,} characters | {min(seeds)}-{max(seeds)} (n={s['n']}) | "
+            f"{s['right']} | {s['accuracy']:.2f} | {s['median_seconds']:.0f} | {s['cut_at_deadline']} |",
+            "",
+            f"`{result['command']}` at {result['commit']}, {result['date']}; {result['model']}; "
+            f"{result['machine']}, load average {', '.join(map(str, result['load_average']))}; "
+            f"{result.get('workers', 1)} seed(s) at a time.",
+        ]
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", default="2000-2019", help="e.g. 2000-2019 (each >= 1000)")
     parser.add_argument("--workers", type=int, default=1, help="seeds run at once (<= the server's slots)")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--table", action="store_true", help="print the table of --out and stop")
     args = parser.parse_args()
+    if args.table:
+        print(render(json.loads(args.out.read_text())))
+        return
     seeds = parse_seeds(args.seeds)
     previous = json.loads(args.out.read_text()) if args.out.is_file() else {}
     rows = [row for row in previous.get("rows", []) if row["seed"] in seeds]
@@ -112,6 +134,7 @@ def main() -> None:
 
     lm = local_lm(cache=False, temperature=0.0, max_tokens=EMBEDDED_MAX_TOKENS)
     lock = threading.Lock()
+    started = stamp(sys.argv[1:])  # the commit that ran; the load is sampled again at each write
 
     def measure(seed: int) -> None:
         row = run_seed(lm, seed)
@@ -119,7 +142,8 @@ def main() -> None:
             rows.append(row)
             print(json.dumps(row, default=str), flush=True)
             result = {
-                **stamp(sys.argv[1:]),
+                **started,
+                "load_average": [round(x, 2) for x in os.getloadavg()],
                 "task": {"suite": DEMO_SUITE, "length": DEMO_LENGTH, "max_seconds": DEMO_MAX_SECONDS},
                 "model": "embedded (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, llama.cpp, CPU)",
                 "workers": args.workers,
