@@ -4,10 +4,10 @@
 
 Each seed is exactly what ``rlmkit demo --seed N`` runs (``programs/demo_task.py``) on the
 embedded model, at the demo's temperature (0) and caps. Seeds from 1000 up were never used
-in tuning. ``--workers`` runs seeds side by side on the server's slots (a run's wall time
-grows, which the demo's deadline counts). Resumable: rows already in ``--out`` are kept and
-their seeds not run again; the file is rewritten after every seed, stamped with the command,
-date, commit, machine and load.
+in tuning. ``--workers`` runs seeds side by side on the server's slots (the demo's budget
+caps model calls, not seconds, so a busy machine slows the runs without changing their
+scores). Resumable: rows already in ``--out`` are kept and their seeds not run again; the
+file is rewritten after every seed, stamped with the command, date, commit, machine and load.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 import rlmkit  # noqa: E402
 from programs.demo_task import (  # noqa: E402
     DEMO_LENGTH,
-    DEMO_MAX_SECONDS,
+    DEMO_MAX_CALLS,
     DEMO_SUITE,
     EMBEDDED_MAX_TOKENS,
     demo_example,
@@ -94,7 +94,7 @@ def summary(rows: list[dict]) -> dict:
         "accuracy": round(statistics.mean(scores), 3) if scores else None,
         "right": sum(score >= 0.999 for score in scores),
         "median_seconds": statistics.median(row["seconds"] for row in rows) if rows else None,
-        "cut_at_deadline": sum((row["error"] or "").startswith("BudgetExceeded") for row in rows),
+        "cut_at_budget": sum((row["error"] or "").startswith("BudgetExceeded") for row in rows),
     }
 
 
@@ -104,10 +104,10 @@ def render(result: dict) -> str:
     seeds = [row["seed"] for row in result["rows"]]
     return "\n".join(
         [
-            "| task | seeds | right | mean score | median s/run | cut at the deadline |",
+            "| task | seeds | right | mean score | median s/run | cut at the call budget |",
             "| --- | --- | --- | --- | --- | --- |",
             f"| {task['suite']}, {task['length']:,} characters | {min(seeds)}-{max(seeds)} (n={s['n']}) | "
-            f"{s['right']} | {s['accuracy']:.2f} | {s['median_seconds']:.0f} | {s['cut_at_deadline']} |",
+            f"{s['right']} | {s['accuracy']:.2f} | {s['median_seconds']:.0f} | {s['cut_at_budget']} |",
             "",
             f"`{result['command']}` at {result['commit']}, {result['date']}; {result['model']}; "
             f"{result['machine']}, load average {', '.join(map(str, result['load_average']))}; "
@@ -144,7 +144,7 @@ def main() -> None:
             result = {
                 **started,
                 "load_average": [round(x, 2) for x in os.getloadavg()],
-                "task": {"suite": DEMO_SUITE, "length": DEMO_LENGTH, "max_seconds": DEMO_MAX_SECONDS},
+                "task": {"suite": DEMO_SUITE, "length": DEMO_LENGTH, "max_calls": DEMO_MAX_CALLS},
                 "model": "embedded (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, llama.cpp, CPU)",
                 "workers": args.workers,
                 "summary": summary(rows),

@@ -18,14 +18,14 @@ def test_seeds_are_ranges_or_lists_and_never_tuning_seeds():
         demo_accuracy.parse_seeds("999-1001")
 
 
-def test_summary_and_table_count_right_answers_and_deadline_cuts():
+def test_summary_and_table_count_right_answers_and_budget_cuts():
     rows = [
         {"seed": 2000, "score": 1.0, "seconds": 60.0, "error": None},
         {"seed": 2001, "score": 0.0, "seconds": 900.2, "error": "BudgetExceeded: seconds"},
         {"seed": 2002, "score": 1.0, "seconds": 80.0, "error": None},
     ]
     summary = demo_accuracy.summary(rows)
-    assert summary == {"n": 3, "accuracy": 0.667, "right": 2, "median_seconds": 80.0, "cut_at_deadline": 1}
+    assert summary == {"n": 3, "accuracy": 0.667, "right": 2, "median_seconds": 80.0, "cut_at_budget": 1}
     result = {
         "summary": summary,
         "task": {"suite": "needle", "length": 200_000},
