@@ -54,7 +54,7 @@ def lm_from_flag(flag: str | None, api_base: str | None = None, **options: Any):
 
         with model_progress("assembling + verifying the embedded model") as progress:
             return local_lm(progress=progress, **options)
-    from rlmkit.lm import LM
+    from rlmkit.models.lm import LM
 
     return LM(flag, api_base=api_base, **options)
 
