@@ -180,7 +180,7 @@ def _window_tokens(model, embedded: bool) -> int | None:
 
         return LocalServerConfig().ctx
     try:
-        from rlmkit.transports.litellm import import_litellm  # its bundled model map: no network
+        from rlmkit.models.transports.litellm import import_litellm  # its bundled model map: no network
 
         return import_litellm().get_model_info(model.model).get("max_input_tokens")
     except Exception:  # litellm knows no window for this model: say nothing rather than guess
