@@ -66,7 +66,8 @@ class TurnPrinter:
                     Syntax(event.block.code, "python", theme="ansi_dark", word_wrap=True),
                     title="code",
                     title_align="left",
-                )
+                ),
+                soft_wrap=False,  # the console's soft wrap would crop long lines at the panel's edge
             )
         elif kind is ev.SubcallFinished:
             node = event.node
@@ -78,7 +79,8 @@ class TurnPrinter:
         elif kind is ev.CellFinished:
             output = (event.block.stdout or "") + (event.block.error or "")
             if output.strip():
-                console.print(Panel(escape(output.strip()[-800:]), title="output", title_align="left"))
+                panel = Panel(escape(output.strip()[-800:]), title="output", title_align="left")
+                console.print(panel, soft_wrap=False)
         elif kind is ev.TurnFinished:
             self.show(event.turn)
 
