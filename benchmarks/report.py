@@ -121,6 +121,18 @@ def render(results: dict[str, Any]) -> str:
         _ms,
     )
     out += _table(
+        "(1) First turn's framework time, median (it also waits for a REPL that is not ready yet)",
+        _per_size(results, names, "first_turn_median_s"),
+        names,
+        _ms,
+    )
+    out += _table(
+        "(1) Total framework time per 5-turn run, median (start-up + every turn, server time excluded)",
+        _per_size(results, names, "total_median_s"),
+        names,
+        _ms,
+    )
+    out += _table(
         "(1) Start-up: call to first model request, median",
         _per_size(results, names, "startup_median_s"),
         names,

@@ -1,5 +1,6 @@
 """Side-by-side performance of rlmkit, dspy.RLM (3.4.1) and rlms (0.1.3): one command.
 
+    pip install -e '.[bench]'           # once, in a checkout: psutil, which samples each process's memory
     python benchmarks/run.py            # everything but the embedded model (< 10 min on 2 cores)
     python benchmarks/run.py --quick    # small sizes, fewer repeats (~2 min)
     python benchmarks/run.py --local    # also the embedded model's tokens/s (its server must be running)

@@ -181,16 +181,18 @@ def _memory_error(result, env) -> str:
     return "MemoryError at the address-space limit"
 
 
-def drain_reaper() -> None:
-    """Wait until every worker stopped so far is reaped and its folder removed: the process
-    sandbox hands that to one FIFO thread, so a no-op queued behind them marks the point."""
-    from rlmkit.sandbox import process
+def settle() -> None:
+    """Wait for the state a sample must see: every worker stopped so far reaped and its folder
+    removed (the process sandbox hands that to one FIFO thread, so a no-op queued behind them
+    marks the point), and the pool of pre-started workers full again."""
+    from rlmkit.sandbox import pool, process
 
     process._thread("reap").submit(lambda: None).result(timeout=60)
+    pool.wait_idle(pool.settings().size, 60)
 
 
 def snapshot(scratch: str) -> dict:
-    drain_reaper()
+    settle()
     me = psutil.Process()
     children = me.children(recursive=True)
     return {

@@ -15,9 +15,10 @@ from typing import Any
 import dspy
 
 import rlmkit
-from rlmkit.defaults import resolve_lm
+from rlmkit.describe import describe_variable
+from rlmkit.models.defaults import resolve_lm
 from rlmkit.signature import OutputValidator, describe_outputs, make_signature, signature_text
-from rlmkit.trajectory import Message, RunMeta, Trajectory, Turn, describe_variable
+from rlmkit.trajectory import Message, RunMeta, Trajectory, Turn
 
 DEFAULT_WINDOW_TOKENS = 32_000
 CHARS_PER_TOKEN = 4  # a rough, provider-neutral rule for sizing the cut

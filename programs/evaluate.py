@@ -40,7 +40,7 @@ from rlmkit.errors import (
     SandboxError,
     UserError,
 )
-from rlmkit.lm_cache import rollout
+from rlmkit.models.lm_cache import rollout
 from rlmkit.trajectory import Trajectory, TrajectoryLog, drop_torn_tail
 
 Metric = Callable[[Example, Any], float]

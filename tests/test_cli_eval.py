@@ -99,19 +99,19 @@ def test_bad_input_fails_before_any_model_call(args, message, tmp_path):
 
 # `rlmkit demo` shares this plumbing (a generated suite, a scored, logged run); here it runs with a
 # scripted root in place of the embedded model, which the demo uses when --lm is not given.
-COUNT_LABELLED = """```repl
+FIND_THE_NEEDLE = """```repl
 import re
-label = re.search(r"labelled as '(\\w+)'", question).group(1)
-n = sum(1 for line in context.splitlines() if line.endswith("|| Label: " + label))
-print(n)
-SUBMIT(answer=str(n))
+key = re.search(r"for (\\S+) mentioned", question).group(1)
+values = re.findall("for " + re.escape(key) + r" is: (\\d+)", context)
+print(values)
+SUBMIT(answer=values[0])
 ```"""
 
 
 def test_demo_shows_turns_scores_and_writes_the_trajectory(tmp_path):
     import rlmkit
 
-    with ScriptedServer(lambda body: COUNT_LABELLED if is_root_request(body) else "x") as srv:
+    with ScriptedServer(lambda body: FIND_THE_NEEDLE if is_root_request(body) else "x") as srv:
         result = runner.invoke(
             app,
             [
@@ -128,7 +128,7 @@ def test_demo_shows_turns_scores_and_writes_the_trajectory(tmp_path):
         )
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
-    assert "turn 1" in text and "SUBMIT(answer=str(n))" in text
+    assert "turn 1" in text and "SUBMIT(answer=values[0])" in text
     assert "score: 1.000" in text and "rlmkit eval" in text
     runs = rlmkit.TrajectoryLog(next(tmp_path.iterdir())).runs()
     assert len(runs) == 1 and runs[0].score == 1.0 and runs[0].meta.task["demo"] is True

@@ -18,6 +18,7 @@ from playwright.sync_api import expect
 from typer.testing import CliRunner
 
 from rlmkit.cli.view import register
+from rlmkit.describe import describe_variable
 from rlmkit.errors import UserError
 from rlmkit.trajectory import (
     CodeBlock,
@@ -28,7 +29,6 @@ from rlmkit.trajectory import (
     TrajectoryLog,
     Turn,
     Usage,
-    describe_variable,
 )
 from rlmkit.view import PageServer, load_runs, render_page, render_runs, write_page
 from rlmkit.view.render import find_logs

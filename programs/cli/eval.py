@@ -34,7 +34,9 @@ def eval_command(
         list[str] | None,
         typer.Option("--knob", help="Suite knob as name=value (repeatable), e.g. labelled=true."),
     ] = None,
-    lm: str = typer.Option(..., "--lm", help="Root model: a litellm model string, or 'local' (embedded)."),
+    lm: str = typer.Option(
+        "local", "--lm", help="Root model: a litellm model string, or 'local' (the embedded model)."
+    ),
     api_base: str = typer.Option(
         None, "--api-base", help="OpenAI-compatible server URL for --lm and --sub-lm."
     ),
@@ -78,7 +80,10 @@ def eval_command(
         ),
     ),
 ) -> None:
-    """Evaluate a program on a generated task suite; prints score (95% CI), cost, tokens, failures."""
+    """Evaluate a program on a generated task suite.
+
+    Prints the mean score (95% CI), cost, tokens and failures.
+    """
     with exit_on_error():
         _run(**locals())
 

@@ -25,7 +25,7 @@ def local_lm(config: LocalServerConfig | None = None, *, progress=None, **lm_kwa
     ``lm_kwargs`` go to ``rlmkit.LM`` (temperature, max_tokens, cache, ...). Concurrency
     defaults to the server's parallel slots, so requests never queue inside llama.cpp.
     """
-    from rlmkit.lm import LM  # the OpenAI-compatible transport: no litellm involved
+    from rlmkit.models.lm import LM  # the OpenAI-compatible transport: no litellm involved
 
     server = machine_server(ensure_model(progress=progress), config)  # one per machine, shared
     lm_kwargs.setdefault("max_concurrency", server.config.parallel)

