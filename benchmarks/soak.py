@@ -202,6 +202,7 @@ def snapshot(scratch: str) -> dict:
         "temp_dirs": len(os.listdir(scratch)),
         "threads": me.num_threads(),
         "rss_mib": round(me.memory_info().rss / 2**20, 1),
+        "load_avg_1m": round(os.getloadavg()[0], 2),  # the machine's, others' work included
     }
 
 
