@@ -24,6 +24,7 @@ REPLIES = [
     "```repl\nSUBMIT(answer=len(context))\n```",
 ]
 CONTEXT = "the run's inputs " * 10
+NO_TMPFS = 77  # full-disk's exit status where this machine lets it mount no tmpfs of its own
 
 
 def root_turn(body: dict) -> int:
@@ -60,8 +61,12 @@ def full_disk(log_dir: str, out: str) -> None:
     from rlmkit.testing import ScriptedServer, is_root_request
 
     os.makedirs(log_dir, exist_ok=True)
-    confine.enter_namespaces(net=False, mounts=True)  # its own mount namespace (via a user one if not root)
-    confine.private_workdir(log_dir, 256 * 1024, None)
+    try:  # its own mount namespace (via a user one if not root), for a tmpfs of its own
+        confine.enter_namespaces(net=False, mounts=True)
+        confine.private_workdir(log_dir, 256 * 1024, None)
+    except (confine.StepFailed, OSError) as exc:
+        print(f"no private tmpfs here: {exc}", flush=True)
+        sys.exit(NO_TMPFS)
     os.chdir(os.path.dirname(out))
     warnings: list[str] = []
     handler = logging.Handler()

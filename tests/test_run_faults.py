@@ -32,7 +32,7 @@ from rlmkit.errors import LMError
 from rlmkit.testing import is_root_request
 from rlmkit.trajectory import read_runs
 from tests.conftest import Script
-from tests.fault_processes import CONTEXT, REPLIES, root_turn
+from tests.fault_processes import CONTEXT, NO_TMPFS, REPLIES, root_turn
 
 REPO = Path(__file__).resolve().parent.parent
 START_S = 120.0  # for a fresh interpreter to import rlmkit on a loaded 2-core machine
@@ -111,8 +111,12 @@ def test_log_disk_fills_mid_run(tmp_path):
     """The log directory is a 256 KiB tmpfs in the child's own mount namespace, filled to the last
     page while the run waits for its third reply."""
     out = tmp_path / "report.json"
-    child = _child("full-disk", str(tmp_path / "logs"), str(out), stdout=None)
-    assert child.wait(timeout=START_S) == 0
+    child = _child("full-disk", str(tmp_path / "logs"), str(out))
+    said, _ = child.communicate(timeout=START_S)
+    code = child.returncode
+    if code == NO_TMPFS:  # a container that refuses mount namespaces: nothing to fill here
+        pytest.skip(said)
+    assert code == 0, said
     report = json.loads(out.read_text())
     assert report["answer"] == len(CONTEXT)  # the run went on to its answer
     assert len(report["turns"]) == 4

@@ -76,10 +76,12 @@ def test_host_environment_is_not_inherited(sandbox, env):
     assert ENV_SECRET not in result.stdout
 
 
-def _user_namespaces_allowed() -> bool:
-    """Whether this kernel lets an unprivileged process make a user namespace (some distributions
-    switch it off), probed in a throwaway child so this process keeps its own."""
-    probe = "import ctypes, os\nos._exit(0 if ctypes.CDLL(None).unshare(0x10000000) == 0 else 1)"
+def _namespaces_allowed() -> bool:
+    """Whether this machine lets this process make new network and mount namespaces (root
+    directly, anyone else through a user namespace; containers and some distributions refuse),
+    probed in a throwaway child so this process keeps its own."""
+    flags = 0x40000000 | 0x20000 | (0 if os.geteuid() == 0 else 0x10000000)  # NEWNET | NEWNS | NEWUSER
+    probe = f"import ctypes, os\nos._exit(0 if ctypes.CDLL(None).unshare({flags}) == 0 else 1)"
     return subprocess.run([sys.executable, "-c", probe], check=False).returncode == 0
 
 
@@ -89,14 +91,13 @@ def test_every_protection_this_machine_offers_is_on(sandbox):
     assert notes["seccomp"] is True and notes["rlimits"] is True and notes["die_with_host"] is True
     if landlock_abi() >= 1:
         assert notes["landlock_fs"] is True
-    if os.geteuid() == 0:  # the worker becomes a uid of its own, in namespaces of its own
+    if os.geteuid() == 0:  # the worker becomes a uid of its own ...
         assert notes["own_uid"] is True
-        assert notes["network_namespace"] is True and notes["workdir_tmpfs"] is True
-    else:  # it stays this user, and gets its namespaces through a user namespace where allowed
+    else:  # ... or stays this user, and gets its namespaces through a user namespace
         assert notes["own_uid"] == "off: host is not root"
-        if _user_namespaces_allowed():
-            assert notes["network_namespace"] is True, notes
-            assert notes["mount_namespace"] is True and notes["workdir_tmpfs"] is True, notes
+    if _namespaces_allowed():
+        assert notes["network_namespace"] is True, notes
+        assert notes["mount_namespace"] is True and notes["workdir_tmpfs"] is True, notes
 
 
 def _namespace(pid: int | str, kind: str) -> str:
@@ -120,7 +121,7 @@ def test_worker_identity_per_privilege_level(fresh_sandbox):
         assert worker.gids().real == 1_000_000 + sandbox.pid
     else:
         assert worker.uids().effective == os.geteuid()
-        if _user_namespaces_allowed():
+        if _namespaces_allowed():
             assert _namespace(sandbox.pid, "user") != _namespace("self", "user")
     if sandbox.protection_notes["network_namespace"] is True:
         assert _namespace(sandbox.pid, "net") != _namespace("self", "net")
