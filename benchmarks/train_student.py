@@ -14,6 +14,9 @@ example by example (``programs.evaluate``'s run folders). Stages, in order:
     before     the untrained student as RLM root on held-out seeds (>= 1000)
     train      ``rlmkit train --backend trl-sft`` (LoRA on the GGUF dequantised to float32)
     after      the trained student (llama.cpp + the adapter converted to GGUF), same examples
+    loop       ``rlmkit train-loop``: an optimizer proposes jobs (lr, steps, LoRA rank or full, the
+               filter threshold), each rewarded by the student's gain on validation seeds; the
+               chosen job is then scored on test seeds apart from those
     reference  the embedded 1.5B on the same held-out examples, same settings
 
 Each run rewrites ``benchmarks/results/train_student.json`` from the finished stages; it says
@@ -40,7 +43,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.train_student_report import RESULTS, render_docs  # noqa: E402
 
-STAGES = ("student", "teacher", "dataset", "speed", "before", "train", "after", "reference")
+STAGES = ("student", "teacher", "dataset", "speed", "before", "train", "after", "loop", "reference")
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,9 @@ class Recipe:
     steps: int = 16
     batch_size: int = 1
     lora_rank: int = 16
+    loop_jobs: int = 4
+    loop_eval_n: int = 10  # validation examples per job (seeds 10000..): they pick the job
+    loop_test_n: int = 20  # test examples (seeds 20000..): the chosen job's reported gain
     max_seq_len: int = 4096
 
 
@@ -218,13 +224,35 @@ class Pipeline:
         }
 
     def stage_after(self) -> dict[str, Any]:
-        from optimizers.gguf_lora import convert_adapter
+        from optimizers.students import adapter_gguf
 
         train = self.done("train") or {}
-        adapter = self.cache / "adapter.gguf"
-        if not adapter.exists():
-            convert_adapter(Path(train["adapter"]), adapter, architecture="qwen2", n_blocks=24)
-        return self.evaluate_student("after", adapter=adapter)
+        return self.evaluate_student(
+            "after", adapter=adapter_gguf(Path(train["adapter"]), self.student_path())
+        )
+
+    def stage_loop(self) -> dict[str, Any]:
+        r = self.recipe
+        path = self.student_path()
+        out = self.cache / "loop"
+        command = rlmkit_cli(
+            "train-loop", "--families", r.suite,
+            "--runs", str(self.cache / "teacher" / r.suite / "trajectories"),
+            "--base-model", str(path.parent), "--gguf-file", path.name, "--out", str(out),
+            "--jobs", str(r.loop_jobs), "--eval-n", str(r.loop_eval_n), "--test-n", str(r.loop_test_n),
+            "--eval-length", str(r.length), "--eval-iterations", str(r.eval_iterations),
+            "--eval-max-tokens", str(r.eval_max_tokens), "--lengths", str(r.length),
+            "--steps", "4,8,16", "--timeout", "3600",
+        )  # fmt: skip
+        subprocess.run(command, check=True)  # resumes from --out by itself
+        jobs = [json.loads(line) for line in (out / "jobs.jsonl").read_text().splitlines() if line.strip()]
+        test = json.loads((out / "test.json").read_text()) if (out / "test.json").exists() else None
+        keep = ("index", "state", "proposal", "reward", "pre", "post", "wall_s", "reason")
+        return {
+            "command": _shown(command),
+            "jobs": [{k: job.get(k) for k in keep} for job in jobs],
+            "test": test,
+        }
 
     def stage_reference(self) -> dict[str, Any]:
         from rlmkit.local import local_lm

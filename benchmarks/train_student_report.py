@@ -77,6 +77,23 @@ def section(data: dict[str, Any]) -> str:
         low, high = arm["ci95"]
         score = f"{arm['mean']:.3f} [{low:.3f}, {high:.3f}]"
         lines.append(f"| {label} | {arm['n']} | {score} | {arm['wall_s_per_example']:.0f} |")
+    if loop := stages.get("loop"):
+        lines += [
+            "",
+            f"Outer loop: `{loop['command']}`",
+            "",
+            "| job | state | proposal | reward (validation) |",
+        ]
+        lines.append("|---|---|---|---|")
+        for job in loop["jobs"]:
+            proposal = job.get("proposal") or {}
+            shown = ", ".join(
+                f"{k}={proposal[k]}" for k in ("lr", "steps", "lora_rank", "min_score") if k in proposal
+            )
+            reward = "—" if job.get("reward") is None else f"{job['reward']:+.3f}"
+            lines.append(f"| {job['index']} | {job['state']} | {shown} | {reward} |")
+        if test := loop.get("test"):
+            lines += ["", f"Chosen job #{test['job']} on the test seeds: gain {test['reward']:+.3f}."]
     if speed := stages.get("speed"):
         lines += [
             "",

@@ -28,18 +28,30 @@ def _arch(name: str):
     raise ConfigError(f"the gguf package knows no architecture {name!r}")
 
 
-def convert_adapter(adapter_dir: Path, out: Path, *, architecture: str, n_blocks: int) -> Path:
-    """Write ``adapter_dir`` (peft: adapter_config.json + adapter_model.safetensors) as a GGUF adapter."""
+def base_layout(base: Path) -> tuple[str, int]:
+    """The architecture and block count a base GGUF declares (the adapter must match them)."""
+    from gguf import GGUFReader
+
+    fields = GGUFReader(str(base)).fields
+    architecture = str(fields["general.architecture"].contents())
+    return architecture, int(fields[f"{architecture}.block_count"].contents())
+
+
+def convert_adapter(adapter_dir: Path, out: Path, *, base: Path) -> Path:
+    """Write ``adapter_dir`` (peft: adapter_config.json + adapter_model.safetensors) as a GGUF
+    adapter for the GGUF model ``base`` it was trained from."""
     import gguf
     import numpy as np
     from safetensors.numpy import load_file
 
     adapter_dir, out = Path(adapter_dir), Path(out)
+    architecture, n_blocks = base_layout(base)
     config = json.loads((adapter_dir / "adapter_config.json").read_text())
     if config.get("peft_type", "LORA") != "LORA":
         raise ConfigError(f"{adapter_dir} is a {config.get('peft_type')} adapter; only LoRA converts")
     names = gguf.get_tensor_name_map(_arch(architecture), n_blocks)
-    writer = gguf.GGUFWriter(str(out), architecture)
+    tmp = out.with_name(out.name + ".partial")
+    writer = gguf.GGUFWriter(str(tmp), architecture)
     writer.add_string(gguf.Keys.General.TYPE, gguf.GGUFType.ADAPTER)
     writer.add_string(gguf.Keys.Adapter.TYPE, "lora")
     writer.add_float32(gguf.Keys.Adapter.LORA_ALPHA, float(config["lora_alpha"]))
@@ -59,4 +71,5 @@ def convert_adapter(adapter_dir: Path, out: Path, *, architecture: str, n_blocks
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
+    tmp.replace(out)  # whole or absent: a later run trusts an existing file
     return out

@@ -140,6 +140,22 @@ def serve_student(path: Path, *, lora: Path | None = None, config: Any = None, a
     return LocalServer(path, config, alias=alias, lora=lora).start()
 
 
+def adapter_gguf(adapter: Path, base: Path) -> Path:
+    """The llama.cpp form of a peft LoRA adapter trained on ``base``, written once beside it."""
+    from optimizers.gguf_lora import convert_adapter
+
+    out = Path(adapter) / "adapter.gguf"
+    return out if out.exists() else convert_adapter(adapter, out, base=base)
+
+
+def serve_gguf(base: Path, adapter: str | Path | None = None, **lm_kwargs: Any) -> tuple[Any, Any]:
+    """(server, LM) for a GGUF model and optionally a peft adapter trained on it: the train loop's
+    way to evaluate a student (llama.cpp on the quantised file, faster here than transformers)."""
+    lora = adapter_gguf(Path(adapter), base) if adapter else None
+    server = serve_student(base, lora=lora)
+    return server, student_lm(server, **lm_kwargs)
+
+
 def student_lm(server: Any, **lm_kwargs: Any) -> Any:
     """An ``rlmkit.LM`` for a served student, under the embedded model's settings (caps, shipped
     program), so the student runs exactly as the teacher whose trajectories it learns from."""

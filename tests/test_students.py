@@ -12,11 +12,12 @@ from rlmkit.errors import LocalModelError, UserError
 from rlmkit.local.model_file import ModelSpec, find_parts
 
 
-def tiny_gguf(path, architecture: str):
+def tiny_gguf(path, architecture: str, blocks: int = 1):
     import gguf
     import numpy as np
 
     writer = gguf.GGUFWriter(str(path), architecture)
+    writer.add_block_count(blocks)
     writer.add_tensor("token_embd.weight", np.zeros((4, 8), np.float32))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
@@ -71,7 +72,8 @@ def test_a_lora_adapter_becomes_a_gguf_adapter_named_after_the_base_tensors(tmp_
     config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "down_proj"], task_type="CAUSAL_LM")
     get_peft_model(model, config).save_pretrained(tmp_path / "adapter")
 
-    out = convert_adapter(tmp_path / "adapter", tmp_path / "adapter.gguf", architecture="qwen3", n_blocks=2)
+    base = tiny_gguf(tmp_path / "base.gguf", "qwen3", blocks=2)  # what the adapter is served on
+    out = convert_adapter(tmp_path / "adapter", tmp_path / "adapter.gguf", base=base)
 
     reader = gguf.GGUFReader(str(out))
     assert reader.fields["general.type"].contents() == "adapter"
