@@ -288,12 +288,14 @@ class Pipeline:
         def factory():
             return build_program("rlm", r.suite, lm=lm, max_iterations=r.eval_iterations)
 
-        config = {
+        config = {  # what a score depends on; training knobs may change without voiding finished runs
             "suite": r.suite,
             "length": r.length,
             "seed": r.test_seed,
             "model": model,
-            "recipe": asdict(r),
+            "iterations": r.eval_iterations,
+            "max_tokens": r.eval_max_tokens,
+            "temperature": 0.0,
         }
         with Progress(
             TextColumn(f"{label} {{task.description}}"),
