@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -354,6 +355,7 @@ def write_results(pipeline: Pipeline, command: str, path: Path = RESULTS) -> dic
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": commit,
         "machine": f"{platform.machine()}, {_cpus()} CPU cores, {platform.system()}",
+        "load_average": [round(x, 2) for x in os.getloadavg()],  # shared machines run everything slower
         "recipe": asdict(pipeline.recipe),
         "partial": bool(missing),
         "missing_stages": missing,
@@ -366,8 +368,6 @@ def write_results(pipeline: Pipeline, command: str, path: Path = RESULTS) -> dic
 
 
 def _cpus() -> int:
-    import os
-
     return os.cpu_count() or 1
 
 

@@ -30,7 +30,8 @@ def section(data: dict[str, Any]) -> str:
         "## Distilling the embedded model into a small student",
         "",
         f"Rendered from `benchmarks/results/train_student.json` (command `{data['command']}`, "
-        f"{data['date']}, commit {data['commit']}, {data['machine']}).",
+        f"{data['date']}, commit {data['commit']}, {data['machine']}, load average "
+        f"{data.get('load_average', ['?'])[0]} when written).",
         "",
     ]
     if data["partial"]:
@@ -39,6 +40,12 @@ def section(data: dict[str, Any]) -> str:
             "Rows below come only from finished stages; nothing is extrapolated.",
             "",
         ]
+        for name, progress in data.get("in_progress", {}).items():
+            lines += [
+                f"- `{name}` in progress: {progress['finished_runs']} of {progress['of']} runs finished."
+            ]
+        if data.get("in_progress"):
+            lines.append("")
     if student := stages.get("student"):
         lines += [
             f"Student: `{student['name']}` ({student['architecture']}, {student['size']:,} bytes, "
