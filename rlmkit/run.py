@@ -50,7 +50,8 @@ async def run_loop(state: RunState, variables: dict[str, Any], aliases: dict[str
     # SUBMIT and FINAL only check the outputs and raise Finish: the loop calls them in place
     finishers = protocol.host_functions(state.submit, fields)
     functions.update({name: AsyncHostFunction.quick(fn) for name, fn in finishers.items()})
-    lease = state.sandbox_lease or FreshSandbox()  # a session lends its live worker instead
+    launch = spec.make_sandbox or (lambda limits: make_sandbox(settings.sandbox, limits))
+    lease = state.sandbox_lease or FreshSandbox(launch)  # a session lends its live worker instead
     sandbox = lease.sandbox(settings, tree.budget)
     run_start = time.monotonic()
     # Hashing a 100 MB input takes ~0.1 s of CPU: it runs in a thread (hashlib lets go of the GIL)
@@ -154,11 +155,14 @@ async def _log_start(state: RunState) -> None:
 
 
 class FreshSandbox:
-    """Where a run's REPL comes from: a plain run starts its own and closes it at the end. A
-    session (``rlmkit.session``) lends a live one instead, with the same three methods."""
+    """Where a run's REPL comes from: a plain run starts its own (``launch(limits)``) and closes it
+    at the end. A session (``rlmkit.session``) lends a live one instead, with the same three methods."""
+
+    def __init__(self, launch: Any):
+        self.launch = launch
 
     def sandbox(self, settings: Any, budget: Any) -> Any:
-        return make_sandbox(settings.sandbox, settings.sandbox_limits(budget))
+        return self.launch(settings.sandbox_limits(budget))
 
     async def start(
         self, name: str, sandbox: Any, variables: dict[str, Any], functions: dict, prelude: str

@@ -244,7 +244,7 @@ class WorkerHost(Sandbox):
     def alive(self) -> bool:
         """Whether the worker is started and has not exited (a kill -9 between runs shows here)."""
         worker = self._worker
-        return worker is not None and worker.describe_exit(wait_s=0) is None
+        return worker is not None and worker.alive()
 
     def exchange(self, message: tuple, timeout_s: float = GET_TIMEOUT_S) -> Any:
         """Send one message between cells and return the worker's reply (plain data only).
@@ -334,7 +334,7 @@ class WorkerHost(Sandbox):
     # result, or throw its exception in. The actions:
     #   (RECV, deadline)              -> the worker's next message
     #   (CALL, fn, args, kwargs)      -> what host function ``fn`` returned
-    #   (DEATH, result, t_start, why) -> the result of restarting a dead or wedged worker
+    #   (DEATH, result, t_start, why[, ran]) -> the result of restarting a dead or wedged worker
     #   (DONE, result)                -> (from ``_advance``) the conversation is over
     def _drive(self, conversation: Generator) -> Any:
         action = _advance(conversation, None, None)
@@ -377,8 +377,8 @@ class WorkerHost(Sandbox):
         fatal: BaseException | None = None
         try:
             self._chan.send(("run", code) if after is None else ("run", code, after))
-        except OSError:
-            return (yield DEATH, result, t_start, None)
+        except OSError:  # it died between cells (e.g. killed from outside): this cell never ran
+            return (yield DEATH, result, t_start, None, False)
         while True:
             if interrupted_until is not None:
                 deadline = interrupted_until
@@ -464,8 +464,11 @@ class WorkerHost(Sandbox):
         self._chan.send_bytes(reply)
         return None
 
-    def _after_death(self, result: CellResult, t_start: float, reason: str | None = None) -> CellResult:
-        """The worker died or was wedged: restart it from the inputs and say so in the result."""
+    def _after_death(
+        self, result: CellResult, t_start: float, reason: str | None = None, ran: bool = True
+    ) -> CellResult:
+        """The worker died or was wedged: restart it from the inputs and say so in the result
+        (``ran=False``: it was found dead before the cell reached it)."""
         if reason is None:
             ended = self._worker.describe_exit(wait_s=0.5)
             # alive, but it closed or corrupted its end of the pipe
@@ -479,6 +482,8 @@ class WorkerHost(Sandbox):
         result.restarted = True
         prefix = "TimeoutError: " if result.timed_out else "SandboxCrash: "
         result.error = f"{prefix}{reason}; the REPL was restarted and {self.relaunch_note}."
+        if not ran:
+            result.error += " This cell did not run."
         result.duration_s = time.monotonic() - t_start
         return result
 

@@ -70,6 +70,8 @@ class Session:
         path: str | Path | None = None,
         **inputs: Any,
     ):
+        if getattr(rlm, "interpreter_factory", None) is not None:
+            raise ConfigError("a session needs a worker sandbox such as 'process', not a DSPy interpreter")
         if not isinstance(make_sandbox(rlm.sandbox_name), WorkerHost):  # unstarted: nothing launches
             raise ConfigError(f"a session needs a worker sandbox such as 'process', not {rlm.sandbox_name!r}")
         self.rlm = rlm
