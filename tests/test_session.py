@@ -473,3 +473,19 @@ def test_a_sync_call_from_code_running_on_the_shared_loop_does_not_wait_on_itsel
         assert outer(context="x").answer == "inner"
     finally:
         inner.close()
+
+
+def test_the_rlms_own_budget_limits_each_call_and_the_session_goes_on():
+    script = {
+        "long": [repl("x = 1"), repl("SUBMIT(answer='late')")],
+        "short": [repl("SUBMIT(answer=str(x))")],
+    }
+    model = Model(script)
+    rlm = rlmkit.RLM(
+        "context, question -> answer", lm=rlmkit.FunctionLM(model), budget=rlmkit.Budget(max_calls=1)
+    )
+    with rlm.session(context=CONTEXT) as s:
+        with pytest.raises(BudgetExceeded):
+            s(question="long")
+        assert s(question="short").answer == "1"  # the failed call's variable was checkpointed
+    assert s.spent["calls"] == 2
