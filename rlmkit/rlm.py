@@ -23,6 +23,10 @@ import dspy
 import rlmkit
 from rlmkit.budget import Budget
 from rlmkit.describe import describe_inputs
+from rlmkit.dspy_compat import keywords, names, predictors
+from rlmkit.dspy_compat import verbose as _verbose  # noqa: F401 - registers the verbose=True listener
+from rlmkit.dspy_compat.steps import final_reasoning
+from rlmkit.dspy_compat.tools import host_function, normalize_tools
 from rlmkit.errors import ContextError, MissingInputError
 from rlmkit.guards import SUBCALL_MAX_TOKENS, TURN_MAX_TOKENS
 from rlmkit.models.lm_cache import current_rollout_id
@@ -50,7 +54,7 @@ class RLM(dspy.Module):
         lm: Any = None,
         sub_lm: Any = None,
         subcalls: dict[str, Any] | None = None,
-        max_iterations: int = 20,
+        max_iterations: int | None = None,
         max_depth: int = 1,
         budget: Budget | None = None,
         protocol: str | Protocol = "submit",
@@ -65,11 +69,29 @@ class RLM(dspy.Module):
         sub_max_tokens: int | None = SUBCALL_MAX_TOKENS,
         blocks_per_turn: int | None = None,
         use_preset: bool = True,
+        # dspy.RLM's keywords, with dspy's meaning (rlmkit/dspy_compat/)
+        max_iters: int | None = None,
+        max_llm_calls: int | None = None,
+        max_output_chars: int | None = None,
+        verbose: bool = False,
+        tools: list[Any] | None = None,
+        interpreter_factory: Any = None,
     ):
         super().__init__()
         self.signature = make_signature(signature)
+        user_tools = normalize_tools(tools)
+        subcalls = dict(subcalls or {})
+        if both := sorted(set(subcalls) & set(user_tools)):
+            raise ValueError(f"{both} given both as tools and as subcalls: name each once")
+        names.check_field_names(
+            self.signature.input_fields, self.signature.output_fields, {*user_tools, *subcalls}
+        )
+        self.verbose = verbose
+        self.interpreter_factory = keywords.interpreter_factory(interpreter_factory)
+        self._action_override: Any = None
         self.settings = RunSettings(
-            max_iterations=max_iterations,
+            max_iterations=keywords.max_iterations(max_iterations, max_iters),
+            max_llm_calls=max_llm_calls,
             max_depth=max_depth,
             cell_timeout=cell_timeout,
             max_concurrency=max_concurrency,
@@ -79,12 +101,12 @@ class RLM(dspy.Module):
             sandbox=sandbox,
             protocol=protocol,
             limits=limits or SandboxLimits(),
-            display=display or Display(),
+            display=keywords.display(display, max_output_chars),
             **({} if budget is None else {"budget": budget}),  # none given: the settings' default cap
         )
         self.use_preset = use_preset  # the root model's shipped program when this RLM has none
         self.log_dir = Path(log_dir) if log_dir is not None else None
-        self.subcalls = dict(subcalls or {})
+        self.subcalls = {**subcalls, **{name: host_function(tool) for name, tool in user_tools.items()}}
         self.typed_subcalls, self.tools = make_typed_subcalls(self.subcalls)
         self.validator = OutputValidator(self.signature)
         from rlmkit.models.defaults import resolve_lm
@@ -112,6 +134,15 @@ class RLM(dspy.Module):
             super().__setattr__(name, value)
 
     @property
+    def max_iters(self) -> int:
+        """dspy.RLM's name for ``max_iterations``."""
+        return self.settings.max_iterations
+
+    @max_iters.setter
+    def max_iters(self, value: int) -> None:
+        self.max_iterations = value
+
+    @property
     def sandbox_name(self) -> str:
         return self.settings.sandbox
 
@@ -132,12 +163,30 @@ class RLM(dspy.Module):
     def demos(self) -> list[Any]:
         return list(self.root.demos)
 
+    # -- dspy.RLM's predictors (rlmkit/dspy_compat/predictors.py) ---------------------------
+    @property
+    def generate_action(self) -> Any:
+        if self._action_override is not None:
+            return self._action_override
+        factory = self.interpreter_factory
+        return dspy.Predict(predictors.action_signature(self.signature, self.instructions, factory))
+
+    @generate_action.setter
+    def generate_action(self, predictor: Any) -> None:
+        self._action_override = predictor  # runs the action step in place of the root model
+
+    @property
+    def extract(self) -> Any:
+        return dspy.Predict(predictors.extract_signature(self.signature, self.instructions))
+
     # -- models --------------------------------------------------------------------------
     @property
     def lm(self) -> Any:
         """The root model (None spec: the configured default, resolved now)."""
         from rlmkit.models.defaults import resolve_lm
 
+        if self._action_override is not None:
+            return predictors.ActionLM(self._action_override, self.settings.max_iterations)
         return resolve_lm(self._lm_spec)
 
     @property
@@ -179,10 +228,11 @@ class RLM(dspy.Module):
         of the run sample k, so K samples of one task are K distinct runs, not K cache hits."""
         task = inputs.pop("_task", None)
         rollout_id = inputs.pop("_rollout_id", None)
+        factory = keywords.interpreter_factory(inputs.pop("interpreter_factory", None))
         rollout_id = current_rollout_id.get() if rollout_id is None else rollout_id
-        outputs, trajectory = await self.run_tree(inputs, task=task, rollout_id=rollout_id)
+        outputs, trajectory = await self.run_tree(inputs, task=task, rollout_id=rollout_id, factory=factory)
         _record_dspy_trace(self.root, inputs, outputs)
-        return dspy.Prediction(**outputs, trajectory=trajectory)
+        return dspy.Prediction(**outputs, trajectory=trajectory, final_reasoning=final_reasoning(trajectory))
 
     async def run_tree(
         self,
@@ -193,8 +243,11 @@ class RLM(dspy.Module):
         parent_id: str | None = None,
         task: dict[str, Any] | None = None,
         rollout_id: int | None = None,
+        factory: Any = None,
     ) -> tuple[dict[str, Any], Trajectory]:
-        """Run at ``depth`` inside ``tree`` (a new tree for a top-level call)."""
+        """Run at ``depth`` inside ``tree`` (a new tree for a top-level call). ``factory``: a DSPy
+        interpreter factory for this call (else this RLM's ``interpreter_factory``, else its sandbox)."""
+        factory = factory or self.interpreter_factory
         variables, aliases = self._variables(inputs)
         lm, sub_lm = self.lm, self.sub_lm  # resolve (and fail on bad config) before any call
         if tree is None:
@@ -215,7 +268,9 @@ class RLM(dspy.Module):
             signature=signature_text(self.signature),
             instructions=instructions,
             protocol=self.protocol.name,
-            sandbox=self.sandbox_name,
+            sandbox=self.sandbox_name
+            if factory is None
+            else f"interpreter:{getattr(factory, '__name__', type(factory).__name__)}",
             model=lm.model,
             sub_model=sub_lm.model,
             task=task or {},
@@ -235,6 +290,7 @@ class RLM(dspy.Module):
             sub_lm=sub_lm,
             start_child=self._run_child,
             module=self,
+            make_sandbox=None if factory is None else interpreter_launcher(factory, self.signature),
         )
         state = RunState(spec, tree, depth, meta)
         state.hash_inputs = hash_inputs
@@ -262,14 +318,15 @@ class RLM(dspy.Module):
     def _variables(self, inputs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
         """Inputs as REPL variables, checked before any LM call; ``context`` aliases the first long one."""
         missing = [name for name in self.signature.input_fields if name not in inputs]
-        if missing:
+        if missing:  # the wording is dspy.RLM's: DSPy users match on it
             raise MissingInputError(
-                f"missing input(s) {missing} for signature {signature_text(self.signature)!r}"
+                f"Missing required inputs: {missing} (signature {signature_text(self.signature)!r})"
             )
-        unknown = [name for name in inputs if name not in self.signature.input_fields]
+        unknown = sorted(name for name in inputs if name not in self.signature.input_fields)
         if unknown:
             raise MissingInputError(
-                f"unexpected input(s) {unknown}; the signature takes {list(self.signature.input_fields)}"
+                f"Unexpected inputs not declared in the signature: {unknown} "
+                f"(the signature takes {list(self.signature.input_fields)})"
             )
         variables = {name: _load_input(name, inputs[name]) for name in self.signature.input_fields}
         aliases: dict[str, str] = {}
@@ -285,10 +342,19 @@ class RLM(dspy.Module):
         return {**super().dump_state(*args, **kwargs), "rlm": self.settings.to_state()}
 
     def load_state(self, state: dict[str, Any], *args: Any, **kwargs: Any) -> RLM:
+        if "generate_action" in state and "root" not in state:  # a program saved from dspy.RLM
+            state = {**state, "root": predictors.root_state_from_dspy(state, self.signature)}
+            state = {k: v for k, v in state.items() if k not in ("generate_action", "extract")}
         if state.get("rlm"):  # knobs an older file lacks keep their current values
             self.settings = self.settings.from_state(state["rlm"])
         super().load_state({k: v for k, v in state.items() if k != "rlm"}, *args, **kwargs)
         return self
+
+
+def interpreter_launcher(factory: Any, signature: Any) -> Any:
+    from rlmkit.sandbox.interpreter import InterpreterSandbox, output_fields
+
+    return lambda limits: InterpreterSandbox(factory, limits, output_fields(signature))
 
 
 def _size(value: Any) -> int:

@@ -50,7 +50,8 @@ async def run_loop(state: RunState, variables: dict[str, Any], aliases: dict[str
     # SUBMIT and FINAL only check the outputs and raise Finish: the loop calls them in place
     finishers = protocol.host_functions(state.submit, fields)
     functions.update({name: AsyncHostFunction.quick(fn) for name, fn in finishers.items()})
-    sandbox = make_sandbox(settings.sandbox, settings.sandbox_limits(tree.budget))
+    launch = spec.make_sandbox or (lambda limits: make_sandbox(settings.sandbox, limits))
+    sandbox = launch(settings.sandbox_limits(tree.budget))
     run_start = time.monotonic()
     # Hashing a 100 MB input takes ~0.1 s of CPU: it runs in a thread (hashlib lets go of the GIL)
     # while the first request is out; the start record waits for it, and every later record

@@ -57,6 +57,8 @@ class RunSpec:
     sub_lm: Any
     start_child: StartChild
     module: Any = None  # the RLM (a dspy.Module) this run is: what DSPy callbacks are shown
+    # limits -> Sandbox, in place of settings.sandbox's backend (a DSPy interpreter, say)
+    make_sandbox: Callable[..., Any] | None = None
 
 
 class RunState:

@@ -167,6 +167,41 @@ class Trajectory(BaseModel):
     def n_turns(self) -> int:
         return len(self.turns)
 
+    # -- read as dspy.RLM's list of steps ----------------------------------------------
+    # DSPy programs read ``pred.trajectory`` as a list of {"reasoning", "code", "output"}
+    # dicts, one per iteration: ``len``, iteration and ``[i]`` give that view of the turns,
+    # while every field above stays as it is.
+    def steps(self) -> list[dict[str, str]]:
+        """One dict per root turn: the reply's text before its code, the code, and its output."""
+        found = []
+        for turn in self.turns:
+            outputs = [
+                "\n".join(
+                    part for part in (b.stdout.rstrip("\n"), f"[Error] {b.error}" if b.error else "") if part
+                )
+                for b in turn.blocks
+            ]
+            found.append(
+                {
+                    "reasoning": turn.reply.split("```", 1)[0].strip(),
+                    "code": "\n\n".join(b.code for b in turn.blocks),
+                    "output": "\n".join(outputs),
+                }
+            )
+        return found
+
+    def __len__(self) -> int:
+        return len(self.turns)
+
+    def __getitem__(self, index: int | slice) -> Any:
+        return self.steps()[index]
+
+    def __iter__(self) -> Iterator[dict[str, str]]:  # type: ignore[override] - steps, not pydantic's fields
+        return iter(self.steps())
+
+    def __bool__(self) -> bool:
+        return True  # a trajectory with no turn yet is still a trajectory
+
 
 SubCall.model_rebuild()
 

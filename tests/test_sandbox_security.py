@@ -15,7 +15,7 @@ import time
 import psutil
 import pytest
 
-from rlmkit.sandbox import SandboxLimits, pool
+from rlmkit.sandbox import SandboxLimits, pool, process
 from rlmkit.sandbox.confine import landlock_abi
 from rlmkit.sandbox.process import ProcessLauncher, ProcessSandbox
 from rlmkit.testing.hostile_cases import ENV_SECRET, HOSTILE_CASES, SECRET_TEXT, HostileEnv
@@ -33,23 +33,27 @@ def env():
         yield bait
 
 
-@pytest.fixture(scope="module", params=["fresh", "pooled"])
+@pytest.fixture(scope="module", params=["exec", "forked", "pooled"])
 def sandbox(env, request):
-    """Every case runs against a worker started for the run and against one that waited in the
-    pool before the run existed: a pooled worker must be exactly as confined."""
+    """Every case runs against a worker exec'd for the run (the fallback when there is no fork
+    server), one forked for the run by the fork server, and one that waited in the pool before
+    the run existed: each must be exactly as confined as the others."""
     size = pool.settings().size
-    if request.param == "fresh":
-        pool.configure(size=0)
-    else:
+    if request.param == "pooled":
         ProcessLauncher().prewarm(LIMITS)
         assert pool.wait_idle(size, 30, ProcessLauncher().pool_key(LIMITS))
+    else:
+        pool.configure(size=0)
+    process.FORK_SERVER = request.param != "exec"
     idle = pool.idle_pids()
     sb = ProcessSandbox(LIMITS)
     try:
         sb.start({"context": "the inputs"}, {})  # inside HostileEnv: the env secret exists on the host
     finally:
         pool.configure(size=size)
+        process.FORK_SERVER = True
     assert (sb.pid in idle) == (request.param == "pooled")
+    assert (psutil.Process(sb.pid).ppid() != os.getpid()) == (request.param != "exec")  # forked: not ours
     yield sb
     sb.close()
 

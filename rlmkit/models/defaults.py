@@ -20,6 +20,7 @@ import threading
 from typing import Any
 
 from rlmkit.errors import UserError
+from rlmkit.models.dspy_lm import DSPyLM, wants_dspy_call
 from rlmkit.models.lm import LM, dspy_lm_options
 
 log = logging.getLogger("rlmkit")
@@ -52,16 +53,21 @@ def shared_lm(model: str, **kwargs: Any) -> LM:
         return lm
 
 
-def resolve_lm(lm: LM | Any | str | None) -> LM:
-    """An rlmkit LM from an LM, a dspy.LM, a model string, or None (the configured default)."""
-    if isinstance(lm, LM):
+def resolve_lm(lm: LM | Any | str | None) -> LM | DSPyLM:
+    """An rlmkit LM from an LM, a dspy.LM, a model string, or None (the configured default);
+    any other DSPy LM (a ``dspy.BaseLM``) or a callable, wrapped to be called as itself."""
+    if isinstance(lm, (LM, DSPyLM)):
         return lm
     if isinstance(lm, str):
         return shared_lm(lm)
     if lm is not None:
+        if wants_dspy_call(lm):  # DummyLM, a custom BaseLM, a callable: called as itself
+            return DSPyLM(lm)
         if hasattr(lm, "model") and hasattr(lm, "kwargs"):
             return shared_lm(lm.model, **dspy_lm_options(lm))
-        raise UserError(f"lm must be an rlmkit.LM, a dspy.LM or a model string, got {type(lm).__name__}")
+        raise UserError(
+            f"lm must be an rlmkit.LM, a dspy.BaseLM, a callable or a model string, got {type(lm).__name__}"
+        )
     dspy = sys.modules.get("dspy")  # if dspy was never imported, nothing can be configured there
     dspy_lm = getattr(getattr(dspy, "settings", None), "lm", None) if dspy else None
     if dspy_lm is not None:

@@ -29,6 +29,11 @@ from rlmkit.observe.lm_view import LMView, safe_params
 log = logging.getLogger("rlmkit")
 
 
+def _dspy_saw(lm: Any) -> bool:
+    """A DSPy LM called as itself (``models.dspy_lm``) fired DSPy's hooks already: not twice."""
+    return getattr(lm, "observed_by_dspy", False)
+
+
 def dspy_listeners(start: ev.RunStarted) -> list[ev.Listener]:
     settings = dspy.settings
     found: list[ev.Listener] = []
@@ -106,14 +111,14 @@ class DspyCallbacks:
                 if event.error
                 else {"reply": turn.reply, "feedback": turn.feedback, "final": turn.final},
             )
-        elif kind is ev.ModelRequest:
+        elif kind is ev.ModelRequest and not _dspy_saw(event.lm):
             self._fire(
                 "on_lm_start",
                 event,
                 instance=LMView(event.lm),
                 inputs={"prompt": None, "messages": event.messages, "kwargs": {}},
             )
-        elif kind is ev.ModelReply:
+        elif kind is ev.ModelReply and not _dspy_saw(event.start.lm):
             outputs = [event.completion.text] if event.completion is not None else None
             self._fire("on_lm_end", event, outputs=outputs, exception=event.error)
         elif kind is ev.CellStarted:
@@ -180,7 +185,7 @@ class UsageRecorder:
         self.tracker = tracker
 
     def __call__(self, event: ev.Event) -> None:
-        if type(event) is ev.ModelReply and event.completion is not None:
+        if type(event) is ev.ModelReply and event.completion is not None and not _dspy_saw(event.start.lm):
             self.tracker.add_usage(event.start.lm.model, usage_entry(event.completion))
 
 
@@ -205,7 +210,7 @@ class HistoryRecorder:
         return params
 
     def __call__(self, event: ev.Event) -> None:
-        if type(event) is not ev.ModelReply or event.completion is None:
+        if type(event) is not ev.ModelReply or event.completion is None or _dspy_saw(event.start.lm):
             return
         completion, request = event.completion, event.start
         lm = request.lm
