@@ -193,7 +193,7 @@ def _start(config: dict, env: dict[str, str], errlog) -> subprocess.Popen | Fork
             except OSError:
                 _fork_server = None
                 break
-        if _fork_server is None:
+        if not FORK_SERVER or _fork_server is None:  # off (again) or failed: exec, even if one is up
             break
         try:
             return _fork_server.spawn(config, [config["rfd"], config["wfd"], errlog.fileno()])
