@@ -362,6 +362,8 @@ def test_events_and_traces_of_every_call_carry_the_session_id():
     runs = [e for e in seen if isinstance(e, rlmkit.events.RunStarted)]
     assert [(r.depth, r.meta.session.get("call")) for r in runs] == [(0, 1), (1, None), (0, 2)]
     assert {e.session_id for e in seen} == {s.id}  # the child run's events too
+    calls = {(e.depth, e.session_call) for e in seen}  # and the number of the call they are part of
+    assert calls == {(0, 1), (1, 1), (0, 2)}
     plain = rlm(context="a", question="plain")
     assert plain.trajectory.meta.session == {}
 
@@ -386,6 +388,7 @@ def test_otel_spans_name_the_session_as_the_conversation():
         stop()
     agents = [span for span in exporter.get_finished_spans() if span.name == "invoke_agent rlm"]
     assert len(agents) == 2 and {span.attributes["gen_ai.conversation.id"] for span in agents} == {s.id}
+    assert [span.attributes["rlmkit.session_call"] for span in agents] == [1, 2]
 
 
 def test_a_call_streams_its_events_then_its_prediction():
@@ -446,6 +449,71 @@ def test_dspy_callbacks_see_each_call_as_a_module_call():
         s(question="count")
         s(question="hosts")
     assert recorder.starts == ["count", "hosts"] and recorder.ends == ["200", "['/b', '/c']"]
+
+
+def test_dspy_callbacks_can_tell_the_session_and_call_of_every_event():
+    from dspy.clients.base_lm import GLOBAL_HISTORY
+    from dspy.utils.callback import BaseCallback
+
+    class Recorder(BaseCallback):
+        """Keeps each start hook's metadata by call_id, and which end hooks closed which call_id."""
+
+        def __init__(self):
+            self.starts: dict[str, tuple[str, dict | None]] = {}
+            self.ends: list[str] = []
+
+        def _start(self, hook, call_id, inputs):
+            self.starts[call_id] = (hook, inputs.get("callback_metadata"))
+
+        def on_module_start(self, call_id, instance, inputs):
+            self._start("module", call_id, inputs)
+
+        def on_lm_start(self, call_id, instance, inputs):
+            self._start("lm", call_id, inputs)
+
+        def on_interpreter_execute_start(self, call_id, instance, inputs):
+            self._start("cell", call_id, inputs)
+
+        def on_interpreter_tool_call_start(self, call_id, instance, inputs):
+            self._start("tool", call_id, inputs)
+
+        def on_module_end(self, call_id, outputs, exception=None):
+            self.ends.append(call_id)
+
+        on_lm_end = on_interpreter_execute_end = on_interpreter_tool_call_end = on_module_end
+
+    script = {
+        **SCRIPT,
+        "child": [repl("r = rlm_query('inner', context='abc')", "SUBMIT(answer=r)")],
+        "inner": [repl("SUBMIT(answer='deep')")],
+    }
+    rlm, _ = make_rlm(script)
+    rlm.max_depth = 2
+    recorder = Recorder()
+    with dspy.context(callbacks=[recorder]):
+        with rlm.session(context=CONTEXT) as one, rlm.session(context=CONTEXT) as two:
+            one(question="child")
+            two(question="count")
+            one(question="count")
+        plain_from = len(recorder.starts)
+        rlm(context=CONTEXT, question="count")
+    in_sessions = list(recorder.starts.values())[:plain_from]
+    assert all(meta is not None for _, meta in in_sessions)  # every start hook of every call says
+    seen = {(meta["session_id"], meta["session_call"], meta["depth"], hook) for hook, meta in in_sessions}
+    hooks = {(s, n, d): set() for s, n, d, _ in seen}
+    for s_id, number, depth, hook in seen:
+        hooks[s_id, number, depth].add(hook)
+    assert hooks == {
+        (one.id, 1, 0): {"module", "lm", "cell", "tool"},  # the rlm_query is a tool call of that cell
+        (one.id, 1, 1): {"module", "lm", "cell"},  # the child RLM's run: that call's, one level down
+        (two.id, 1, 0): {"module", "lm", "cell"},
+        (one.id, 2, 0): {"module", "lm", "cell"},
+    }
+    assert set(recorder.ends) == set(recorder.starts)  # each end hook has its start's call_id
+    plain = list(recorder.starts.values())[plain_from:]
+    assert plain and all(meta is None for _, meta in plain)  # a plain call's payloads are DSPy's own
+    history = [entry.get("rlmkit", {}) for entry in GLOBAL_HISTORY]  # dspy.inspect_history's entries
+    assert {(h.get("session_id"), h.get("session_call")) for h in history} >= {(one.id, 2), (two.id, 1)}
 
 
 def test_a_missing_input_fails_before_the_call_counts_and_history_stays_small():

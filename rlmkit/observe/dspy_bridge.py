@@ -13,6 +13,11 @@ in force there (``dspy.configure`` / ``dspy.context``) and the RLM's own ``callb
   ``pred.get_lm_usage()`` covers the whole tree, like ``pred.trajectory.usage``.
 - history: each model call lands in ``dspy.inspect_history()`` (and the RLM's ``history``).
 - ``dspy.streamify``: status messages for turns and cells (``observe.streaming``).
+
+A session's call (``rlmkit.session``) is reported as a module call of the RLM, and every start
+hook fired inside it gets ``inputs["callback_metadata"]`` (the key DSPy's ``Evaluate`` passes
+its metadata to callbacks under): ``{"session_id", "session_call", "run_id", "depth"}``. An end
+hook has the ``call_id`` of its start, as in DSPy.
 """
 
 from __future__ import annotations
@@ -72,6 +77,8 @@ class DspyCallbacks:
         self.sandboxes: dict[str, Any] = {}  # run_id -> its sandbox, the tool calls' instance
 
     def _fire(self, hook: str, event: ev.Event, **kwargs: Any) -> None:
+        if event.session_id and "inputs" in kwargs:  # a start hook inside a session's call
+            kwargs["inputs"] = {**kwargs["inputs"], "callback_metadata": session_metadata(event)}
         for callback in self.callbacks:
             try:
                 getattr(callback, hook)(call_id=event.span_id, **kwargs)
@@ -167,6 +174,16 @@ class DspyCallbacks:
             self._fire("on_interpreter_shutdown_end", event, outputs=None, exception=event.error)
 
 
+def session_metadata(event: ev.Event) -> dict[str, Any]:
+    """Which session and call an event belongs to (a child run's events: its root call's)."""
+    return {
+        "session_id": event.session_id,
+        "session_call": event.session_call,
+        "run_id": event.run_id,
+        "depth": event.depth,
+    }
+
+
 def usage_entry(completion: Any) -> dict[str, Any]:
     """One call's usage in DSPy's shape (what ``get_lm_usage()`` sums per model)."""
     usage = completion.usage
@@ -232,6 +249,7 @@ class HistoryRecorder:
             "rlmkit": {
                 "run_id": event.run_id,
                 "session_id": event.session_id,
+                "session_call": event.session_call,
                 "depth": event.depth,
                 "root": request.root,
             },  # fmt: skip

@@ -56,6 +56,8 @@ class OtelSpans(SpanTree):
         if event.session_id:
             attributes["rlmkit.session_id"] = event.session_id  # a session's calls share it
             attributes["gen_ai.conversation.id"] = event.session_id
+            if event.session_call is not None:
+                attributes["rlmkit.session_call"] = event.session_call
         if type(event) is ev.RunStarted:
             meta = event.meta
             name = "invoke_agent rlm"
