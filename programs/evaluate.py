@@ -285,7 +285,8 @@ def evaluate(
     before the first (progress bars). ``ray``: run the examples as Ray tasks (True or
     ``"local"``: a Ray instance started for the call; else a cluster address such as ``"auto"``),
     see ``programs.executors``; rows still stream into ``out_dir`` here as each finishes, and
-    ``workers`` does not apply (Ray runs one example per cluster CPU).
+    ``workers`` does not apply (Ray runs one job per cluster CPU). Either way, examples sharing a
+    context (``meta["context_group"]``) are one job, asked in one session of the program.
     """
     if not isinstance(workers, int) or workers < 1:
         raise UserError(f"workers must be an int >= 1, got {workers!r}")
@@ -324,7 +325,7 @@ def evaluate(
     ]
     if on_start:
         on_start(len(todo), sum(len(done) for done in results.values()))
-    jobs_to_run = todo if ray else group_by_context(todo)  # on Ray: one example per task, no session
+    jobs_to_run = group_by_context(todo)  # a context's questions: one job, one session (a Ray task)
     for finished in make_executor(workers, ray).run(jobs_to_run, functools.partial(run_job, metric=metric)):
         for row, trajectory in finished if isinstance(finished, list) else [finished]:
             results[row.program][(row.id, row.sample)] = row
