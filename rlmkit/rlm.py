@@ -389,8 +389,10 @@ def _record_dspy_trace(predictor: dspy.Predict, inputs: dict[str, Any], outputs:
 
     Long inputs are cut, so demos bootstrapped from a 10 MB context stay small."""
     trace = dspy.settings.trace
-    if trace is None:
+    if trace is None or dspy.settings.max_trace_size <= 0:
         return
+    if len(trace) >= dspy.settings.max_trace_size:  # bounded as DSPy bounds it: a service runs all day
+        del trace[: len(trace) - dspy.settings.max_trace_size + 1]
     short = {
         k: (v if not isinstance(v, str) or len(v) <= 2_000 else v[:1_000] + " ... " + v[-1_000:])
         for k, v in inputs.items()

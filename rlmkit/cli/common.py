@@ -19,6 +19,10 @@ from rlmkit.errors import RLMKitError
 
 console = Console(stderr=True, soft_wrap=True)  # soft wrap: paths and URLs stay whole
 
+# Help as click writes it, not rich's panels: at 80 columns rich cuts long option names and
+# labels every flag ``<bool>``; click's plain layout keeps every name whole.
+PLAIN_HELP = None
+
 # The --lm values that mean "the embedded model" (help texts say 'local'; no flag means it too).
 EMBEDDED_FLAGS = (None, "", "local")
 

@@ -18,8 +18,9 @@ import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 
-from rlmkit.sandbox import wire
+from rlmkit.sandbox import pool, wire
 from rlmkit.sandbox.base import SandboxLimits
+from rlmkit.sandbox.forkserver import ForkedProcess, ForkServer, ForkServerGone
 from rlmkit.sandbox.host import Launcher, Worker, WorkerHost, max_frame
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
@@ -58,13 +59,23 @@ def _thread(role: str) -> ThreadPoolExecutor:
         return _threads[role]
 
 
-def _forget_threads_after_fork() -> None:  # a forked host keeps no threads: it makes its own
-    global _threads_lock
+_live_workers: weakref.WeakSet[ProcessWorker] = weakref.WeakSet()
+
+
+def _forget_after_fork() -> None:
+    """A forked host keeps no threads (it makes its own) and owns none of its parent's workers, nor
+    its fork server."""
+    global _threads_lock, _fork_server
     _threads.clear()
     _threads_lock = threading.Lock()
+    if _fork_server is not None:
+        _fork_server.forget()
+        _fork_server = None
+    for worker in list(_live_workers):
+        worker.forget()
 
 
-os.register_at_fork(after_in_child=_forget_threads_after_fork)
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def _describe_exit(code: int | None) -> str:
@@ -78,7 +89,7 @@ def _describe_exit(code: int | None) -> str:
     return f"exited with status {code}"
 
 
-def _kill(proc: subprocess.Popen) -> None:
+def _kill(proc: subprocess.Popen | ForkedProcess) -> None:
     if proc.poll() is None:
         try:
             os.killpg(proc.pid, signal.SIGKILL)  # its own session: takes any children along
@@ -86,7 +97,9 @@ def _kill(proc: subprocess.Popen) -> None:
             pass
 
 
-def _kill_and_clean(proc: subprocess.Popen | None, fds: list[int], workdir: str | None, errlog) -> None:
+def _kill_and_clean(
+    proc: subprocess.Popen | ForkedProcess | None, fds: list[int], workdir: str | None, errlog
+) -> None:
     """Module-level so a weakref finalizer can run it after the sandbox object is gone."""
     if proc is not None:
         _kill(proc)
@@ -112,6 +125,7 @@ class ProcessWorker(Worker):
         self.proc, self.channel, self.pid, self.workdir = proc, channel, proc.pid, workdir
         self._errlog = errlog
         self._finalizer = weakref.finalize(self, _kill_and_clean, proc, fds, workdir, errlog)
+        _live_workers.add(self)
 
     def interrupt(self) -> None:
         try:
@@ -137,6 +151,21 @@ class ProcessWorker(Worker):
     def stop(self) -> None:
         self._finalizer()
 
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def forget(self) -> None:
+        # a forked child's copy: its finalizer would kill the parent's worker at the child's exit,
+        # and its ends of the pipe would keep the parent's conversation open
+        if self._finalizer.detach() is None:
+            return  # forgotten or stopped already: the fds may be someone else's by now
+        for fd in (self.channel.rfd, self.channel.wfd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._errlog.close()
+
     stops_at_once = True
 
     def stop_nowait(self) -> None:
@@ -147,11 +176,69 @@ class ProcessWorker(Worker):
         _thread("reap").submit(self.stop)
 
 
+FORK_SERVER = os.environ.get("RLMKIT_SANDBOX_FORK_SERVER", "1") != "0"  # "0": exec every worker
+_fork_server: ForkServer | None = None
+
+
+def _start(config: dict, env: dict[str, str], errlog) -> subprocess.Popen | ForkedProcess:
+    """Start one worker (on the spawn thread): forked by the fork server, which is started on first
+    use and again if it stopped; exec'd, as the fork server itself is, when there is none."""
+    global _fork_server
+    for _ in range(2):
+        if FORK_SERVER and (_fork_server is None or not _fork_server.alive):
+            try:
+                _fork_server = ForkServer(
+                    WORKER, {k: v for k, v in env.items() if k not in ("HOME", "TMPDIR")}
+                )
+            except OSError:
+                _fork_server = None
+                break
+        if _fork_server is None:
+            break
+        try:
+            return _fork_server.spawn(config, [config["rfd"], config["wfd"], errlog.fileno()])
+        except ForkServerGone:
+            continue
+    return subprocess.Popen(
+        [sys.executable, "-I", "-S", WORKER, marshal.dumps(config).hex()],
+        pass_fds=(config["rfd"], config["wfd"]),
+        cwd=config["workdir"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=errlog,
+        start_new_session=True,
+    )
+
+
+def standing_pids() -> set[int]:
+    """Processes kept between runs: the fork server and the pool's idle workers (never given any
+    code). A check that no worker outlived its run leaves these out."""
+    server = _fork_server
+    return pool.idle_pids() | ({server.proc.pid} if server is not None and server.alive else set())
+
+
 class ProcessLauncher(Launcher):
     """Spawns ``worker.py`` with ``python -I -S``; ``confine=False`` skips the OS confinement (tests only)."""
 
     def __init__(self, confine: bool = True):
         self.confine = confine
+
+    def pool_key(self, limits: SandboxLimits) -> tuple:
+        # what the worker is started with; the cell timeout and grace are the host's alone
+        lim = limits
+        return (
+            type(self),
+            sys.executable,
+            os.geteuid(),
+            self.confine,
+            lim.network,
+            lim.memory_bytes,
+            lim.max_processes,
+            lim.max_file_bytes,
+            lim.max_disk_bytes,
+            lim.max_output_chars,
+        )
 
     def launch(self, limits: SandboxLimits) -> ProcessWorker:
         lim = limits
@@ -185,23 +272,8 @@ class ProcessLauncher(Launcher):
             "LC_ALL": "C.UTF-8",
         }
         errlog = tempfile.TemporaryFile(prefix="rlmkit-repl-stderr-")  # noqa: SIM115 - lives as long as the worker
-        cmd = [sys.executable, "-I", "-S", WORKER, marshal.dumps(config).hex()]
         try:
-            proc = (
-                _thread("spawn")
-                .submit(
-                    subprocess.Popen,
-                    cmd,
-                    pass_fds=(to_worker_r, from_worker_w),
-                    cwd=workdir,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=errlog,
-                    start_new_session=True,
-                )
-                .result()
-            )
+            proc = _thread("spawn").submit(_start, config, env, errlog).result()
         except BaseException:
             _kill_and_clean(None, [from_worker_r, to_worker_w], workdir, errlog)
             raise

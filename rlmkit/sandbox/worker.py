@@ -24,6 +24,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cells
 import confine
+import forks
 import wire
 
 del sys.path[0]  # model code must not import our modules by accident
@@ -217,8 +218,7 @@ def confine_self(config: dict) -> dict[str, bool | str]:
     return done
 
 
-def main() -> None:
-    config = marshal.loads(bytes.fromhex(sys.argv[1]))  # built in: no json module (0.3 MB) in the worker
+def run_worker(config: dict) -> None:
     chan = wire.Channel(config["rfd"], config["wfd"])
     signal.signal(signal.SIGINT, on_sigint)
     os.chdir(config["workdir"])
@@ -229,6 +229,14 @@ def main() -> None:
         raise
     chan.send(("ready", protections))
     Worker(chan, config).serve()
+
+
+def main() -> None:
+    config = marshal.loads(bytes.fromhex(sys.argv[1]))  # built in: no json module (0.3 MB) in the worker
+    if config.get("fork_server"):
+        forks.serve(config, run_worker)
+    else:
+        run_worker(config)
 
 
 if __name__ == "__main__":
