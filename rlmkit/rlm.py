@@ -36,6 +36,7 @@ from rlmkit.prompting import Display
 from rlmkit.protocols import Protocol
 from rlmkit.run import run_loop
 from rlmkit.run_state import RunSpec, RunState, Tree
+from rlmkit.sandbox import interpreter
 from rlmkit.sandbox.base import SandboxLimits
 from rlmkit.settings import KNOBS, RunSettings
 from rlmkit.signature import OutputValidator, make_signature, signature_text
@@ -290,7 +291,7 @@ class RLM(dspy.Module):
             sub_lm=sub_lm,
             start_child=self._run_child,
             module=self,
-            make_sandbox=None if factory is None else interpreter_launcher(factory, self.signature),
+            make_sandbox=None if factory is None else interpreter.launcher(factory, self.signature),
         )
         state = RunState(spec, tree, depth, meta)
         state.hash_inputs = hash_inputs
@@ -349,12 +350,6 @@ class RLM(dspy.Module):
             self.settings = self.settings.from_state(state["rlm"])
         super().load_state({k: v for k, v in state.items() if k != "rlm"}, *args, **kwargs)
         return self
-
-
-def interpreter_launcher(factory: Any, signature: Any) -> Any:
-    from rlmkit.sandbox.interpreter import InterpreterSandbox, output_fields
-
-    return lambda limits: InterpreterSandbox(factory, limits, output_fields(signature))
 
 
 def _size(value: Any) -> int:

@@ -111,3 +111,9 @@ def output_fields(signature: Any) -> list[dict[str, str]]:
             entry["type"] = kind
         fields.append(entry)
     return fields
+
+
+def launcher(factory: Callable[[], Any], signature: Any) -> Callable[[SandboxLimits], InterpreterSandbox]:
+    """``RunSpec.make_sandbox`` for a run whose cells ``factory``'s interpreters run."""
+    fields = output_fields(signature)
+    return lambda limits: InterpreterSandbox(factory, limits, fields)
