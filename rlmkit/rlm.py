@@ -24,7 +24,7 @@ from rlmkit.budget import Budget
 from rlmkit.describe import describe_inputs
 from rlmkit.dspy_compat import keywords, names, predictors
 from rlmkit.dspy_compat import verbose as _verbose  # noqa: F401 - registers the verbose=True listener
-from rlmkit.dspy_compat.steps import final_reasoning
+from rlmkit.dspy_compat.surface import DSPyRLMSurface
 from rlmkit.dspy_compat.tools import host_function, normalize_tools
 from rlmkit.errors import MissingInputError
 from rlmkit.guards import SUBCALL_MAX_TOKENS, TURN_MAX_TOKENS
@@ -36,6 +36,7 @@ from rlmkit.prompting import Display
 from rlmkit.protocols import Protocol
 from rlmkit.run import run_loop
 from rlmkit.run_state import RunSpec, RunState, Tree
+from rlmkit.sandbox import interpreter
 from rlmkit.sandbox.base import SandboxLimits
 from rlmkit.settings import KNOBS, RunSettings
 from rlmkit.signature import OutputValidator, make_signature, signature_text
@@ -44,7 +45,7 @@ from rlmkit.trajectory import RunMeta, Trajectory, TrajectoryLog
 from rlmkit.typed_subcalls import make_typed_subcalls
 
 
-class RLM(dspy.Module):
+class RLM(DSPyRLMSurface, dspy.Module):
     """A Recursive Language Model over a dspy signature. See the README for every knob."""
 
     def __init__(
@@ -88,7 +89,6 @@ class RLM(dspy.Module):
         )
         self.verbose = verbose
         self.interpreter_factory = keywords.interpreter_factory(interpreter_factory)
-        self._action_override: Any = None
         self.settings = RunSettings(
             max_iterations=keywords.max_iterations(max_iterations, max_iters),
             max_llm_calls=max_llm_calls,
@@ -134,15 +134,6 @@ class RLM(dspy.Module):
             super().__setattr__(name, value)
 
     @property
-    def max_iters(self) -> int:
-        """dspy.RLM's name for ``max_iterations``."""
-        return self.settings.max_iterations
-
-    @max_iters.setter
-    def max_iters(self, value: int) -> None:
-        self.max_iterations = value
-
-    @property
     def sandbox_name(self) -> str:
         return self.settings.sandbox
 
@@ -162,22 +153,6 @@ class RLM(dspy.Module):
     @property
     def demos(self) -> list[Any]:
         return list(self.root.demos)
-
-    # -- dspy.RLM's predictors (rlmkit/dspy_compat/predictors.py) ---------------------------
-    @property
-    def generate_action(self) -> Any:
-        if self._action_override is not None:
-            return self._action_override
-        factory = self.interpreter_factory
-        return dspy.Predict(predictors.action_signature(self.signature, self.instructions, factory))
-
-    @generate_action.setter
-    def generate_action(self, predictor: Any) -> None:
-        self._action_override = predictor  # runs the action step in place of the root model
-
-    @property
-    def extract(self) -> Any:
-        return dspy.Predict(predictors.extract_signature(self.signature, self.instructions))
 
     # -- models --------------------------------------------------------------------------
     @property
@@ -209,30 +184,34 @@ class RLM(dspy.Module):
         return await self.child().run_tree(inputs, **where)
 
     # -- calling -------------------------------------------------------------------------
-    def forward(self, **inputs: Any) -> dspy.Prediction:
+    def forward(self, interpreter: Any = None, /, **inputs: Any) -> dspy.Prediction:
         """Sync calls run on one long-lived event loop, shared by every RLM in the process, so
         connection pools (one per loop) are reused instead of leaked per call."""
         inputs.setdefault("_rollout_id", current_rollout_id.get())  # the loop thread cannot see our context
         with remember_caller_loop():  # under dspy.streamify: where status messages go
-            return run_sync(self.aforward(**inputs))
+            return run_sync(self.aforward(interpreter, **inputs))
 
     def stream(self, **inputs: Any) -> AsyncIterator[Any]:
         """``async for item in rlm.stream(**inputs)``: the run's ``rlmkit.events`` as they
         happen, then the ``dspy.Prediction`` (a failed run raises its error after its events)."""
         return stream_run(self, inputs)
 
-    async def aforward(self, **inputs: Any) -> dspy.Prediction:
+    async def aforward(self, interpreter: Any = None, /, **inputs: Any) -> dspy.Prediction:
         """The one entry point (``__call__`` and ``acall`` come here). ``_task={...}`` (optional)
         is stored in ``trajectory.meta.task``: evaluation uses it for suite, example id and gold.
         ``_rollout_id=k`` (default: the enclosing ``rlmkit.models.lm_cache.rollout(k)``) makes every LM call
-        of the run sample k, so K samples of one task are K distinct runs, not K cache hits."""
+        of the run sample k, so K samples of one task are K distinct runs, not K cache hits.
+        ``interpreter`` (positional, as in DSPy) or ``interpreter_factory=``: a DSPy interpreter
+        for this call's cells (``sandbox/interpreter.py``)."""
         task = inputs.pop("_task", None)
         rollout_id = inputs.pop("_rollout_id", None)
         factory = keywords.interpreter_factory(inputs.pop("interpreter_factory", None))
         rollout_id = current_rollout_id.get() if rollout_id is None else rollout_id
-        outputs, trajectory = await self.run_tree(inputs, task=task, rollout_id=rollout_id, factory=factory)
+        factory = interpreter if interpreter is not None else factory
+        run = self.run_tree(inputs, task=task, rollout_id=rollout_id, factory=factory)
+        outputs, trajectory, reasoning = await self.run_or_extract(run)
         _record_dspy_trace(self.root, inputs, outputs)
-        return dspy.Prediction(**outputs, trajectory=trajectory, final_reasoning=final_reasoning(trajectory))
+        return dspy.Prediction(**outputs, trajectory=trajectory, final_reasoning=reasoning)
 
     async def run_tree(
         self,
@@ -299,7 +278,7 @@ class RLM(dspy.Module):
             sub_lm=sub_lm,
             start_child=self._run_child,
             module=self,
-            make_sandbox=None if factory is None else interpreter_launcher(factory, self.signature),
+            make_sandbox=None if factory is None else interpreter.launcher(factory, self.signature),
         )
         state = RunState(spec, tree, depth, meta)
         state.hash_inputs = hash_inputs
@@ -370,12 +349,6 @@ class RLM(dspy.Module):
             self.settings = self.settings.from_state(state["rlm"])
         super().load_state({k: v for k, v in state.items() if k != "rlm"}, *args, **kwargs)
         return self
-
-
-def interpreter_launcher(factory: Any, signature: Any) -> Any:
-    from rlmkit.sandbox.interpreter import InterpreterSandbox, output_fields
-
-    return lambda limits: InterpreterSandbox(factory, limits, output_fields(signature))
 
 
 def _size(value: Any) -> int:

@@ -170,6 +170,8 @@ class FreshSandbox:
         ev.emit(ev.SandboxStarting(sandbox))
         try:
             await in_thread(sandbox.start, variables, functions, prelude)
+        except SandboxError:
+            raise  # already says what failed (a DSPy interpreter factory's, say)
         except Exception as exc:
             raise SandboxError(f"sandbox {name!r} failed to start: {exc}") from exc
         ev.emit(ev.SandboxStarted(sandbox))

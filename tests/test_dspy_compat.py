@@ -179,3 +179,19 @@ def test_generate_action_and_extract_read_like_dspy_and_a_set_action_scripts_the
     pred = rlm(document="d", question="q")
     assert (pred.summary, pred.answer, pred.final_reasoning) == ("s", "a", "done")
     assert script.calls[0]["iteration"] == "1/20"
+
+
+def test_a_set_extract_answers_when_the_iterations_run_out():
+    class Extract:
+        def __call__(self, **inputs):
+            self.inputs = inputs
+            return dspy.Prediction(answer="extracted")
+
+    lm = scripted(code("print('still looking')", "Look."))
+    rlm = rlmkit.RLM("context -> answer", lm=lm, max_iters=2, sandbox="inline")
+    with pytest.raises(rlmkit.errors.MaxIterationsError):
+        rlm(context="c")
+    rlm.extract = extract = Extract()
+    pred = rlm(context="c")
+    assert (pred.answer, pred.final_reasoning) == ("extracted", "Extract forced final output")
+    assert "still looking" in extract.inputs["repl_history"]

@@ -104,9 +104,33 @@ def test_dspy_field_replies_become_a_code_block():
 def test_model_strings_and_plain_dspy_lm_keep_the_direct_transport(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "not-a-real-key")
     assert isinstance(resolve_lm("openai/gpt-4o-mini"), rlmkit.LM)
-    assert isinstance(resolve_lm(dspy.LM("openai/gpt-4o-mini", api_key="x")), rlmkit.LM)
+    plain = dspy.LM("openai/gpt-4o-mini", api_key="x")
+    assert isinstance(resolve_lm(plain).direct, rlmkit.LM) and resolve_lm(plain) is resolve_lm(plain)
 
     class Sub(dspy.LM):
         pass
 
     assert isinstance(resolve_lm(Sub("openai/gpt-4o-mini", api_key="x")), DSPyLM)  # its overrides run
+
+
+def test_a_plain_dspy_lm_on_the_direct_transport_keeps_its_own_history_and_is_the_callback_instance(serve):
+    from dspy.utils.callback import BaseCallback
+
+    server, _ = serve(lambda body: "Done.\n```repl\nSUBMIT(answer='direct')\n```")
+    lm = dspy.LM("openai/scripted", api_base=server.url, api_key="test-key", cache=False)
+    seen = []
+
+    class Instances(BaseCallback):
+        def on_lm_start(self, call_id, instance, inputs):
+            seen.append(instance)
+
+    with dspy.context(callbacks=[Instances()]):
+        pred = rlmkit.RLM("context -> answer", lm=lm, sandbox="inline")(context="c")
+    assert pred.answer == "direct" and server.requests  # the direct transport made the request
+    assert len(lm.history) == 1 and lm.history[0]["outputs"] == [
+        "Done.\n```repl\nSUBMIT(answer='direct')\n```"
+    ]
+    assert seen == [lm]
+
+    with_callbacks = dspy.LM("openai/scripted", api_base=server.url, api_key="k", callbacks=[Instances()])
+    assert isinstance(resolve_lm(with_callbacks), DSPyLM)  # its own callbacks run only if it is called

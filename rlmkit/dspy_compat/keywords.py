@@ -12,6 +12,7 @@ from typing import Any
 
 from rlmkit.errors import ConfigError
 from rlmkit.prompting import Display
+from rlmkit.sandbox.interpreter import is_interpreter
 
 DEFAULT_MAX_ITERATIONS = 20
 
@@ -45,7 +46,7 @@ def interpreter_factory(factory: Any) -> Any:
     """dspy.RLM's check: a zero-argument callable that makes an interpreter, not an interpreter."""
     if factory is None:
         return None
-    if not isinstance(factory, type) and hasattr(factory, "execute") and hasattr(factory, "shutdown"):
+    if is_interpreter(factory):
         raise TypeError(
             "interpreter_factory takes a zero-argument callable that creates an interpreter, not an "
             "interpreter: pass the interpreter as the first positional argument when calling the module, "

@@ -92,6 +92,22 @@ class ActionLM:
         )
 
 
+EXTRACTED = "Extract forced final output"  # dspy.RLM's final_reasoning when extract answered
+
+
+async def extract_outputs(predictor: Any, trajectory: Any, validator: Any) -> dict[str, Any]:
+    """The outputs a set ``extract`` predictor gives from the run's steps, checked by the signature."""
+    steps = "\n\n".join(
+        f"Step {i + 1}\nReasoning: {s['reasoning']}\nCode:\n{s['code']}\nOutput:\n{s['output']}"
+        for i, s in enumerate(trajectory.steps())
+    )
+    variables = ", ".join(f"{v.name}: {v.type} ({v.size})" for v in trajectory.meta.inputs)
+    acall = getattr(predictor, "acall", None)
+    kwargs = {"variables_info": variables, "repl_history": steps}
+    prediction = await acall(**kwargs) if acall is not None else predictor(**kwargs)
+    return validator.validate({name: getattr(prediction, name, None) for name in validator.fields})
+
+
 def root_state_from_dspy(state: dict[str, Any], signature: type[dspy.Signature]) -> dict[str, Any]:
     """A saved dspy.RLM's ``generate_action`` state as the root predictor's state.
 

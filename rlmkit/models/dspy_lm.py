@@ -6,9 +6,11 @@ answers it with ``lm.acall(messages=...)``: the LM's own ``forward``/``aforward`
 its callbacks, history, usage tracking, cache and kwargs, exactly as under ``dspy.RLM``. Since
 DSPy already records those calls, rlmkit's bridge leaves them alone (``observed_by_dspy``).
 
-A plain ``dspy.LM`` whose class is exactly ``dspy.LM`` keeps rlmkit's direct transport
-(``defaults.resolve_lm``): its settings are read and the bridge reports each call to DSPy's
-callbacks, history and usage tracker, so a user sees the same; ``benchmarks/dspy_lm_overhead.py``
+A plain ``dspy.LM`` (its class exactly ``dspy.LM``, no callbacks of its own) keeps rlmkit's
+direct transport: ``DirectDSPyLM`` reads its settings into the shared ``rlmkit.LM`` for them and
+keeps the ``dspy.LM`` as ``dspy_origin``, so the bridge reports each call where DSPy would have:
+the LM's own ``history`` (``lm.inspect_history()``), the global history, callbacks (with the
+``dspy.LM`` as their ``instance``) and the usage tracker. ``benchmarks/dspy_lm_overhead.py``
 measures both paths.
 
 A reply written in DSPy's field format (``[[ ## reasoning ## ]]`` ... ``[[ ## code ## ]]``,
@@ -125,10 +127,37 @@ def _is_base_lm(lm: Any) -> bool:
     return isinstance(lm, dspy.BaseLM)
 
 
+class DirectDSPyLM:
+    """A plain ``dspy.LM`` on rlmkit's direct transport: the shared ``rlmkit.LM`` for its
+    settings does the calls; the ``dspy.LM`` itself is what DSPy's observers are shown."""
+
+    def __init__(self, origin: Any, direct: Any):
+        self.dspy_origin, self.direct = origin, direct
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("dspy_origin", "direct"):  # not set yet (unpickling): no delegation loop
+            raise AttributeError(name)
+        return getattr(self.direct, name)  # model, acomplete, describe, max_tokens, cache_dir ...
+
+    def __deepcopy__(self, memo: dict) -> DirectDSPyLM:
+        return self
+
+    def __getstate__(self) -> dict:
+        return dict(self.__dict__)
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+    def __repr__(self) -> str:
+        return f"DirectDSPyLM({self.dspy_origin!r})"
+
+
 def wants_dspy_call(lm: Any) -> bool:
-    """True for what must be called as itself: a BaseLM other than a plain ``dspy.LM``, or a callable."""
+    """True for what must be called as itself: a BaseLM other than a plain ``dspy.LM`` without
+    callbacks of its own (their ``with_callbacks`` would be skipped on the direct transport),
+    or a callable."""
     import dspy
 
     if isinstance(lm, dspy.BaseLM):
-        return type(lm) is not dspy.LM
+        return type(lm) is not dspy.LM or bool(getattr(lm, "callbacks", None))
     return callable(lm) and not isinstance(lm, str)

@@ -124,7 +124,7 @@ class DspyCallbacks:
             self._fire(
                 "on_lm_start",
                 event,
-                instance=LMView(event.lm),
+                instance=getattr(event.lm, "dspy_origin", None) or LMView(event.lm),
                 inputs={"prompt": None, "messages": event.messages, "kwargs": {}},
             )
         elif kind is ev.ModelReply and not _dspy_saw(event.start.lm):
@@ -254,9 +254,11 @@ class HistoryRecorder:
                 "root": request.root,
             },  # fmt: skip
         }
+        origin = getattr(lm, "dspy_origin", None)  # a dspy.LM on the direct transport keeps its own history
         for history, limit in (
             (self.history, self.limit),
             *((o.history, self.owner_limit) for o in self.owners),
+            *(((origin.history, self.owner_limit or self.limit),) if origin is not None else ()),
         ):
             if len(history) >= limit:
                 del history[0]

@@ -3,14 +3,19 @@
 written against DSPy's protocol) runs an rlmkit run's cells.
 
 The interpreter comes from a zero-argument factory (``interpreter_factory=``, as in dspy.RLM),
-is started on ``start`` and shut down on ``close``, on success and on error alike. Host functions
-go into its mutable ``tools``; the inputs and the REPL prelude cross in its first execution, and
-an interpreter keeps its namespace between executions, so the context crosses once.
+is started on ``start`` and shut down on ``close``, on success and on error alike; one the
+caller passes itself (``rlm(interpreter, ...)``) is the caller's, and is left running. Host
+functions go into its mutable ``tools``. Only the model's code is executed, one execution per
+cell, as dspy.RLM does (scripted interpreters count on it): the inputs cross with the first one,
+and rlmkit's REPL prelude runs in front of the model's code until it has run once. An
+interpreter keeps its namespace between executions, so the context crosses once. rlmkit's
+input restore after each cell is left out: DSPy's protocol has no snippet of the host's own.
 
 DSPy interpreters own ``SUBMIT``: it returns a ``FinalOutput``, which is handed to the run's
 own ``SUBMIT`` to be checked against the signature like any other submission. An error in the
 model's code (``CodeExecutionError``, ``SyntaxError``) is the cell's error, for the model to
-see; a failure of the interpreter itself (``CodeInterpreterError``) ends the run.
+see; a failure of the interpreter itself ends the run with ``InterpreterFailed``, which is both
+rlmkit's ``SandboxError`` and DSPy's ``CodeInterpreterError``.
 """
 
 from __future__ import annotations
@@ -19,10 +24,20 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from dspy.primitives.code_interpreter import CodeExecutionError, CodeInterpreterError, FinalOutput
+
 from rlmkit.errors import Finish, SandboxError
 from rlmkit.sandbox.base import CellResult, HostFunction, Sandbox, SandboxLimits
 
 INTERPRETER_OWNS = frozenset({"SUBMIT"})  # names a DSPy interpreter defines itself
+
+
+class NotAnInterpreter(SandboxError, TypeError):
+    """The factory returned something that is not a CodeInterpreter (a TypeError, as in dspy)."""
+
+
+class InterpreterFailed(SandboxError, CodeInterpreterError):
+    """The DSPy interpreter itself failed: rlmkit's run error and the one DSPy users catch."""
 
 
 class InterpreterSandbox(Sandbox):
@@ -30,12 +45,20 @@ class InterpreterSandbox(Sandbox):
 
     name = "interpreter"
 
-    def __init__(self, factory: Callable[[], Any], limits: SandboxLimits | None = None, output_fields=None):
+    def __init__(
+        self,
+        factory: Callable[[], Any],
+        limits: SandboxLimits | None = None,
+        output_fields: list[dict[str, str]] | None = None,
+        owned: bool = True,
+    ):
         super().__init__(limits)
         self.factory = factory
         self.output_fields = output_fields  # dspy.RLM's [{"name", "type"}] for typed SUBMIT
+        self.owned = owned  # False: the caller's interpreter, never shut down here
         self.interpreter: Any = None
         self._submit: HostFunction | None = None
+        self._pending: tuple[str, dict[str, Any] | None] = ("", None)  # prelude and inputs, until run
         self._closed = False
 
     def start(self, variables: dict[str, Any], functions: dict[str, HostFunction], prelude: str = "") -> None:
@@ -43,7 +66,7 @@ class InterpreterSandbox(Sandbox):
         if not callable(getattr(interpreter, "execute", None)) or not callable(
             getattr(interpreter, "shutdown", None)
         ):
-            raise TypeError(
+            raise NotAnInterpreter(
                 f"interpreter_factory must return a CodeInterpreter, not {type(interpreter).__name__}"
             )
         self.interpreter = interpreter
@@ -51,27 +74,28 @@ class InterpreterSandbox(Sandbox):
         interpreter.tools.update({k: v for k, v in functions.items() if k not in INTERPRETER_OWNS})
         if self.output_fields is not None and hasattr(interpreter, "output_fields"):
             interpreter.output_fields = self.output_fields
-        if callable(getattr(interpreter, "start", None)):
+        if self.owned and callable(getattr(interpreter, "start", None)):
             interpreter.start()
-        interpreter.execute(prelude or "pass", variables=dict(variables))  # the inputs cross here, once
+        self._pending = (prelude, dict(variables))
 
     def run(self, code: str) -> CellResult:
-        from dspy.primitives.code_interpreter import CodeExecutionError, CodeInterpreterError, FinalOutput
-
         started = time.monotonic()
         result = CellResult()
+        prelude, variables = self._pending
         try:
-            value = self.interpreter.execute(code)
+            value = self.interpreter.execute(f"{prelude}\n{code}" if prelude else code, variables)
+            self._pending = ("", None)  # the prelude ran and the inputs crossed
             if isinstance(value, FinalOutput):
                 self._hand_in(value.output)
             elif value is not None:
                 result.stdout = value if isinstance(value, str) else repr(value)
         except Finish as done:
+            self._pending = ("", None)
             result.finished, result.finish_value = True, done.value
         except (CodeExecutionError, SyntaxError) as exc:
             result.error = str(exc)
         except CodeInterpreterError as exc:
-            raise SandboxError(f"the interpreter failed: {exc}") from exc
+            raise InterpreterFailed(f"the interpreter failed: {exc}") from exc
         except Exception as exc:  # noqa: BLE001 - the model's SUBMIT was refused: its error, to fix
             result.error = f"{type(exc).__name__}: {exc}"
         result.duration_s = time.monotonic() - started
@@ -86,6 +110,9 @@ class InterpreterSandbox(Sandbox):
             self._submit(output)
         raise SandboxError("SUBMIT returned without finishing the run")  # SUBMIT raises Finish
 
+    def run_then(self, code: str, after: str) -> CellResult:
+        return self.run(code)  # one execution per cell: no snippet of the host's own (see the docstring)
+
     def get(self, name: str, default: Any = None) -> Any:
         return default  # DSPy's protocol has no read-back; FINAL_VAR-style protocols need another sandbox
 
@@ -93,7 +120,7 @@ class InterpreterSandbox(Sandbox):
         if self._closed:
             return
         self._closed = True
-        if self.interpreter is not None:
+        if self.interpreter is not None and self.owned:
             self.interpreter.shutdown()
 
     @property
@@ -111,3 +138,21 @@ def output_fields(signature: Any) -> list[dict[str, str]]:
             entry["type"] = kind
         fields.append(entry)
     return fields
+
+
+def launcher(interpreter: Any, signature: Any) -> Callable[[SandboxLimits], InterpreterSandbox]:
+    """``RunSpec.make_sandbox`` for a run whose cells a DSPy interpreter runs: ``interpreter`` is a
+    factory (each run makes, starts and shuts down its own) or an interpreter (the caller's)."""
+    fields = output_fields(signature)
+    if is_interpreter(interpreter):
+        return lambda limits: InterpreterSandbox(lambda: interpreter, limits, fields, owned=False)
+    return lambda limits: InterpreterSandbox(interpreter, limits, fields)
+
+
+def is_interpreter(value: Any) -> bool:
+    """An interpreter (not a class, not a factory): it executes code and shuts down."""
+    return (
+        not isinstance(value, type)
+        and callable(getattr(value, "execute", None))
+        and callable(getattr(value, "shutdown", None))
+    )
