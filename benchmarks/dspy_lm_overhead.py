@@ -84,6 +84,21 @@ def measure(make_lm, turns: int, runs: int) -> dict[str, float]:
     }
 
 
+def per_turn_by_kind(turns: int, runs: int, kinds: tuple[str, ...] | None = None) -> dict[str, dict]:
+    """``measure`` for each kind of model (all of ``models`` unless ``kinds`` names some), against
+    one scripted server started here; benchmarks/run.py reports these beside its own tables."""
+    found: dict[str, dict] = {}
+    with ScriptedServer(responder(turns)) as server:
+        for name, make in models(server.url, turns).items():
+            if kinds is not None and name not in kinds:
+                continue
+            try:
+                found[name] = measure(make, turns, runs)
+            except Exception as exc:  # noqa: BLE001 - a checkout that cannot run this kind of model
+                found[name] = {"error": f"{type(exc).__name__}: {str(exc)[:160]}"}
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--label", required=True, help="which checkout this is (e.g. main, branch)")
@@ -94,13 +109,7 @@ def main() -> None:
     rlmkit_root = Path(rlmkit.__file__).resolve().parents[1]
     commit = subprocess.run(["git", "-C", str(rlmkit_root), "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()  # fmt: skip
-    with ScriptedServer(responder(args.turns)) as server:
-        found = {}
-        for name, make in models(server.url, args.turns).items():
-            try:
-                found[name] = measure(make, args.turns, args.runs)
-            except Exception as exc:  # noqa: BLE001 - a checkout that cannot run this kind of model
-                found[name] = {"error": f"{type(exc).__name__}: {str(exc)[:160]}"}
+    found = per_turn_by_kind(args.turns, args.runs)
     record = json.loads(args.out.read_text()) if args.out.exists() else {"runs": {}}
     record["runs"][args.label] = {
         "command": f"PYTHONPATH=<checkout> python3 benchmarks/dspy_lm_overhead.py --label {args.label} "

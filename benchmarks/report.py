@@ -281,6 +281,22 @@ def tables(results: dict[str, Any]) -> str:
     elif clients:
         out += [f"**(7) LM client cost**: {clients.get('error', 'not run')}", ""]
 
+    kinds = results.get("lm_kinds")
+    if kinds:
+        out += [
+            f"**(7) rlmkit per turn by kind of model** (wall time of a {kinds['turns']}-turn run / its "
+            f"turns, median of {kinds['runs']} runs; scripted server; `benchmarks/dspy_lm_overhead.py`)",
+            "",
+            "| model given to rlmkit.RLM | ms/turn, median | ms/turn, fastest |",
+            "|---|---:|---:|",
+        ]
+        for name, row in kinds["ms"].items():
+            if "error" in row:
+                out.append(f"| {name} | {row['error']} | - |")
+            else:
+                out.append(f"| {name} | {row['median_ms_per_turn']:.2f} | {row['min_ms_per_turn']:.2f} |")
+        out.append("")
+
     local = results.get("embedded")
     if local and "rows" in local:
         out += [

@@ -27,6 +27,7 @@ os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
+import dspy_lm_overhead
 import measure_clients
 import measure_fanout
 import measure_turns
@@ -205,6 +206,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if not args.skip_clients:
             print(f"[{time.monotonic() - started:6.1f}s] LM clients", file=sys.stderr, flush=True)
             results["clients"] = measure_clients.client_cost(server, *cfg["clients"])
+            # rlmkit alone: a dspy.LM and a model string on the same kind of scripted server
+            results["lm_kinds"] = {
+                "turns": 8,
+                "runs": cfg["repeats"] * 5,
+                "ms": dspy_lm_overhead.per_turn_by_kind(8, cfg["repeats"] * 5, ("model string", "dspy.LM")),
+            }
     results["meta"] = {
         **provenance.record("benchmarks/run.py", sys.argv[1:] if argv is None else argv, load_at_start),
         "note": args.note,
