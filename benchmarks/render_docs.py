@@ -191,6 +191,44 @@ def tuning() -> str:
     return "\n".join(lines)
 
 
+# ------------------------------------------------------------------ dspy.GEPA on the embedded model
+def gepa() -> str:
+    """gepa_embedded.py: the plain program and GEPA's on the same held-out examples."""
+    path = RESULTS / "gepa_embedded.json"
+    if not path.exists():
+        return "No result committed yet: `python benchmarks/gepa_embedded.py` measures it."
+    result = json.loads(path.read_text())
+    info = result["gepa"]
+    lines = [
+        provenance.stamp(result),
+        "",
+        f"`{result['suite']}`, {result['length']:,} characters; GEPA: {len(info['train_ids'])} training "
+        f"examples, a budget of {info['max_metric_calls']} metric calls, {info['seconds'] / 60:.0f} min; "
+        f"reflection model: {result['reflection_lm']}; the optimised program "
+        + ("saved and loaded back unchanged." if info.get("round_trip") else "did NOT load back unchanged."),
+    ]
+    if result["partial"]:
+        lines.append("**Partial**: the run stopped before both programs had answered every held-out example.")
+    lines += [
+        "",
+        "| program | held-out n | mean score (95% CI) | fully right | s/example |",
+        "| --- | ---: | --- | ---: | ---: |",
+    ]
+    for name, summary in result["programs"].items():
+        rows = [row for row in result["rows"] if row["program"] == name]
+        if not rows:
+            lines.append(f"| {name} | 0 | - | - | - |")
+            continue
+        low, high = summary["ci95"]
+        lines.append(
+            f"| {name} | {summary['n']} | {summary['mean']:.2f} ({low:.2f}-{high:.2f}) | "
+            f"{sum(row['score'] >= 0.999 for row in rows)} | {summary['seconds_per_example']:.0f} |"
+        )
+    for label, key in (("Instructions before", "instructions_before"), ("after", "instructions_after")):
+        lines += ["", f"{label}:", "", "> " + info[key].strip().replace("\n", "\n> ")]
+    return "\n".join(lines)
+
+
 # ------------------------------------------------------------------ hostile code (security_table.py)
 def security() -> str:
     """security.md as security_table.py wrote it, less its title (the page has its own)."""
@@ -210,6 +248,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "quality-peers": quality_peers,
     "tuning": tuning,
     "demo": demo,
+    "gepa": gepa,
     "security": security,
     "sessions": sessions,
 }

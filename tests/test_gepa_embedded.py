@@ -10,12 +10,12 @@ from pathlib import Path
 
 import dspy
 
-import rlmkit
 from rlmkit.testing import is_root_request
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 import gepa_embedded  # noqa: E402
+import render_docs  # noqa: E402
 
 KEYWORD = "KEY-FROM-QUESTION"
 SOLVE = (
@@ -54,6 +54,12 @@ def test_gepa_study_writes_before_and_after_and_resumes_from_its_cache(serve, tm
     assert all(doc["heldout_ids"][i].startswith("needle-s1000") for i in range(2))
     assert {"command", "date", "commit", "machine", "load"} <= doc.keys()
 
+    monkeypatch.setattr(render_docs, "RESULTS", tmp_path)
+    out.rename(tmp_path / "gepa_embedded.json")  # what render_docs reads from benchmarks/results/
+    table = render_docs.gepa()
+    assert "| plain | 2 | 0.00 (0.00-0.00) | 0 |" in table and "| gepa | 2 | 1.00 (1.00-1.00) | 2 |" in table
+    assert KEYWORD in table and "Partial" not in table and "python benchmarks/gepa_embedded.py" in table
+
     asked = len(server.requests)
     gepa_embedded.main(argv)  # everything is cached: the model is not asked again
     assert len(server.requests) == asked
@@ -70,4 +76,3 @@ def test_the_metric_tells_gepa_what_was_wrong():
     wrong = metric(gold, dspy.Prediction(answer="42"))
     assert (right.score, wrong.score) == (1.0, 0.0)
     assert "'42'" in wrong.feedback and example.gold[0] in wrong.feedback
-    assert isinstance(rlmkit.RLM, type)
