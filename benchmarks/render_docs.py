@@ -211,18 +211,19 @@ def gepa() -> str:
         lines.append("**Partial**: the run stopped before both programs had answered every held-out example.")
     lines += [
         "",
-        "| program | held-out n | mean score (95% CI) | fully right | s/example |",
-        "| --- | ---: | --- | ---: | ---: |",
+        "| program | held-out n | mean score (95% CI) | fully right | hit the deadline | s/example |",
+        "| --- | ---: | --- | ---: | ---: | ---: |",
     ]
     for name, summary in result["programs"].items():
         rows = [row for row in result["rows"] if row["program"] == name]
         if not rows:
-            lines.append(f"| {name} | 0 | - | - | - |")
+            lines.append(f"| {name} | 0 | - | - | - | - |")
             continue
         low, high = summary["ci95"]
         lines.append(
             f"| {name} | {summary['n']} | {summary['mean']:.2f} ({low:.2f}-{high:.2f}) | "
-            f"{sum(row['score'] >= 0.999 for row in rows)} | {summary['seconds_per_example']:.0f} |"
+            f"{sum(row['score'] >= 0.999 for row in rows)} | "
+            f"{sum(_ended(row) == 'deadline' for row in rows)} | {summary['seconds_per_example']:.0f} |"
         )
     for label, key in (("Instructions before", "instructions_before"), ("after", "instructions_after")):
         lines += ["", f"{label}:", "", "> " + info[key].strip().replace("\n", "\n> ")]

@@ -57,7 +57,10 @@ def test_gepa_study_writes_before_and_after_and_resumes_from_its_cache(serve, tm
     monkeypatch.setattr(render_docs, "RESULTS", tmp_path)
     out.rename(tmp_path / "gepa_embedded.json")  # what render_docs reads from benchmarks/results/
     table = render_docs.gepa()
-    assert "| plain | 2 | 0.00 (0.00-0.00) | 0 |" in table and "| gepa | 2 | 1.00 (1.00-1.00) | 2 |" in table
+    assert (
+        "| plain | 2 | 0.00 (0.00-0.00) | 0 | 0 |" in table
+        and "| gepa | 2 | 1.00 (1.00-1.00) | 2 | 0 |" in table
+    )
     assert KEYWORD in table and "Partial" not in table and "python benchmarks/gepa_embedded.py" in table
 
     asked = len(server.requests)
