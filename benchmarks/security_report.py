@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 
+import provenance
 from security_guard import DISK_MAX, MEMORY_MAX, PIDS_MAX
 
 COLUMNS = {
@@ -48,7 +49,8 @@ def write_table(
             (
                 f"Written by `{command}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
                 f"({os.uname().sysname} {os.uname().release}, {os.cpu_count()} cores, {memory_gib:.0f} GiB, "
-                f"as {'root' if os.geteuid() == 0 else 'a user'}). Contained: {totals}."
+                f"as {'root' if os.geteuid() == 0 else 'a user'}), commit {provenance.commit()}, "
+                f"load average {os.getloadavg()[0]:.1f} at the end. Contained: {totals}."
             ),
             "",
             (

@@ -28,21 +28,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(ROOT), str(HERE)]
 
-from benchmarks.train_student_report import RESULTS, render_docs  # noqa: E402
+import provenance  # noqa: E402
+
+from benchmarks.train_student_report import RESULTS  # noqa: E402
 
 STAGES = ("student", "teacher", "dataset", "speed", "before", "train", "after", "loop", "reference")
 
@@ -343,19 +343,13 @@ def _shown(command: list[str]) -> str:
 
 
 # ---------------------------------------------------------------- the results file
-def write_results(pipeline: Pipeline, command: str, path: Path = RESULTS) -> dict[str, Any]:
+def write_results(pipeline: Pipeline, meta: dict[str, Any], path: Path = RESULTS) -> dict[str, Any]:
+    """The results file from the finished stages; ``meta``: provenance.record's stamp of this run."""
     stages = {name: pipeline.done(name) for name in STAGES}
     missing = [name for name, value in stages.items() if value is None]
     in_progress = {name: pipeline.progress(name) for name in missing if pipeline.progress(name)}
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
-    ).stdout.strip()
     data = {
-        "command": command,
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": commit,
-        "machine": f"{platform.machine()}, {_cpus()} CPU cores, {platform.system()}",
-        "load_average": [round(x, 2) for x in os.getloadavg()],  # shared machines run everything slower
+        **meta,
         "recipe": asdict(pipeline.recipe),
         "partial": bool(missing),
         "missing_stages": missing,
@@ -365,10 +359,6 @@ def write_results(pipeline: Pipeline, command: str, path: Path = RESULTS) -> dic
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1, default=str) + "\n")
     return data
-
-
-def _cpus() -> int:
-    return os.cpu_count() or 1
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -381,18 +371,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     pipeline = Pipeline(Recipe(), args.cache)
-    command = "python benchmarks/train_student.py --cache CACHE" + (
-        f" --stages {args.stages}" if args.stages != ",".join(STAGES) else ""
-    )
+    load_at_start = os.getloadavg()[0]
+    argv = ["--cache", "CACHE"] + (["--stages", args.stages] if args.stages != ",".join(STAGES) else [])
+
+    def meta() -> dict[str, Any]:
+        return provenance.record("benchmarks/train_student.py", argv, load_at_start)
+
     if not args.report_only:
         for name in [s.strip() for s in args.stages.split(",") if s.strip()]:
             if name not in STAGES:
                 parser.error(f"unknown stage {name!r}; stages: {', '.join(STAGES)}")
             pipeline.run_stage(name)
-            write_results(pipeline, command, args.results)  # partial results survive an interruption
-    data = write_results(pipeline, command, args.results)
+            write_results(pipeline, meta(), args.results)  # partial results survive an interruption
+    write_results(pipeline, meta(), args.results)
     if args.results == RESULTS:
-        render_docs(data)
+        import render_docs
+
+        render_docs.main([])
 
 
 if __name__ == "__main__":

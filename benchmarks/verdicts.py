@@ -31,6 +31,39 @@ def cold_start_medians(results: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+def _first_and_total(turns: dict[str, Any], peers: dict[str, Any], sizes: list[int]) -> list[str]:
+    """What a user waits for beyond the per-turn median: the first turn (it waits for the sandbox)
+    at or below both peers', and a whole run's framework time at or below half the best peer's."""
+
+    def peer_values(key: str, size: int) -> list[float] | None:
+        entries = [t.get(str(size)) for t in peers.values()]
+        if not all(e and "error" not in e and e.get(key) is not None for e in entries):
+            return None
+        return [e[key] for e in entries]
+
+    first_missed, total_missed = [], []
+    for s in sizes:
+        first, total = turns[str(s)].get("first_turn_median_s"), turns[str(s)].get("total_median_s")
+        theirs_first, theirs_total = peer_values("first_turn_median_s", s), peer_values("total_median_s", s)
+        if first is None or theirs_first is None or first > min(theirs_first):
+            first_missed.append(f"{s:.0e}")
+        if total is None or theirs_total is None or total > min(theirs_total) / 2:
+            total_missed.append(f"{s:.0e}")
+
+    def figures(key: str) -> str:
+        return ", ".join(f"{s:.0e} {turns[str(s)].get(key, 0) * 1000:.1f} ms" for s in sizes)
+
+    return [
+        f"{_mark(not first_missed)}: first turn's framework time at or below both peers' at every size"
+        + (f" (not at {', '.join(first_missed)})" if first_missed else "")
+        + f". rlmkit: {figures('first_turn_median_s')}.",
+        f"{_mark(not total_missed)}: framework time per 5-turn run at or below half the best peer's at "
+        "every size"
+        + (f" (not at {', '.join(total_missed)})" if total_missed else "")
+        + f". rlmkit: {figures('total_median_s')}.",
+    ]
+
+
 def verdicts(results: dict[str, Any]) -> list[str]:
     turns = results.get("turns", {}).get("rlmkit", {})
     sizes = _sizes(turns)
@@ -70,6 +103,7 @@ def verdicts(results: dict[str, Any]) -> list[str]:
             + ", ".join(f"{s:.0e} {v * 1000:.0f} ms" for s, v in startup.items())
             + "."
         )
+        lines += _first_and_total(turns, peers, sizes)
         big = [s for s in sizes if s >= 10**7]
         if big:
             added = {s: turns[str(s)]["rss_peak"] - turns[str(s)]["rss_base"] for s in big}
@@ -118,8 +152,8 @@ def verdicts(results: dict[str, Any]) -> list[str]:
     depth = results.get("depth2", {}).get("rlmkit")
     if depth and depth.get("ratio"):
         lines.append(
-            f"(no numeric target) depth 2, 16 children: {depth['wall_s']:.2f} s "
-            f"= {depth['ratio']:.2f}x ideal."
+            f"{_mark(depth['ratio'] <= 1.25)}: depth 2, 16 children within 1.25x ideal "
+            f"({depth['wall_s']:.2f} s = {depth['ratio']:.2f}x ideal)."
         )
     clients = results.get("clients", {}).get("ms_per_call")
     if clients and "openai client" in clients and "rlmkit.LM.acomplete" in clients:

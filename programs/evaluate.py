@@ -40,7 +40,7 @@ from rlmkit.errors import (
     SandboxError,
     UserError,
 )
-from rlmkit.lm_cache import rollout
+from rlmkit.models.lm_cache import rollout
 from rlmkit.trajectory import Trajectory, TrajectoryLog, drop_torn_tail
 
 Metric = Callable[[Example, Any], float]
@@ -226,6 +226,7 @@ def evaluate(
     out_dir: str | Path | None = None,
     metric: Metric | None = None,
     baseline: Any = False,
+    plain: Any = False,
     config: dict[str, Any] | None = None,
     samples: int = 1,
     retry_failed: bool = False,
@@ -236,7 +237,9 @@ def evaluate(
     """Run ``program`` (or a zero-argument factory of programs) on every example.
 
     ``baseline``: False, or a program (e.g. ``programs.baseline.BaselineLM``) run on the same
-    examples for comparison; its rows land in ``result.baseline``. ``samples``: runs per example
+    examples for comparison; its rows land in ``result.baseline``. ``plain``: likewise, a program
+    (or factory) with no task knowledge, e.g. ``programs.suite_programs.plain_for(suite)`` beside a
+    suite's own program; its rows land in ``result.plain``. ``samples``: runs per example
     (each a distinct sample; not part of the config, so raising it on resume adds samples).
     ``on_result`` is called in the caller's thread after each example, ``on_start(to_run, already_done)`` once
     before the first (progress bars). ``ray``: run the examples as Ray tasks (True or
@@ -257,9 +260,11 @@ def evaluate(
     config = config if config is not None else default_config(program, examples)
     run_dir = RunDir(out_dir, config) if out_dir is not None else None
     previous = run_dir.finished() if run_dir else []
-    jobs = [("program", program)] + (
-        [("baseline", baseline)] if baseline is not False and baseline is not None else []
-    )
+    jobs = [("program", program)] + [
+        (kind, other)
+        for kind, other in (("plain", plain), ("baseline", baseline))
+        if other not in (False, None)
+    ]
     results = {kind: {} for kind, _ in jobs}
     for row in previous:
         if (
@@ -289,6 +294,8 @@ def evaluate(
     result = EvalResult(
         config=config, rows=ordered["program"], out_dir=str(run_dir.path) if run_dir else None
     )
+    if "plain" in ordered:
+        result.plain = EvalResult(config=config, rows=ordered["plain"])
     if "baseline" in ordered:
         result.baseline = EvalResult(config=config, rows=ordered["baseline"])
     return result

@@ -186,7 +186,7 @@ class ModelRequest(Event):
 @dataclass(eq=False, repr=False)
 class ModelReply(Event):
     owner: Any
-    completion: Any  # rlmkit.lm.Completion (text, model, usage, cached); None on error
+    completion: Any  # rlmkit.models.lm.Completion (text, model, usage, cached); None on error
     error: BaseException | None = None
 
     def key(self) -> Any:

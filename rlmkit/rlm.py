@@ -22,9 +22,10 @@ import dspy
 
 import rlmkit
 from rlmkit.budget import Budget
+from rlmkit.describe import describe_inputs
 from rlmkit.errors import ContextError, MissingInputError
 from rlmkit.guards import SUBCALL_MAX_TOKENS, TURN_MAX_TOKENS
-from rlmkit.lm_cache import current_rollout_id
+from rlmkit.models.lm_cache import current_rollout_id
 from rlmkit.observe import dspy_bridge  # noqa: F401 - registers DSPy callbacks, usage and history
 from rlmkit.observe.streaming import remember_caller_loop, stream_run
 from rlmkit.prompting import Display
@@ -35,7 +36,7 @@ from rlmkit.sandbox.base import SandboxLimits
 from rlmkit.settings import KNOBS, RunSettings
 from rlmkit.signature import OutputValidator, make_signature, signature_text
 from rlmkit.sync_loop import run_sync
-from rlmkit.trajectory import RunMeta, Trajectory, TrajectoryLog, describe_inputs
+from rlmkit.trajectory import RunMeta, Trajectory, TrajectoryLog
 from rlmkit.typed_subcalls import make_typed_subcalls
 
 
@@ -86,7 +87,7 @@ class RLM(dspy.Module):
         self.subcalls = dict(subcalls or {})
         self.typed_subcalls, self.tools = make_typed_subcalls(self.subcalls)
         self.validator = OutputValidator(self.signature)
-        from rlmkit.defaults import resolve_lm
+        from rlmkit.models.defaults import resolve_lm
 
         # Models given (by name, dspy.LM or LM) are resolved once here, so a bad name or a
         # missing key fails now; None follows whatever is configured when the RLM is called.
@@ -135,13 +136,13 @@ class RLM(dspy.Module):
     @property
     def lm(self) -> Any:
         """The root model (None spec: the configured default, resolved now)."""
-        from rlmkit.defaults import resolve_lm
+        from rlmkit.models.defaults import resolve_lm
 
         return resolve_lm(self._lm_spec)
 
     @property
     def sub_lm(self) -> Any:
-        from rlmkit.defaults import resolve_lm
+        from rlmkit.models.defaults import resolve_lm
 
         return resolve_lm(self._sub_lm_spec) if self._sub_lm_spec is not None else self.lm
 
@@ -174,7 +175,7 @@ class RLM(dspy.Module):
     async def aforward(self, **inputs: Any) -> dspy.Prediction:
         """The one entry point (``__call__`` and ``acall`` come here). ``_task={...}`` (optional)
         is stored in ``trajectory.meta.task``: evaluation uses it for suite, example id and gold.
-        ``_rollout_id=k`` (default: the enclosing ``rlmkit.lm_cache.rollout(k)``) makes every LM call
+        ``_rollout_id=k`` (default: the enclosing ``rlmkit.models.lm_cache.rollout(k)``) makes every LM call
         of the run sample k, so K samples of one task are K distinct runs, not K cache hits."""
         task = inputs.pop("_task", None)
         rollout_id = inputs.pop("_rollout_id", None)

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from rlmkit.sandbox import SandboxLimits
-from rlmkit.sandbox.process import ProcessSandbox
+from rlmkit.sandbox import SandboxLimits, pool
+from rlmkit.sandbox.process import ProcessLauncher, ProcessSandbox
 from rlmkit.testing.hostile_cases import ENV_SECRET, HOSTILE_CASES, SECRET_TEXT, HostileEnv
 
 CELL_TIMEOUT = 2.0
@@ -29,10 +29,23 @@ def env():
         yield bait
 
 
-@pytest.fixture(scope="module")
-def sandbox(env):
+@pytest.fixture(scope="module", params=["fresh", "pooled"])
+def sandbox(env, request):
+    """Every case runs against a worker started for the run and against one that waited in the
+    pool before the run existed: a pooled worker must be exactly as confined."""
+    size = pool.settings().size
+    if request.param == "fresh":
+        pool.configure(size=0)
+    else:
+        ProcessLauncher().prewarm(LIMITS)
+        assert pool.wait_idle(size, 30, ProcessLauncher().pool_key(LIMITS))
+    idle = pool.idle_pids()
     sb = ProcessSandbox(LIMITS)
-    sb.start({"context": "the inputs"}, {})  # started inside HostileEnv: the env secret exists on the host
+    try:
+        sb.start({"context": "the inputs"}, {})  # inside HostileEnv: the env secret exists on the host
+    finally:
+        pool.configure(size=size)
+    assert (sb.pid in idle) == (request.param == "pooled")
     yield sb
     sb.close()
 

@@ -9,7 +9,7 @@ import pytest
 
 import rlmkit
 from rlmkit.errors import UserError
-from rlmkit.lm import FunctionLM
+from rlmkit.models.lm import FunctionLM
 from rlmkit.prompting import Display
 from rlmkit.sandbox.base import SandboxLimits
 from rlmkit.settings import KNOBS, RunSettings

@@ -18,6 +18,7 @@ from playwright.sync_api import expect
 from typer.testing import CliRunner
 
 from rlmkit.cli.view import register
+from rlmkit.describe import describe_variable
 from rlmkit.errors import UserError
 from rlmkit.trajectory import (
     CodeBlock,
@@ -28,7 +29,6 @@ from rlmkit.trajectory import (
     TrajectoryLog,
     Turn,
     Usage,
-    describe_variable,
 )
 from rlmkit.view import PageServer, load_runs, render_page, render_runs, write_page
 from rlmkit.view.render import find_logs
@@ -283,16 +283,7 @@ def test_cli_serves_until_ctrl_c(logs, tmp_path):
 
 
 # ------------------------------------------------------------------ the page in real chromium
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+# (the `browser` fixture, Debian's chromium driven by playwright, is in conftest.py)
 
 
 @pytest.fixture(scope="module")
@@ -303,16 +294,6 @@ def site(page_file):
     yield server.url
     server.shutdown()
     server.server_close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 @pytest.fixture

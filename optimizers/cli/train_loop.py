@@ -71,7 +71,10 @@ def train_loop(
     ray: str = typer.Option(None, "--ray", help="Ray address to run jobs on ('local' starts one here)"),
     timeout: float = typer.Option(3600.0, help="seconds a job may run"),
 ) -> None:
-    """Propose training jobs, run them, reward each by the model's measured improvement."""
+    """Propose training jobs, run them, and reward each by its gain.
+
+    A job's reward is the model's measured improvement on held-out examples.
+    """
     with exit_on_error():
         _run(**locals())
 

@@ -32,7 +32,7 @@ def local_lm(config: LocalServerConfig | None = None, *, progress=None, **lm_kwa
 def served_lm(server: LocalServer | MachineServer, model: str, **lm_kwargs: Any):
     """An LM for a running llama.cpp server, with the embedded model's defaults (any GGUF model
     served here, e.g. a distilled student, is run under the same settings)."""
-    from rlmkit.lm import LM  # the OpenAI-compatible transport: no litellm involved
+    from rlmkit.models.lm import LM  # the OpenAI-compatible transport: no litellm involved
 
     lm_kwargs.setdefault("max_concurrency", server.config.parallel)
     lm_kwargs.setdefault("timeout", 600.0)  # a long prompt on 2 CPU cores takes minutes

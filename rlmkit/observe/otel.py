@@ -10,7 +10,8 @@ model call) and ``cell`` -> ``execute_tool NAME`` (a sub-call) -> ``chat MODEL``
 ``output_tokens`` and ``gen_ai.response.finish_reasons``; message text only with
 ``capture_content=True`` (prompts hold user data). A run started inside another span (a
 request handler's, an agent's) nests under it. Needs ``opentelemetry-api`` (the SDK to
-export): ``pip install 'dspy-rlmkit[observe]'``.
+export): ``pip install -e '.[observe]'`` in a checkout (dspy-rlmkit is not on the package
+index yet).
 """
 
 from __future__ import annotations

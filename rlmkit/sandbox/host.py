@@ -16,15 +16,17 @@ is stopped at once and ``run()`` raises that error on the host.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import pickle
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Generator
+from collections.abc import Generator, Hashable
 from typing import Any
 
 from rlmkit.errors import ContextError, Finish, RunError, SandboxError
-from rlmkit.sandbox import loop_io, wire
+from rlmkit.sandbox import loop_io, pool, wire
 from rlmkit.sandbox.base import CellResult, HostFunction, Sandbox, SandboxLimits, check_names
 
 START_TIMEOUT_S = 30.0
@@ -70,12 +72,46 @@ class Worker(ABC):
         """Kill the worker now; removing what it left behind may finish in the background."""
         self.stop()
 
+    def alive(self) -> bool:
+        """False once the worker is known to have ended (a pool skips such a worker)."""
+        return True
+
+    def forget(self) -> None:
+        """Let go of the worker without stopping it: a forked child's copy of its parent's worker."""
+
 
 class Launcher(ABC):
-    """Starts ``worker.py`` under ``limits`` and connects its pipe; the worker then says ``ready``."""
+    """Starts ``worker.py`` under ``limits`` and connects its pipe; the worker then says ``ready``.
+
+    ``acquire`` is how a sandbox gets its worker: a pre-started one of the same configuration
+    when its pool has one (``pool.py``), else a new one from ``launch``. A launcher whose
+    workers may be pooled says how to tell configurations apart (``pool_key``)."""
 
     @abstractmethod
-    def launch(self, limits: SandboxLimits) -> Worker: ...
+    def launch(self, limits: SandboxLimits) -> Worker:
+        """Start a new worker under ``limits``."""
+
+    def pool_key(self, limits: SandboxLimits) -> Hashable | None:
+        """What sets this launcher's workers apart under ``limits`` (equal keys: interchangeable
+        workers), or None when they must not be pooled."""
+        return None
+
+    def acquire(self, limits: SandboxLimits) -> Worker:
+        """A worker for one run (or one restart) that nothing else has used: a pooled one or a new
+        one. Either way the pool is refilled in the background, after a new one is on its way."""
+        key = self.pool_key(limits)
+        worker = None if key is None else pool.take(key)
+        if worker is None:
+            worker = self.launch(limits)
+        if key is not None:
+            pool.refill(key, functools.partial(self.launch, dataclasses.replace(limits)))
+        return worker
+
+    def prewarm(self, limits: SandboxLimits) -> None:
+        """Start filling the pool for ``limits`` now, so that even the first run finds a worker."""
+        key = self.pool_key(limits)
+        if key is not None:
+            pool.refill(key, functools.partial(self.launch, dataclasses.replace(limits)))
 
 
 class WorkerHost(Sandbox):
@@ -122,7 +158,7 @@ class WorkerHost(Sandbox):
 
     def _launch(self) -> None:
         t0 = time.monotonic()
-        self._worker = self.launcher.launch(self.limits)
+        self._worker = self.launcher.acquire(self.limits)
         self._chan = self._worker.channel
         try:
             msg = self._chan.recv_plain(time.monotonic() + START_TIMEOUT_S)

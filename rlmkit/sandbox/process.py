@@ -58,13 +58,19 @@ def _thread(role: str) -> ThreadPoolExecutor:
         return _threads[role]
 
 
-def _forget_threads_after_fork() -> None:  # a forked host keeps no threads: it makes its own
+_live_workers: weakref.WeakSet[ProcessWorker] = weakref.WeakSet()
+
+
+def _forget_after_fork() -> None:
+    """A forked host keeps no threads (it makes its own) and owns none of its parent's workers."""
     global _threads_lock
     _threads.clear()
     _threads_lock = threading.Lock()
+    for worker in list(_live_workers):
+        worker.forget()
 
 
-os.register_at_fork(after_in_child=_forget_threads_after_fork)
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def _describe_exit(code: int | None) -> str:
@@ -112,6 +118,7 @@ class ProcessWorker(Worker):
         self.proc, self.channel, self.pid, self.workdir = proc, channel, proc.pid, workdir
         self._errlog = errlog
         self._finalizer = weakref.finalize(self, _kill_and_clean, proc, fds, workdir, errlog)
+        _live_workers.add(self)
 
     def interrupt(self) -> None:
         try:
@@ -137,6 +144,21 @@ class ProcessWorker(Worker):
     def stop(self) -> None:
         self._finalizer()
 
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def forget(self) -> None:
+        # a forked child's copy: its finalizer would kill the parent's worker at the child's exit,
+        # and its ends of the pipe would keep the parent's conversation open
+        if self._finalizer.detach() is None:
+            return  # forgotten or stopped already: the fds may be someone else's by now
+        for fd in (self.channel.rfd, self.channel.wfd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._errlog.close()
+
     stops_at_once = True
 
     def stop_nowait(self) -> None:
@@ -152,6 +174,22 @@ class ProcessLauncher(Launcher):
 
     def __init__(self, confine: bool = True):
         self.confine = confine
+
+    def pool_key(self, limits: SandboxLimits) -> tuple:
+        # what the worker is started with; the cell timeout and grace are the host's alone
+        lim = limits
+        return (
+            type(self),
+            sys.executable,
+            os.geteuid(),
+            self.confine,
+            lim.network,
+            lim.memory_bytes,
+            lim.max_processes,
+            lim.max_file_bytes,
+            lim.max_disk_bytes,
+            lim.max_output_chars,
+        )
 
     def launch(self, limits: SandboxLimits) -> ProcessWorker:
         lim = limits

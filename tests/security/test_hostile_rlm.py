@@ -26,6 +26,7 @@ import pytest
 import rlmkit
 from rlmkit.errors import RLMKitError
 from rlmkit.prompting import Display
+from rlmkit.sandbox import pool
 from rlmkit.sandbox.base import CellResult, SandboxLimits
 from rlmkit.testing.hostile_cases import HOSTILE_CASES, SECRET_TEXT, HostileEnv
 from tests.conftest import Script
@@ -72,13 +73,14 @@ def _what_the_model_must_hear(block) -> str:
 
 def _running_children(host: psutil.Process, before: set[int], timeout: float = 5.0) -> set[int]:
     """Children beyond ``before`` still running code. A run ends by SIGKILLing its worker's process
-    group and has it reaped in the background, so the kernel gets a moment to finish the kill."""
+    group and has it reaped in the background, so the kernel gets a moment to finish the kill. The
+    sandbox pool's idle workers (started for later runs, never given code) do not count."""
     deadline = time.monotonic() + timeout
     while True:
-        running = set()
+        running, idle = set(), pool.idle_pids()
         for child in host.children(recursive=True):
             try:
-                if child.pid not in before and child.status() != psutil.STATUS_ZOMBIE:
+                if child.pid not in before | idle and child.status() != psutil.STATUS_ZOMBIE:
                     running.add(child.pid)
             except psutil.NoSuchProcess:
                 pass

@@ -6,7 +6,7 @@ local model (announced once). A model named by a string or a ``dspy.LM`` resolve
 same ``rlmkit.LM`` every time in a process, so every run shares its cache, its connection
 pool and its concurrency limit instead of building new ones.
 
-This module sits above both ``rlmkit.lm`` and ``rlmkit.local``: neither imports it.
+This module sits above both ``rlmkit.models.lm`` and ``rlmkit.local``: neither imports it.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import threading
 from typing import Any
 
 from rlmkit.errors import UserError
-from rlmkit.lm import LM, dspy_lm_options
+from rlmkit.models.lm import LM, dspy_lm_options
 
 log = logging.getLogger("rlmkit")
 
