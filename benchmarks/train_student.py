@@ -243,7 +243,9 @@ class Pipeline:
             "--jobs", str(r.loop_jobs), "--eval-n", str(r.loop_eval_n), "--test-n", str(r.loop_test_n),
             "--eval-length", str(r.length), "--eval-iterations", str(r.eval_iterations),
             "--eval-max-tokens", str(r.eval_max_tokens), "--lengths", str(r.length),
-            "--steps", "4,8,16", "--timeout", "3600",
+            # LoRA only: llama.cpp serves a LoRA on the GGUF base; a full fine-tune would need a GGUF
+            # of its own. Steps and batches sized for one job of at most an hour here.
+            "--steps", "4,8,16", "--lora-ranks", "8,16", "--batch-sizes", "1", "--timeout", "3600",
         )  # fmt: skip
         subprocess.run(command, check=True)  # resumes from --out by itself
         jobs = [json.loads(line) for line in (out / "jobs.jsonl").read_text().splitlines() if line.strip()]
