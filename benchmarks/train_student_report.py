@@ -101,10 +101,15 @@ def section(data: dict[str, Any]) -> str:
         if test := loop.get("test"):
             lines += ["", f"Chosen job #{test['job']} on the test seeds: gain {test['reward']:+.3f}."]
     if speed := stages.get("speed"):
+
+        def served(row: dict[str, Any]) -> str:
+            load = f", load average {row['load']:.1f}" if "load" in row else ""
+            return f"{row['tok_s']} tokens/s after {row['load_s']:.0f} s of loading{load}"
+
         lines += [
             "",
-            f"Serving the student ({speed['max_tokens']} tokens, greedy): llama.cpp "
-            f"{speed['llama_cpp']['tok_s']} tokens/s, in-process transformers "
-            f"{speed['transformers']['tok_s']} tokens/s.",
+            f"Serving the student ({speed['max_tokens']} tokens, greedy): llama.cpp on the GGUF "
+            f"{served(speed['llama_cpp'])}; in-process transformers on it dequantised "
+            f"{served(speed['transformers'])}.",
         ]
     return "\n".join(lines) + "\n"
