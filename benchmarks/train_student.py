@@ -198,6 +198,9 @@ class Pipeline:
         from optimizers.students import training_source
 
         r = self.recipe
+        source = dict(self.training or training_source(self.student_path()))
+        # TRL's own progress bar: one job here takes up to an hour
+        source["options"] = {**source.get("options", {}), "trainer": {"disable_tqdm": False}}
         job = TrainJob(
             kind="sft",
             dataset=self.cache / "dataset",
@@ -208,7 +211,7 @@ class Pipeline:
             lora=LoRA(rank=r.lora_rank, alpha=2 * r.lora_rank),
             max_seq_len=r.max_seq_len,
             max_completion_tokens=1024,  # the teacher's reply cap
-            **(self.training or training_source(self.student_path())),
+            **source,
         )
         job_file = self.cache / "train-job.toml"
         job_file.write_text(job.dump_toml())
