@@ -253,12 +253,24 @@ class Pipeline:
         subprocess.run(command, check=True)  # resumes from --out by itself
         jobs = [json.loads(line) for line in (out / "jobs.jsonl").read_text().splitlines() if line.strip()]
         test = json.loads((out / "test.json").read_text()) if (out / "test.json").exists() else None
-        keep = ("index", "state", "proposal", "reward", "pre", "post", "wall_s", "reason")
-        return {
+        keep = ("index", "state", "proposal", "reward", "pre", "post", "wall_s", "reason", "artifact")
+        result = {
             "command": _shown(command),
             "jobs": [{k: job.get(k) for k in keep} for job in jobs],
             "test": test,
         }
+        done = [job for job in jobs if job["state"] == "done" and job.get("artifact")]
+        if test and len(done) > 1:  # does the loop's choice beat its worst job on the test seeds too?
+            from optimizers.students import adapter_gguf
+
+            worst = min(done, key=lambda job: job["reward"])
+            adapter = adapter_gguf(Path(worst["artifact"]), path)
+            result["worst_job"] = worst["index"]
+            # the seeds and program train-loop scores its chosen job on (its --test-n examples)
+            result["worst_on_test"] = self.evaluate_student(
+                "loop-worst", adapter, seed=20_000, n=r.loop_test_n
+            )
+        return result
 
     def stage_reference(self) -> dict[str, Any]:
         from rlmkit.local import local_lm
@@ -270,18 +282,21 @@ class Pipeline:
         )
 
     # -- evaluation ------------------------------------------------------------------
-    def evaluate_student(self, label: str, adapter: Path | None) -> dict[str, Any]:
+    def evaluate_student(
+        self, label: str, adapter: Path | None, seed: int | None = None, n: int | None = None
+    ) -> dict[str, Any]:
         from optimizers.students import serve_student, student_lm
         from rlmkit.local import LocalServerConfig
 
         config = LocalServerConfig(parallel=self.recipe.workers)
         with serve_student(self.student_path(), lora=adapter, config=config) as server:
             lm = student_lm(server, max_tokens=self.recipe.eval_max_tokens, temperature=0.0)
-            return self.evaluate_with(
-                label, lm, model=f"{self.recipe.student}" + (" + LoRA" if adapter else "")
-            )
+            model = f"{self.recipe.student}" + (" + LoRA" if adapter else "")
+            return self.evaluate_with(label, lm, model=model, seed=seed, n=n)
 
-    def evaluate_with(self, label: str, lm: Any, model: str) -> dict[str, Any]:
+    def evaluate_with(
+        self, label: str, lm: Any, model: str, seed: int | None = None, n: int | None = None
+    ) -> dict[str, Any]:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         from programs.evaluate import evaluate
@@ -289,7 +304,8 @@ class Pipeline:
         from programs.tasks import generate
 
         r = self.recipe
-        examples = generate(r.suite, n=r.test_n, length=r.length, seed=r.test_seed)
+        seed = r.test_seed if seed is None else seed
+        examples = generate(r.suite, n=r.test_n if n is None else n, length=r.length, seed=seed)
 
         def factory():
             return build_program("rlm", r.suite, lm=lm, max_iterations=r.eval_iterations)
@@ -297,7 +313,7 @@ class Pipeline:
         config = {  # what a score depends on; training knobs may change without voiding finished runs
             "suite": r.suite,
             "length": r.length,
-            "seed": r.test_seed,
+            "seed": seed,
             "model": model,
             "iterations": r.eval_iterations,
             "max_tokens": r.eval_max_tokens,
@@ -331,7 +347,7 @@ class Pipeline:
         return {
             "model": model,
             "suite": r.suite,
-            "seeds": [r.test_seed, r.test_seed + r.test_n - 1],
+            "seeds": [seed, seed + len(examples) - 1],
             **result.summary(),
             "scores": {row.id: row.score for row in result.rows},  # paired: the same ids in every arm
         }

@@ -99,7 +99,14 @@ def section(data: dict[str, Any]) -> str:
             reward = "—" if job.get("reward") is None else f"{job['reward']:+.3f}"
             lines.append(f"| {job['index']} | {job['state']} | {shown} | {reward} |")
         if test := loop.get("test"):
-            lines += ["", f"Chosen job #{test['job']} on the test seeds: gain {test['reward']:+.3f}."]
+            post = ", ".join(f"{family} {score:.3f}" for family, score in test["post"].items())
+            lines += ["", f"Chosen job #{test['job']} on the test seeds: {post}, gain {test['reward']:+.3f}."]
+        if worst := loop.get("worst_on_test"):
+            low, high = worst["ci95"]
+            lines.append(
+                f"Worst job #{loop['worst_job']} on the same test seeds: {worst['mean']:.3f} "
+                f"[{low:.3f}, {high:.3f}] (n={worst['n']})."
+            )
     if speed := stages.get("speed"):
 
         def served(row: dict[str, Any]) -> str:
