@@ -4,10 +4,10 @@
 
 Each seed is exactly what ``rlmkit demo --seed N`` runs (``programs/demo_task.py``) on the
 embedded model, at the demo's temperature (0) and caps. Seeds from 1000 up were never used
-in tuning. ``--workers`` runs seeds side by side on the server's slots (a run's wall time
-grows, which the demo's deadline counts). Resumable: rows already in ``--out`` are kept and
-their seeds not run again; the file is rewritten after every seed, stamped with the command,
-date, commit, machine and load.
+in tuning. ``--workers`` runs seeds side by side on the server's slots (the demo's budget
+caps model calls, not seconds, so a busy machine slows the runs without changing their
+scores). Resumable: rows already in ``--out`` are kept and their seeds not run again; the
+file is rewritten after every seed, stamped with the command, date, commit, machine and load.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 import rlmkit  # noqa: E402
 from programs.demo_task import (  # noqa: E402
     DEMO_LENGTH,
-    DEMO_MAX_SECONDS,
+    DEMO_MAX_CALLS,
     DEMO_SUITE,
     EMBEDDED_MAX_TOKENS,
     demo_example,
@@ -94,8 +94,26 @@ def summary(rows: list[dict]) -> dict:
         "accuracy": round(statistics.mean(scores), 3) if scores else None,
         "right": sum(score >= 0.999 for score in scores),
         "median_seconds": statistics.median(row["seconds"] for row in rows) if rows else None,
-        "cut_at_deadline": sum((row["error"] or "").startswith("BudgetExceeded") for row in rows),
+        "cut_at_budget": sum((row["error"] or "").startswith("BudgetExceeded") for row in rows),
     }
+
+
+def render(result: dict) -> str:
+    """The docs' table for a results file (``--table`` prints it without running anything)."""
+    s, task = result["summary"], result["task"]
+    seeds = [row["seed"] for row in result["rows"]]
+    return "\n".join(
+        [
+            "| task | seeds | right | mean score | median s/run | cut at the call budget |",
+            "| --- | --- | --- | --- | --- | --- |",
+            f"| {task['suite']}, {task['length']:,} characters | {min(seeds)}-{max(seeds)} (n={s['n']}) | "
+            f"{s['right']} | {s['accuracy']:.2f} | {s['median_seconds']:.0f} | {s['cut_at_budget']} |",
+            "",
+            f"`{result['command']}` at {result['commit']}, {result['date']}; {result['model']}; "
+            f"{result['machine']}, load average {', '.join(map(str, result['load_average']))}; "
+            f"{result.get('workers', 1)} seed(s) at a time.",
+        ]
+    )
 
 
 def main() -> None:
@@ -103,7 +121,11 @@ def main() -> None:
     parser.add_argument("--seeds", default="2000-2019", help="e.g. 2000-2019 (each >= 1000)")
     parser.add_argument("--workers", type=int, default=1, help="seeds run at once (<= the server's slots)")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--table", action="store_true", help="print the table of --out and stop")
     args = parser.parse_args()
+    if args.table:
+        print(render(json.loads(args.out.read_text())))
+        return
     seeds = parse_seeds(args.seeds)
     previous = json.loads(args.out.read_text()) if args.out.is_file() else {}
     rows = [row for row in previous.get("rows", []) if row["seed"] in seeds]
@@ -112,6 +134,7 @@ def main() -> None:
 
     lm = local_lm(cache=False, temperature=0.0, max_tokens=EMBEDDED_MAX_TOKENS)
     lock = threading.Lock()
+    started = stamp(sys.argv[1:])  # the commit that ran; the load is sampled again at each write
 
     def measure(seed: int) -> None:
         row = run_seed(lm, seed)
@@ -119,8 +142,9 @@ def main() -> None:
             rows.append(row)
             print(json.dumps(row, default=str), flush=True)
             result = {
-                **stamp(sys.argv[1:]),
-                "task": {"suite": DEMO_SUITE, "length": DEMO_LENGTH, "max_seconds": DEMO_MAX_SECONDS},
+                **started,
+                "load_average": [round(x, 2) for x in os.getloadavg()],
+                "task": {"suite": DEMO_SUITE, "length": DEMO_LENGTH, "max_calls": DEMO_MAX_CALLS},
                 "model": "embedded (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, llama.cpp, CPU)",
                 "workers": args.workers,
                 "summary": summary(rows),

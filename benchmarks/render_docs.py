@@ -33,6 +33,7 @@ sys.path[:0] = [str(ROOT), str(HERE)]
 
 import provenance
 import report
+import sessions_report
 
 from programs.eval_results import bootstrap_ci
 
@@ -206,6 +207,10 @@ def train_student() -> str:
     return train_student_report.block()
 
 
+def sessions() -> str:
+    return sessions_report.render(json.loads((RESULTS / "sessions.json").read_text()))
+
+
 RENDERERS: dict[str, Callable[[], str]] = {
     "speed": speed,
     "quality": quality,
@@ -214,6 +219,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "demo": demo,
     "security": security,
     "train-student": train_student,
+    "sessions": sessions,
 }
 
 

@@ -22,9 +22,10 @@ DEMO_LENGTH = 200_000
 # (benchmarks/local_quality.py) 1000 up; the demo's tasks come from further up still.
 DEMO_SEED = 2000
 DEMO_MAX_ITERATIONS = 6
-# A run that passes this is cut and scored 0. An idle 2-core machine answers in a minute or
-# two; the ceiling leaves room for a machine that is busy with other work.
-DEMO_MAX_SECONDS = 900.0
+# A run that makes more model calls than this (root turns and sub-calls) is cut and scored 0.
+# A cap on calls, not seconds: it bounds the work the same way on an idle machine (a minute or
+# two) and on a busy one, so a measurement says how the model does, not how busy the CPU was.
+DEMO_MAX_CALLS = 30
 # REPL output shown to the model per turn: small, because every character is prompt the CPU must read
 DEMO_DISPLAY_OUTPUT_CHARS = 2_000
 # A small model writes short turns; a provider's model keeps its own max_tokens.
@@ -50,7 +51,7 @@ def demo_rlm(model: Any, *, max_iterations: int = DEMO_MAX_ITERATIONS, log_dir: 
         lm=model,
         max_iterations=max_iterations,
         log_dir=log_dir,
-        budget=rlmkit.Budget(max_seconds=DEMO_MAX_SECONDS),
+        budget=rlmkit.Budget(max_calls=DEMO_MAX_CALLS),
         display=Display(max_output_chars=DEMO_DISPLAY_OUTPUT_CHARS),
     )
 

@@ -20,7 +20,8 @@ def test_demo_prints_each_cell_before_the_next_turn_is_answered(tmp_path):
 
     def root(body):
         if root_turn(body) == 0:
-            return "```repl\nprint('FIRST-CELL-OUTPUT', len(context))\n```"
+            # a line longer than the panel: it must wrap onto the next line, not be cut at the edge
+            return f"```repl\nprint('FIRST-CELL-OUTPUT', len(context))  # {'long comment ' * 6}LINE-END\n```"
         # the second turn is answered only once the first cell's output is on the screen
         printed_first_cell.wait(30)
         return (
@@ -62,6 +63,7 @@ def test_demo_prints_each_cell_before_the_next_turn_is_answered(tmp_path):
     assert printed_first_cell.is_set()
     assert "turn 1: asking the model" in result.output and "turn 2: asking the model" in result.output
     assert "FIRST-CELL-OUTPUT" in result.output
+    assert "LINE-END" in result.output  # the long line wrapped inside its panel, not cropped
     assert "llm_query" in result.output and "CHECK-THIS" in result.output  # the sub-call, live
     assert "SUB-REPLY looks right" in result.output
     assert "score: 1.000" in result.output  # the regex found the gold needle; the answer line shows both

@@ -66,7 +66,8 @@ class TurnPrinter:
                     Syntax(event.block.code, "python", theme="ansi_dark", word_wrap=True),
                     title="code",
                     title_align="left",
-                )
+                ),
+                soft_wrap=False,  # the console's soft wrap would crop long lines at the panel's edge
             )
         elif kind is ev.SubcallFinished:
             node = event.node
@@ -78,7 +79,8 @@ class TurnPrinter:
         elif kind is ev.CellFinished:
             output = (event.block.stdout or "") + (event.block.error or "")
             if output.strip():
-                console.print(Panel(escape(output.strip()[-800:]), title="output", title_align="left"))
+                panel = Panel(escape(output.strip()[-800:]), title="output", title_align="left")
+                console.print(panel, soft_wrap=False)
         elif kind is ev.TurnFinished:
             self.show(event.turn)
 
@@ -180,7 +182,7 @@ def _window_tokens(model, embedded: bool) -> int | None:
 
         return LocalServerConfig().ctx
     try:
-        from rlmkit.transports.litellm import import_litellm  # its bundled model map: no network
+        from rlmkit.models.transports.litellm import import_litellm  # its bundled model map: no network
 
         return import_litellm().get_model_info(model.model).get("max_input_tokens")
     except Exception:  # litellm knows no window for this model: say nothing rather than guess
