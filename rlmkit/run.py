@@ -158,7 +158,7 @@ async def _start_sandbox(
 ) -> None:
     ev.emit(ev.SandboxStarting(sandbox))
     try:
-        await in_thread(sandbox.start, variables, functions, prelude)
+        await sandbox.astart(variables, functions, prelude)
     except Exception as exc:
         raise SandboxError(f"sandbox {name!r} failed to start: {exc}") from exc
     ev.emit(ev.SandboxStarted(sandbox))

@@ -28,11 +28,15 @@ from typing import Any
 from rlmkit.errors import ContextError, Finish, RunError, SandboxError
 from rlmkit.sandbox import loop_io, pool, wire
 from rlmkit.sandbox.base import CellResult, HostFunction, Sandbox, SandboxLimits, check_names
+from rlmkit.threads import in_thread
 
 START_TIMEOUT_S = 30.0
 GET_TIMEOUT_S = 60.0
 MAX_VALUE_BYTES = 256 * 1024**2  # largest pickled value get() accepts from the worker
 RECV, CALL, DEATH, DONE = "recv", "call", "death", "done"  # a cell's conversation's steps (_drive)
+# ``astart`` writes inputs up to this size from the event loop (about 2 ms of writing); bigger ones
+# are written from a thread, so the loop is never held up while the first request goes out
+LOOP_START_MAX_CHARS = 4_000_000
 
 
 def max_frame(limits: SandboxLimits) -> int:
@@ -97,18 +101,22 @@ class Launcher(ABC):
         return None
 
     def acquire(self, limits: SandboxLimits) -> Worker:
-        """A worker for one run (or one restart) that nothing else has used: a pooled one or a new
+        """A worker for one run (or one restart) that nothing else has used: a pooled one, or a new
         one. Either way the pool is refilled in the background, after a new one is on its way."""
+        worker = self.take(limits, refill=False) or self.launch(limits)
+        self.prewarm(limits)
+        return worker
+
+    def take(self, limits: SandboxLimits, refill: bool = True) -> Worker | None:
+        """A pooled worker (it is the caller's now), or None at once when the pool has none."""
         key = self.pool_key(limits)
         worker = None if key is None else pool.take(key)
-        if worker is None:
-            worker = self.launch(limits)
-        if key is not None:
-            pool.refill(key, functools.partial(self.launch, dataclasses.replace(limits)))
+        if refill:
+            self.prewarm(limits)
         return worker
 
     def prewarm(self, limits: SandboxLimits) -> None:
-        """Start filling the pool for ``limits`` now, so that even the first run finds a worker."""
+        """Fill the pool for ``limits`` in the background (so that even a first run finds a worker)."""
         key = self.pool_key(limits)
         if key is not None:
             pool.refill(key, functools.partial(self.launch, dataclasses.replace(limits)))
@@ -157,20 +165,62 @@ class WorkerHost(Sandbox):
             self._launch()
 
     def _launch(self) -> None:
+        self._drive(self._starting(self.launcher.acquire(self.limits)))
+
+    async def astart(
+        self, variables: dict[str, Any], functions: dict[str, HostFunction], prelude: str = ""
+    ) -> None:
+        """``start`` from the run's event loop. With a pooled worker and inputs small enough to write
+        at once, the inputs and the prelude go out here in one burst and the worker takes them in
+        while the first model request is out; the loop then waits on the pipe, with no thread and
+        no hand-over of the GIL between. Otherwise (a new worker to start, big inputs to write) the
+        start runs on a thread, as ``start``."""
+        check_names(variables, functions)
+        strings = [v for v in variables.values() if isinstance(v, str)]
+        worker = None
+        if len(strings) == len(variables) and sum(map(len, strings)) <= LOOP_START_MAX_CHARS:
+            worker = self.launcher.take(self.limits)
+        if worker is None:
+            await in_thread(self.start, variables, functions, prelude)
+            return
+        with self._lock:
+            self.close()
+            self._variables, self._functions, self._prelude = dict(variables), dict(functions), prelude
+            await self._adrive(self._starting(worker))
+
+    def _starting(self, worker: Worker) -> Generator:
+        """A worker's start, as a conversation (see ``_drive``): its ready message; the functions,
+        the inputs and the prelude sent in one burst (the worker reads them in order); then its
+        answers. The inputs cross once."""
         t0 = time.monotonic()
-        self._worker = self.launcher.acquire(self.limits)
-        self._chan = self._worker.channel
+        self._worker, self._chan = worker, worker.channel
         try:
-            msg = self._chan.recv_plain(time.monotonic() + START_TIMEOUT_S)
+            msg = yield RECV, time.monotonic() + START_TIMEOUT_S
             if msg[0] != "ready":
                 raise SandboxError(f"the REPL worker could not start: {msg[1]}")
             self._protections = msg[1]
             self._send_inputs()
+            if self._prelude:
+                self._chan.send(("run", self._prelude))
+            errors = (yield RECV, time.monotonic() + START_TIMEOUT_S)[1]
+            if errors:
+                raise ContextError(
+                    "variables could not be rebuilt inside the sandbox (it has only the "
+                    "standard library): " + "; ".join(errors)
+                )
+            if self._prelude:
+                self._in_prelude = True  # a worker dying here is not restarted (it would die again)
+                try:
+                    result = yield from self._cell(self._prelude, sent=True)
+                finally:
+                    self._in_prelude = False
+                if result.error or result.restarted:
+                    raise SandboxError(f"the sandbox prelude failed:\n{result.error}")
         except (SandboxError, ContextError):
             self.close()
             raise
         except (wire.ChannelTimeout, EOFError, OSError) as exc:
-            detail = self._worker.stderr_tail()
+            detail = worker.stderr_tail()
             self.close()
             raise SandboxError(f"the REPL worker could not start ({type(exc).__name__}): {detail}") from None
         self.startup_s = time.monotonic() - t0
@@ -196,20 +246,6 @@ class WorkerHost(Sandbox):
                     f"variable {name!r} ({type(value).__name__}) cannot be sent into the sandbox: {exc}"
                 ) from None
         chan.send(("loaded",))
-        errors = chan.recv_plain(time.monotonic() + START_TIMEOUT_S)[1]
-        if errors:
-            raise ContextError(
-                "variables could not be rebuilt inside the sandbox (it has only the "
-                "standard library): " + "; ".join(errors)
-            )
-        if self._prelude:
-            self._in_prelude = True  # a worker dying here is not restarted (it would die again)
-            try:
-                result = self._drive(self._cell(self._prelude))
-            finally:
-                self._in_prelude = False
-            if result.error or result.restarted:
-                raise SandboxError(f"the sandbox prelude failed:\n{result.error}")
 
     def close(self) -> None:
         self._drop_worker(lambda worker: worker.stop())
@@ -312,7 +348,7 @@ class WorkerHost(Sandbox):
                 action = _advance(conversation, reply, None)
         return action[1]
 
-    def _cell(self, code: str, after: str | None = None) -> Generator:
+    def _cell(self, code: str, after: str | None = None, sent: bool = False) -> Generator:
         result = CellResult()
         t_start = time.monotonic()
         timeout = self.limits.cell_timeout
@@ -320,7 +356,8 @@ class WorkerHost(Sandbox):
         interrupted_until: float | None = None
         fatal: BaseException | None = None
         try:
-            self._chan.send(("run", code) if after is None else ("run", code, after))
+            if not sent:
+                self._chan.send(("run", code) if after is None else ("run", code, after))
         except OSError:
             return (yield DEATH, result, t_start, None)
         while True:
