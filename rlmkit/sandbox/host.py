@@ -179,14 +179,17 @@ class WorkerHost(Sandbox):
         strings = [v for v in variables.values() if isinstance(v, str)]
         worker = None
         if len(strings) == len(variables) and sum(map(len, strings)) <= LOOP_START_MAX_CHARS:
-            worker = self.launcher.take(self.limits)
+            worker = self.launcher.take(self.limits, refill=False)
         if worker is None:
             await in_thread(self.start, variables, functions, prelude)
             return
-        with self._lock:
-            self.close()
-            self._variables, self._functions, self._prelude = dict(variables), dict(functions), prelude
-            await self._adrive(self._starting(worker))
+        try:
+            with self._lock:
+                self.close()
+                self._variables, self._functions, self._prelude = dict(variables), dict(functions), prelude
+                await self._adrive(self._starting(worker))
+        finally:  # the replacement starts once this start is done, not competing with it for CPU
+            self.launcher.prewarm(self.limits)
 
     def _starting(self, worker: Worker) -> Generator:
         """A worker's start, as a conversation (see ``_drive``): its ready message; the functions,
