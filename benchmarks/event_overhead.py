@@ -24,7 +24,7 @@ import dspy
 
 import rlmkit.rlm  # noqa: F401 - registers the DSPy listeners, as any RLM use does
 from rlmkit import events as ev
-from rlmkit.lm import Completion
+from rlmkit.models.lm import Completion
 from rlmkit.trajectory import CodeBlock, Message, RunMeta, SubCall, Trajectory, Turn, Usage
 
 TURNS = 5_000

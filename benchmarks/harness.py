@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
+try:
+    import psutil  # each framework's RSS, its worker processes included
+except ImportError:  # say which install brings it, not a bare ModuleNotFoundError
+    raise SystemExit(
+        "the benchmarks need psutil: pip install -e '.[bench]' in a checkout "
+        "(dspy-rlmkit is not on the package index yet)"
+    ) from None
 
 from rlmkit.testing.server import ScriptedServer
 from scripts import classify

@@ -4,7 +4,7 @@ burst of 16 requests to a server answering in 200 ms, per HTTP client.
     nice -n 19 python benchmarks/http_clients.py
 
 Clients: ``rlmkit.LM.acomplete`` (its openai transport: keep-alive lanes over asyncio streams,
-one write per request, ``rlmkit/transports/http11.py``), one ``httpx.AsyncClient`` pool,
+one write per request, ``rlmkit/models/transports/http11.py``), one ``httpx.AsyncClient`` pool,
 httpcore alone, aiohttp (installed with litellm), and raw asyncio sockets (a floor: a prebuilt
 request, no parsing beyond Content-Length). The scripted servers run in subprocesses, so the
 numbers are this process's work only.

@@ -92,7 +92,7 @@ def measure_clients(url: str, calls: int, rounds: int) -> list[tuple[str, float,
         "litellm.completion": lambda n: per_call_ms(litellm_call, n),
         "litellm.acompletion": lambda n: async_per_call_ms(litellm_acall, n),
     }, calls, rounds)  # fmt: skip
-    from rlmkit.lm import LM
+    from rlmkit.models.lm import LM
 
     lm = LM("openai/scripted", api_base=url, api_key="x", cache=False)
     cached = LM("openai/scripted", api_base=url, api_key="x", cache=Path(tempfile.mkdtemp()))
@@ -125,8 +125,8 @@ def local_generation(prompts: int, max_tokens: int, in_process: bool) -> list[tu
     """
     import httpx
 
-    from rlmkit.lm import LM
     from rlmkit.local import LOCAL_MODEL_NAME, LocalServer, ensure_model
+    from rlmkit.models.lm import LM
 
     path = ensure_model()
     questions = [

@@ -1,23 +1,21 @@
 """What the sandbox's pool of pre-started workers costs, and what it saves: one command.
 
-    nice -n 0 python benchmarks/pool_cost.py            # measure, write results/pool_cost.json, render
-    python benchmarks/pool_cost.py --render             # only re-render docs/guide/sandboxes.md
+    nice -n 0 python benchmarks/pool_cost.py    # measure; writes benchmarks/results/pool_cost.json
+    python benchmarks/render_docs.py            # then: the table in docs/guide/sandboxes.md
 
 For each way a worker is started (forked by the fork server, the default; exec'd, the fallback):
 the private memory (USS), proportional share (PSS) and RSS of an idle pooled worker; the CPU a
 start costs (the worker's own and the fork server's); the CPU an idle worker uses over a quiet
 window; and how long ``sandbox.start`` takes with a 1e5-character input from a pooled worker
 against a fresh one. The fork server's own memory is listed apart: it stands once per host.
-The figures go into docs/guide/sandboxes.md between its ``pool-cost`` markers.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
+import select
 import statistics
 import subprocess
 import sys
@@ -27,8 +25,6 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results" / "pool_cost.json"
-DOC = ROOT / "docs" / "guide" / "sandboxes.md"
-START, END = "<!-- pool-cost:start -->", "<!-- pool-cost:end -->"
 
 
 def measure(mode: str, workers: int, idle_window_s: float, starts: int) -> dict:
@@ -68,10 +64,15 @@ def child(mode: str, workers: int, idle_window_s: float, starts: int) -> dict:
     t0 = time.monotonic()
     launcher.prewarm(limits)
     assert pool.wait_idle(workers, 60, launcher.pool_key(limits))
+    with pool._lock:
+        waiting = [w for _, w in pool._pools[launcher.pool_key(limits)]._idle]
+    for worker in waiting:  # in the pool as soon as it is forked; started once it says "ready"
+        assert select.select([worker.channel.rfd], [], [], 60)[0], "a pooled worker never said ready"
     fill_s = time.monotonic() - t0
-    idle = [psutil.Process(pid) for pid in pool.idle_pids()]
+    idle = [psutil.Process(w.pid) for w in waiting]
+    # CPU times are sampled at the 10 ms clock tick: summed over every worker, then shared out
     start_cpu = [sum(p.cpu_times()[:2]) for p in idle]
-    server_cpu = (sum(server.cpu_times()[:2]) - server_cpu_before) / workers if mode == "forked" else 0.0
+    server_cpu = sum(server.cpu_times()[:2]) - server_cpu_before if mode == "forked" else 0.0
     time.sleep(idle_window_s)  # the quiet window whose CPU is the idle cost
     idle_cpu = [sum(p.cpu_times()[:2]) - c for p, c in zip(idle, start_cpu, strict=True)]
     memory = [p.memory_full_info() for p in idle]
@@ -82,9 +83,9 @@ def child(mode: str, workers: int, idle_window_s: float, starts: int) -> dict:
         "uss_bytes": statistics.median(m.uss for m in memory),
         "pss_bytes": statistics.median(m.pss for m in memory),
         "rss_bytes": statistics.median(m.rss for m in memory),
-        "start_cpu_s": statistics.median(start_cpu) + server_cpu,
+        "start_cpu_s": (sum(start_cpu) + server_cpu) / workers,
         "idle_window_s": idle_window_s,
-        "idle_cpu_s": max(idle_cpu),
+        "idle_cpu_s": sum(idle_cpu) / workers,
     }
     if mode == "forked":
         info = server.memory_full_info()
@@ -105,13 +106,12 @@ def child(mode: str, workers: int, idle_window_s: float, starts: int) -> dict:
 
 
 def render(results: dict) -> str:
-    meta = results["meta"]
+    """The docs' table (render_docs.py puts it under its provenance stamp)."""
     rows = {r["mode"]: r for r in results["modes"]}
+    workers = results["modes"][0]["workers"]
     lines = [
-        f"Measured {meta['date']} on {meta['machine']} (load average {meta['load']}), commit "
-        f"{meta['commit']}, with `{meta['command']}`; from `benchmarks/results/pool_cost.json`.",
-        "",
-        "| per pooled worker | forked (default) | exec'd (fallback) |",
+        f"| per pooled worker ({workers} measured; medians unless said) | forked (default) "
+        "| exec'd (fallback) |",
         "|---|---:|---:|",
     ]
 
@@ -128,9 +128,9 @@ def render(results: dict) -> str:
     row("private memory while idle (USS)", "uss_bytes", mb)
     row("proportional memory (PSS)", "pss_bytes", mb)
     row("resident memory (RSS, shared pages included)", "rss_bytes", mb)
-    row("CPU to start one (its own + the fork server's)", "start_cpu_s", ms)
+    row("CPU to start one (its own + the fork server's; mean)", "start_cpu_s", ms)
     window = next(iter(rows.values()))["idle_window_s"]
-    row(f"CPU while idle, over {window:.0f} s", "idle_cpu_s", ms)
+    row(f"CPU while idle, over {window:.0f} s (mean)", "idle_cpu_s", ms)
     row("`sandbox.start` (1e5-char input), from the pool", "start_pooled_median_s", ms)
     row("`sandbox.start` (1e5-char input), pool off", "start_fresh_median_s", ms)
     server = rows.get("forked", {}).get("fork_server")
@@ -143,21 +143,11 @@ def render(results: dict) -> str:
     return "\n".join(lines)
 
 
-def write_doc(table: str) -> None:
-    text = DOC.read_text()
-    head, _, rest = text.partition(START)
-    _, _, tail = rest.partition(END)
-    if not rest:
-        raise SystemExit(f"{DOC} has no {START} marker")
-    DOC.write_text(f"{head}{START}\n{table}\n{END}{tail}")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--render", action="store_true", help="only render the committed results")
-    parser.add_argument("--workers", type=int, default=4, help="pooled workers measured per mode")
+    parser.add_argument("--workers", type=int, default=16, help="pooled workers measured per mode")
     parser.add_argument("--idle", type=float, default=5.0, help="seconds of the idle window")
     parser.add_argument("--starts", type=int, default=15, help="sandbox starts timed per case")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
@@ -166,22 +156,14 @@ def main() -> None:
         mode, workers, window, starts = args.child
         print(json.dumps(child(mode, int(workers), float(window), int(starts))))
         return
-    if not args.render:
-        load = os.getloadavg()[0]
-        modes = [measure(m, args.workers, args.idle, args.starts) for m in ("forked", "exec")]
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT, check=False
-        ).stdout.strip()
-        meta = {
-            "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-            "machine": f"{platform.machine()}, {os.cpu_count()} cores, Linux {platform.release()}",
-            "load": f"{load:.1f} -> {os.getloadavg()[0]:.1f}",
-            "commit": commit,
-            "command": "python benchmarks/pool_cost.py " + " ".join(sys.argv[1:]),
-        }
-        RESULTS.write_text(json.dumps({"meta": meta, "modes": modes}, indent=1) + "\n")
-    write_doc(render(json.loads(RESULTS.read_text())))
-    print(f"wrote {DOC}", file=sys.stderr)
+    sys.path.insert(0, str(HERE))
+    import provenance
+
+    load = os.getloadavg()[0]
+    modes = [measure(m, args.workers, args.idle, args.starts) for m in ("forked", "exec")]
+    meta = provenance.record("benchmarks/pool_cost.py", sys.argv[1:], load)
+    RESULTS.write_text(json.dumps({"meta": meta, "modes": modes}, indent=1) + "\n")
+    print(render({"modes": modes}), file=sys.stderr)
 
 
 if __name__ == "__main__":

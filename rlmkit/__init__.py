@@ -13,12 +13,13 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "RLM": "rlmkit.rlm",
-    "LM": "rlmkit.lm",
-    "Completion": "rlmkit.lm",
-    "FunctionLM": "rlmkit.lm",
-    "configure": "rlmkit.defaults",
+    "LM": "rlmkit.models.lm",
+    "Completion": "rlmkit.models.lm",
+    "FunctionLM": "rlmkit.models.lm",
+    "configure": "rlmkit.models.defaults",
     "local_lm": "rlmkit.local",
     "Budget": "rlmkit.budget",
+    "Session": "rlmkit.session",
     "Trajectory": "rlmkit.trajectory",
     "TrajectoryLog": "rlmkit.trajectory",
     "errors": "rlmkit.errors",

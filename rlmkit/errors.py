@@ -13,16 +13,19 @@ from __future__ import annotations
 
 from typing import Any
 
-# The name on the package index. ``rlmkit`` there is an unrelated project, so every install
-# hint names this distribution; the import name and the command stay ``rlmkit``.
+# The distribution's name. ``rlmkit`` on the package index is an unrelated project, so
+# nothing may tell a user to install that; the import name and the command stay ``rlmkit``.
 DISTRIBUTION = "dspy-rlmkit"
+# dspy-rlmkit is not on the package index yet: every hint installs from a checkout of the
+# repository (or a wheel built from one), which is what works today.
+NOT_ON_INDEX = f"{DISTRIBUTION} is not on the package index yet"
 
 
 def install_hint(*extras: str, reinstall: bool = False) -> str:
-    """How to install optional extras, from the index or from a checkout of this repository."""
+    """The command that installs optional extras today: from a checkout of this repository."""
     spec = f"[{','.join(extras)}]" if extras else ""
     pip = "pip install --force-reinstall" if reinstall else "pip install"
-    return f"{pip} '{DISTRIBUTION}{spec}' (in a checkout: {pip} -e '.{spec}')"
+    return f"{pip} -e '.{spec}' in a checkout of rlmkit ({NOT_ON_INDEX})"
 
 
 class RLMKitError(Exception):
@@ -48,6 +51,22 @@ class ContextError(UserError):
 
 class ConfigError(UserError):
     """An unknown protocol / sandbox / backend name, or an inconsistent option."""
+
+
+class SessionFileError(UserError):
+    """A session directory that cannot be loaded (corrupt, foreign, newer); ``path`` names the file."""
+
+    def __init__(self, message: str, *, path: Any):
+        super().__init__(f"{path}: {message}")
+        self.path = path
+
+
+class SessionBusyError(UserError):
+    """A session runs one call at a time: a call was made while another was running."""
+
+
+class SessionClosedError(UserError):
+    """A call on a session that was closed."""
 
 
 # ---------------------------------------------------------------- provider failures
@@ -117,6 +136,9 @@ __all__ = [
     "MissingInputError",
     "ContextError",
     "ConfigError",
+    "SessionFileError",
+    "SessionBusyError",
+    "SessionClosedError",
     "LMError",
     "LMConfigError",
     "LMUnavailableError",

@@ -16,22 +16,22 @@ runs and skips (and counts) lines it cannot parse.
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import json
+import logging
 import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 SCHEMA_VERSION = 1
+log = logging.getLogger("rlmkit")
 PREVIEW_CHARS = 200
-_HASH_CHUNK = 1 << 20
-HASH_INLINE_CHARS = 1 << 20  # bigger text is hashed off the path to the first request
 
 
 class Message(BaseModel):
@@ -131,6 +131,8 @@ class RunMeta(BaseModel):
     created: float = Field(default_factory=time.time)
     rlmkit_version: str = ""
     schema_version: int = SCHEMA_VERSION
+    # a call of a session: {"id", "call" (1, 2, ...), "restored" (why its REPL was rebuilt), "lost"}
+    session: dict[str, Any] = Field(default_factory=dict)
 
 
 class Trajectory(BaseModel):
@@ -167,6 +169,41 @@ class Trajectory(BaseModel):
     def n_turns(self) -> int:
         return len(self.turns)
 
+    # -- read as dspy.RLM's list of steps ----------------------------------------------
+    # DSPy programs read ``pred.trajectory`` as a list of {"reasoning", "code", "output"}
+    # dicts, one per iteration: ``len``, iteration and ``[i]`` give that view of the turns,
+    # while every field above stays as it is.
+    def steps(self) -> list[dict[str, str]]:
+        """One dict per root turn: the reply's text before its code, the code, and its output."""
+        found = []
+        for turn in self.turns:
+            outputs = [
+                "\n".join(
+                    part for part in (b.stdout.rstrip("\n"), f"[Error] {b.error}" if b.error else "") if part
+                )
+                for b in turn.blocks
+            ]
+            found.append(
+                {
+                    "reasoning": turn.reply.split("```", 1)[0].strip(),
+                    "code": "\n\n".join(b.code for b in turn.blocks),
+                    "output": "\n".join(outputs),
+                }
+            )
+        return found
+
+    def __len__(self) -> int:
+        return len(self.turns)
+
+    def __getitem__(self, index: int | slice) -> Any:
+        return self.steps()[index]
+
+    def __iter__(self) -> Iterator[dict[str, str]]:  # type: ignore[override] - steps, not pydantic's fields
+        return iter(self.steps())
+
+    def __bool__(self) -> bool:
+        return True  # a trajectory with no turn yet is still a trajectory
+
 
 SubCall.model_rebuild()
 
@@ -181,65 +218,6 @@ def bounded(text: str, limit: int) -> str:
     half = max(1, limit // 2)
     cut = len(text) - 2 * half
     return f"{text[:half]}\n... [{cut:,} characters cut] ...\n{text[-half:]}"
-
-
-def describe_variable(
-    name: str, value: Any, preview_chars: int = PREVIEW_CHARS, *, hash_now: bool = True
-) -> VariableInfo:
-    """Type, size, hash and preview of an input, computed without keeping the body.
-
-    ``hash_now=False`` leaves ``sha256`` empty for text and bytes (see ``describe_inputs``)."""
-    if isinstance(value, (str, bytes)):
-        text = value if isinstance(value, str) else value[: preview_chars * 2].decode("utf-8", "replace")
-        size = len(value)
-        sha256 = text_sha256(value) if hash_now else ""
-    else:
-        try:
-            text = json.dumps(value, default=str, ensure_ascii=False)
-        except (TypeError, ValueError):
-            text = repr(value)
-        sha256 = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-        size = len(value) if hasattr(value, "__len__") else len(text)
-    head = preview_chars // 2
-    preview = text if len(text) <= preview_chars else text[:head] + " ... " + text[-head:]
-    return VariableInfo(name=name, type=type(value).__name__, size=size, sha256=sha256, preview=preview)
-
-
-def text_sha256(value: str | bytes) -> str:
-    """sha256 of the UTF-8 of ``value`` without a whole copy: an ASCII str is hashed straight
-    from its own character buffer (which is its UTF-8), other text in 1 MiB encoded slices."""
-    from rlmkit.sandbox import textbuf  # ctypes: loaded when a run hashes, not by every reader
-
-    if isinstance(value, bytes):
-        return hashlib.sha256(value).hexdigest()  # hashlib releases the GIL over a big buffer
-    raw = textbuf.char_buffer(value)
-    if raw is not None and raw[0] == 127:
-        return hashlib.sha256(raw[1]).hexdigest()
-    digest = hashlib.sha256()
-    for start in range(0, len(value), _HASH_CHUNK):
-        digest.update(value[start : start + _HASH_CHUNK].encode("utf-8", "surrogatepass"))
-    return digest.hexdigest()
-
-
-def describe_inputs(variables: dict[str, Any]) -> tuple[list[VariableInfo], Callable[[], None] | None]:
-    """``VariableInfo`` of each input, and what is left to do: the sha256 of text over
-    ``HASH_INLINE_CHARS``, filled in by calling it (about 1 ms per MB of CPU, so a run calls it in a
-    thread while its first model request is out, and writes its start record after)."""
-    infos, later = [], []
-    for name, value in variables.items():
-        big = isinstance(value, (str, bytes)) and len(value) > HASH_INLINE_CHARS
-        info = describe_variable(name, value, hash_now=not big)
-        infos.append(info)
-        if big:
-            later.append((info, value))
-    if not later:
-        return infos, None
-
-    def finish() -> None:
-        for info, value in later:
-            info.sha256 = text_sha256(value)
-
-    return infos, finish
 
 
 def drop_torn_tail(path: str | os.PathLike) -> int:
@@ -262,24 +240,50 @@ class TrajectoryLog:
     """Streams runs to ``<dir>/<run_id>.jsonl`` and reads them back.
 
     Event lines: ``{"event": "start", "meta": ...}``, ``{"event": "turn", "turn": ...}``,
-    ``{"event": "end", "trajectory": {...without turns...}}``. Each line is written with
-    one ``write`` call and flushed, so a reader never sees half a line except the last
-    line of a run that was killed mid-write, which ``read`` skips and counts.
+    ``{"event": "end", "trajectory": {...without turns...}}``. Each line goes straight to the
+    file (no buffer), so a reader never sees half a line except the last line of a run that
+    was killed mid-write, which ``read`` skips and counts.
+
+    A line that cannot be written whole (the disk is full, the file too large) is cut back
+    off the file, and that run's log stops there: the file keeps the run's start and every
+    line before the failure, each whole, and the run itself goes on. ``failed`` maps such a
+    run's id to the error, which is also logged once as a warning.
     """
 
     def __init__(self, directory: str | os.PathLike):
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        self.failed: dict[str, str] = {}
 
     def path(self, run_id: str) -> Path:
         return self.dir / f"{run_id}.jsonl"
 
     def _append(self, run_id: str, record: dict[str, Any]) -> None:
-        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
-        with self._lock, open(self.path(run_id), "a", encoding="utf-8") as fh:
-            fh.write(line)
-            fh.flush()
+        line = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+        with self._lock:
+            if run_id in self.failed:  # a later line after a lost one would leave a gap
+                return
+            try:
+                fd = os.open(self.path(run_id), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            except OSError as exc:
+                self._give_up(run_id, exc)
+                return
+            try:
+                size = os.fstat(fd).st_size
+                done = 0
+                while done < len(line):  # a full disk takes part of a line, then refuses the rest
+                    done += os.write(fd, line[done:])
+            except OSError as exc:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)  # the torn line goes: every line left is whole
+                self._give_up(run_id, exc)
+            finally:
+                os.close(fd)
+
+    def _give_up(self, run_id: str, exc: OSError) -> None:
+        self.failed[run_id] = f"{type(exc).__name__}: {exc}"
+        log.warning("the trajectory log of run %s stops here: %s", run_id, self.failed[run_id])
 
     def start(self, meta: RunMeta) -> None:
         self._append(meta.run_id, {"event": "start", "meta": meta.model_dump(mode="json")})
@@ -297,6 +301,8 @@ class TrajectoryLog:
         for turn in trajectory.turns:
             self.turn(trajectory.meta.run_id, turn)
         self.end(trajectory)
+        if trajectory.meta.run_id in self.failed:
+            raise OSError(f"the trajectory was not written whole: {self.failed[trajectory.meta.run_id]}")
         return self.path(trajectory.meta.run_id)
 
     # -- reading -------------------------------------------------------------

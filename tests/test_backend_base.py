@@ -95,7 +95,7 @@ def test_registry_and_missing_dependency_names_the_extra(tmp_path, monkeypatch):
         output_dir=tmp_path / "o",
     )
     with pytest.raises(
-        MissingDependencyError, match=r"trl, peft.*pip install 'dspy-rlmkit\[train\]'"
+        MissingDependencyError, match=r"trl, peft.*pip install -e '\.\[train\]' in a checkout"
     ) as info:
         backend.run(job)
     assert info.value.extras == ["train"]

@@ -20,6 +20,7 @@ import pytest
 
 from optimizers.backends.base import TrainJob, get_backend
 from optimizers.backends.testing import write_dataset
+from optimizers.backends.verifiers_env import install_command
 from optimizers.compile.schema import ChatMessage, RewardSpec, RLRow
 from rlmkit.errors import ConfigError
 from rlmkit.testing.server import ScriptedServer, is_root_request
@@ -90,6 +91,10 @@ def test_export_writes_an_installable_package(tmp_path, rl_dataset):
     assert options == {**REPLAY, "max_turns": 4}
     rows = (root / "needle_rlm" / "data" / "train.jsonl").read_text().splitlines()
     assert len(rows) == 2 and json.loads(rows[0])["reward"]["scorer"] == "programs.tasks:score"
+    # dspy-rlmkit is not on the package index: the install command brings this checkout along
+    assert install_command(root) == f"pip install -e {REPO} {root}"
+    readme = (root / "README.md").read_text()
+    assert f"pip install -e {REPO} {root}" in readme and "not on the package index" in readme
 
 
 def test_bad_env_id_and_scorer(tmp_path, rl_dataset):
@@ -138,8 +143,11 @@ def test_package_installs_in_a_clean_venv_and_vf_eval_scores_it(tmp_path, rl_dat
             pytest.fail(f"RLMKIT_VERIFIERS_PYTHON={VENV_PYTHON} does not exist")
         pytest.skip("no verifiers 0.4 venv: run the suite with `bash scripts/test.sh`, which builds it")
     root = export(tmp_path, rl_dataset)
-    # offline, against what the venv holds: the package's declared dependencies must already be met
-    in_venv("-m", "pip", "install", "-q", "--no-index", "--no-build-isolation", str(root), cwd=tmp_path)
+    # the install command the export prints (this checkout + the package), run offline against
+    # what the venv holds: the package's declared dependencies must already be met
+    pip, install, *targets = install_command(root).split()
+    assert (pip, install) == ("pip", "install")
+    in_venv("-m", "pip", "install", "-q", "--no-index", "--no-build-isolation", *targets, cwd=tmp_path)
     try:
         found = in_venv(
             "-c",

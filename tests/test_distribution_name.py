@@ -6,11 +6,13 @@ No install hint, error message or generated package may point a user at bare `rl
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
-import tomllib
+import sys
+import zipfile
 from pathlib import Path
 
-from rlmkit.errors import DISTRIBUTION, install_hint
+from rlmkit.errors import DISTRIBUTION
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,16 +32,36 @@ def _tracked_text_files() -> list[Path]:
     return [ROOT / name for name in out.splitlines() if Path(name).suffix in suffixes]
 
 
-def test_the_project_is_published_under_its_own_name():
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert project["name"] == DISTRIBUTION == "dspy-rlmkit"
-    assert project["scripts"]["rlmkit"].startswith("rlmkit.")  # the command keeps its name
-
-
-def test_install_hints_name_the_distribution_and_the_checkout_form():
-    hint = install_hint("local")
-    assert "pip install 'dspy-rlmkit[local]'" in hint and "pip install -e '.[local]'" in hint
-    assert "--force-reinstall 'dspy-rlmkit[local,train]'" in install_hint("local", "train", reinstall=True)
+def test_a_wheel_built_from_the_checkout_is_dspy_rlmkit_with_the_rlmkit_command(tmp_path):
+    """What `pip install dist/*.whl` installs: built from the tracked files alone (as a fresh clone
+    holds them), named dspy-rlmkit, with the `rlmkit` command and every package inside."""
+    tree = tmp_path / "clone"
+    for name in subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.splitlines():
+        if (ROOT / name).is_file():
+            (tree / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, tree / name)
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+         "--disable-pip-version-check", "-q", "-w", str(tmp_path / "dist"), str(tree)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr[-3000:]
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    assert wheel.name.startswith("dspy_rlmkit-")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        info = next(n for n in names if n.endswith(".dist-info/METADATA"))
+        metadata = archive.read(info).decode()
+        entry_points = archive.read(info.replace("METADATA", "entry_points.txt")).decode()
+    assert f"Name: {DISTRIBUTION}\n" in metadata and DISTRIBUTION == "dspy-rlmkit"
+    assert "rlmkit = rlmkit.cli:main" in entry_points  # the command keeps its name
+    assert "demo = programs.cli.demo:register" in entry_points  # the verbs of the other packages
+    for package in ("rlmkit", "programs", "optimizers", "signatures"):
+        assert f"{package}/__init__.py" in names
+    assert "rlmkit/local/tuned_program.json" in names  # package data travels too
+    assert "Provides-Extra: local" in metadata
 
 
 def test_no_file_tells_the_user_to_install_bare_rlmkit():
@@ -62,7 +84,7 @@ def test_the_patterns_catch_what_they_are_for():
         "needs trl (rlmkit[train])",
     ]
     good = [
-        "pip install 'dspy-rlmkit[local]'",
+        "pip install dist/dspy_rlmkit-0.1.0-py3-none-any.whl",
         "pip install -e '.[local]'",
         "python -m rlmkit demo",
         "import rlmkit",

@@ -111,3 +111,18 @@ def test_the_cycle_finder_finds_cycles(graph, cyclic):
 
 def test_relative_imports_resolve_to_module_names():
     assert "rlmkit.errors" in imported_names(ROOT / "rlmkit" / "budget.py")
+
+
+def test_the_ground_floor_imports_nothing_above_it():
+    ground = {"rlmkit.errors", "rlmkit.trajectory"}
+    graph = import_graph("rlmkit")
+    assert {name: sorted(graph[name] - ground) for name in ground} == {name: [] for name in ground}
+
+
+def test_the_model_layer_lives_in_one_package():
+    stray = [
+        p.name
+        for p in (ROOT / "rlmkit").glob("*.py")
+        if p.stem in {"lm", "lm_cache", "lm_limits", "prices", "defaults"}
+    ]
+    assert stray == [] and (ROOT / "rlmkit" / "models" / "transports").is_dir()

@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlmkit.defaults import configure, resolve_lm
 from rlmkit.errors import ConfigError, LMConfigError, LMUnavailableError, UserError
-from rlmkit.lm import LM, Completion
-from rlmkit.lm_cache import cache_key
+from rlmkit.models.defaults import configure, resolve_lm
+from rlmkit.models.lm import LM, Completion
+from rlmkit.models.lm_cache import cache_key
 from rlmkit.testing.server import Faults, ScriptedServer, chat_response, last_user_text
 
 HI = [{"role": "user", "content": "hi"}]
@@ -335,7 +335,8 @@ def test_from_dspy_keeps_model_kwargs_and_endpoint(server):
         "openai/scripted", api_base=server.url, api_key="test", temperature=0.4, max_tokens=33, cache=False
     )
     lm = resolve_lm(dlm)
-    assert isinstance(lm, LM) and lm.model == "openai/scripted" and lm.api_base == server.url
+    assert lm.dspy_origin is dlm and isinstance(lm.direct, LM)  # the direct transport, dlm for DSPy's eyes
+    assert lm.model == "openai/scripted" and lm.api_base == server.url
     assert lm.complete(HI).text == "echo: hi"
     assert server.requests[0]["temperature"] == 0.4 and server.requests[0]["max_tokens"] == 33
 
@@ -369,10 +370,10 @@ def test_importing_and_building_an_lm_never_touches_the_network():
         socket.socket.connect = refuse
         socket.create_connection = refuse
         socket.getaddrinfo = refuse
-        import rlmkit.lm
-        lm = rlmkit.lm.LM("openai/gpt-4o-mini", api_key="x", cache=False)
+        import rlmkit.models.lm
+        lm = rlmkit.models.lm.LM("openai/gpt-4o-mini", api_key="x", cache=False)
         assert "litellm" not in sys.modules  # the direct path never imports it
-        other = rlmkit.lm.LM("anthropic/claude-haiku-4-5", api_key="x", cache=False)
+        other = rlmkit.models.lm.LM("anthropic/claude-haiku-4-5", api_key="x", cache=False)
         import litellm
         assert litellm.model_cost["gpt-4o-mini"]["input_cost_per_token"] > 0
         assert not attempts, attempts

@@ -9,8 +9,8 @@ import json
 import pytest
 
 import rlmkit
-from rlmkit.lm import FunctionLM
 from rlmkit.local import SHIPPED_PROGRAM, shipped_program
+from rlmkit.models.lm import FunctionLM
 from rlmkit.protocols.base import BLOCK_END
 
 PRESET = {

@@ -247,7 +247,7 @@ def test_close_removes_worker_and_working_dir():
         sb.run("1")
 
 
-def test_protections_report_is_typed():
+def test_each_protection_is_reported_as_on_or_off_with_a_note():
     sb = ProcessSandbox()
     sb.start({}, {})
     try:
@@ -255,7 +255,18 @@ def test_protections_report_is_typed():
         assert set(sb.protections) == set(sb.protection_notes)
     finally:
         sb.close()
-    assert isinstance(CellResult(), CellResult)
+
+
+def test_a_cell_that_prints_returns_its_output_and_timing_and_no_error():
+    sb = ProcessSandbox()
+    sb.start({"n": 3}, {})
+    try:
+        result = sb.run("print(n * 14)")
+    finally:
+        sb.close()
+    assert type(result) is CellResult
+    assert (result.stdout, result.error, result.timed_out, result.finished) == ("42\n", None, False, False)
+    assert result.duration_s > 0
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,9 @@ import tracemalloc
 import pytest
 
 import rlmkit
-from rlmkit import trajectory
-from rlmkit.trajectory import HASH_INLINE_CHARS, TrajectoryLog, describe_inputs, text_sha256
+from rlmkit import describe
+from rlmkit.describe import HASH_INLINE_CHARS, describe_inputs, text_sha256
+from rlmkit.trajectory import TrajectoryLog
 
 
 def _utf8_sha(text: str) -> str:
@@ -57,7 +58,7 @@ def test_the_first_request_goes_out_before_a_big_input_is_hashed(tmp_path, monke
     context = "the context line\n" * (HASH_INLINE_CHARS // 8)
     asked = threading.Event()
     order: list[str] = []
-    real = trajectory.text_sha256
+    real = describe.text_sha256
 
     def held_hash(value):  # holds the hash until the model is asked; times out if it is never asked
         order.append("asked before hash" if asked.wait(20) else "hash first")
@@ -67,7 +68,7 @@ def test_the_first_request_goes_out_before_a_big_input_is_hashed(tmp_path, monke
         asked.set()
         return "```repl\nSUBMIT(answer=str(len(context)))\n```"
 
-    monkeypatch.setattr(trajectory, "text_sha256", held_hash)
+    monkeypatch.setattr(describe, "text_sha256", held_hash)
     rlm = rlmkit.RLM("context -> answer", lm=rlmkit.FunctionLM(model), log_dir=tmp_path)
     pred = rlm(context=context)
     assert order == ["asked before hash"]
@@ -114,7 +115,7 @@ def test_a_first_run_on_the_direct_path_imports_only_what_it_uses(tmp_path):
 
 
 def test_a_self_hosted_model_is_priced_without_parsing_the_price_map():
-    from rlmkit import prices
+    from rlmkit.models import prices
 
     prices._load.cache_clear()
     prices.listed.cache_clear()
@@ -125,7 +126,7 @@ def test_a_self_hosted_model_is_priced_without_parsing_the_price_map():
 
 
 def test_every_model_of_the_price_map_is_found_by_the_text_search():
-    from rlmkit import prices
+    from rlmkit.models import prices
 
     names = prices.price_map()
     assert len(names) > 100 and all(prices.listed(name) for name in names)
@@ -156,7 +157,7 @@ def test_a_cell_and_the_input_restore_after_it_are_one_round_trip(backend, monke
 def test_lanes_are_made_on_demand_reused_and_capped():
     import asyncio
 
-    from rlmkit.transports.openai import shared_client
+    from rlmkit.models.transports.openai import shared_client
 
     async def scenario():
         lanes = shared_client("http://127.0.0.1:9/v1", 2)
@@ -191,7 +192,7 @@ def _exchange(reply: bytes, used: int = 0):
     """One POST through ``http11.post`` against ``reply`` as the server's bytes."""
     import asyncio
 
-    from rlmkit.transports import http11
+    from rlmkit.models.transports import http11
 
     async def scenario():
         reader = asyncio.StreamReader()
@@ -236,7 +237,7 @@ def test_a_reused_connection_closed_before_any_reply_is_stale_and_garbage_is_a_p
 
     import pytest
 
-    from rlmkit.transports import http11
+    from rlmkit.models.transports import http11
 
     with pytest.raises(http11.StaleConnection):
         _exchange(b"", used=3)  # the server had closed it while idle
@@ -251,8 +252,8 @@ def test_a_reused_connection_closed_before_any_reply_is_stale_and_garbage_is_a_p
 def test_a_lane_whose_connection_was_closed_is_replaced_when_next_taken():
     import asyncio
 
+    from rlmkit.models.transports.openai import shared_client
     from rlmkit.testing import ScriptedServer
-    from rlmkit.transports.openai import shared_client
 
     with ScriptedServer(lambda body: "ok") as server:
 
@@ -277,8 +278,8 @@ def test_a_lane_whose_connection_was_closed_is_replaced_when_next_taken():
 def test_sixteen_requests_at_once_reuse_sixteen_connections():
     import asyncio
 
+    from rlmkit.models.transports.openai import shared_client
     from rlmkit.testing import ScriptedServer
-    from rlmkit.transports.openai import shared_client
 
     all_in = threading.Barrier(16)  # a reply only once 16 requests are in flight together
 
@@ -355,7 +356,7 @@ def test_a_server_that_closes_each_connection_after_its_reply_costs_no_failed_re
     import asyncio
     import json
 
-    from rlmkit.transports.openai import shared_client
+    from rlmkit.models.transports.openai import shared_client
 
     async def scenario():
         served = []

@@ -12,10 +12,11 @@ import threading
 import pytest
 
 import rlmkit
-from rlmkit.defaults import resolve_lm
 from rlmkit.errors import LMUnavailableError, SandboxError, UserError
-from rlmkit.lm import LM
-from rlmkit.prices import call_cost, price_file
+from rlmkit.models.defaults import resolve_lm
+from rlmkit.models.lm import LM
+from rlmkit.models.prices import call_cost, price_file
+from rlmkit.models.transports.openai import shared_client
 from rlmkit.testing import (
     FunctionLM,
     ModelReply,
@@ -26,7 +27,6 @@ from rlmkit.testing import (
     chat_response,
     last_user_text,
 )
-from rlmkit.transports.openai import shared_client
 
 HI = [{"role": "user", "content": "hi"}]
 
@@ -120,7 +120,7 @@ def test_max_tokens_and_stop_are_sent(transport):
 @pytest.mark.parametrize("model", ["openai/gpt-4o-mini", "anthropic/claude-haiku-4-5",
                                    "gemini/gemini-2.5-flash", "openai/gpt-4.1"])  # fmt: skip
 def test_prices_equal_litellms_own(model):
-    from rlmkit.transports.litellm import import_litellm
+    from rlmkit.models.transports.litellm import import_litellm
 
     litellm = import_litellm()
     for prompt, completion in ((1000, 500), (250_000, 10)):  # the second crosses long-context tiers
@@ -227,7 +227,7 @@ def test_a_child_forked_while_prices_load_can_still_price():
     import os
     import signal
 
-    from rlmkit import prices
+    from rlmkit.models import prices
 
     with prices._lock:  # as if the background load held the lock at the moment of the fork
         pid = os.fork()
@@ -257,7 +257,7 @@ def test_the_openai_transport_speaks_tls_and_checks_the_certificate(monkeypatch)
     import trustme
 
     from rlmkit.errors import LMError
-    from rlmkit.transports import openai as openai_transport
+    from rlmkit.models.transports import openai as openai_transport
 
     ca = trustme.CA()
     with _https_server(ca, "over tls") as server:

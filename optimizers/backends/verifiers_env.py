@@ -7,8 +7,11 @@
 
 The environment's logic lives in ``optimizers.backends.verifiers_v1`` and ``verifiers_runtime``
 (one copy, tested); the package is a thin, pinned entry point, so ``vf-eval <env_id>`` and
-prime-rl (``[orchestrator.train.source.env.taskset] id = <env_id>``) find it by name. Install it
-with ``pip install out/verifiers/<env_id>``. verifiers' classic API (< 0.4, ``load_environment``)
+prime-rl (``[orchestrator.train.source.env.taskset] id = <env_id>``) find it by name. Its
+dependency dspy-rlmkit is not on the package index yet, so the install command the export
+prints installs this checkout beside it (``pip install -e <checkout> out/verifiers/<env_id>``);
+in an environment that already holds rlmkit, ``pip install out/verifiers/<env_id>`` is enough.
+The same lines go into the package's README.md. verifiers' classic API (< 0.4, ``load_environment``)
 is gone upstream and is not exported.
 """
 
@@ -16,11 +19,13 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any, ClassVar
 
+import rlmkit
 from optimizers.backends.base import Backend, TrainJob, TrainResult, canonical, write_splits
 from optimizers.backends.rlm_rollout import check_playable
-from rlmkit.errors import DISTRIBUTION, ConfigError
+from rlmkit.errors import DISTRIBUTION, NOT_ON_INDEX, ConfigError
 
 VERIFIERS_RANGE = ">=0.4,<0.5"
 
@@ -70,6 +75,23 @@ def module_name(env_id: str) -> str:
     return env_id.replace("-", "_")
 
 
+def checkout_root() -> Path | None:
+    """The checkout rlmkit runs from (its pyproject names the distribution), or None for a wheel."""
+    root = Path(rlmkit.__file__).resolve().parents[1]
+    pyproject = root / "pyproject.toml"
+    if pyproject.is_file() and f'name = "{DISTRIBUTION}"' in pyproject.read_text():
+        return root
+    return None
+
+
+def install_command(package: Path) -> str:
+    """How to install the exported package into a fresh environment, today."""
+    checkout = checkout_root()
+    if checkout is None:  # a wheel: the environment that built the export already holds rlmkit
+        return f"pip install {package}"
+    return f"pip install -e {checkout} {package}"
+
+
 class VerifiersBackend(Backend):
     name = "verifiers"
     row_kinds: ClassVar = {"rl": ("rl",)}
@@ -101,7 +123,15 @@ class VerifiersBackend(Backend):
         for path, text in written.items():
             path.write_text(text)
         files += list(written)
-        command = f"pip install {root.resolve()} && vf-eval {env_id} --env.id {env_id}"
+        install = install_command(root.resolve())
+        (root / "README.md").write_text(
+            f"# {env_id}\n\nA verifiers environment written by `rlmkit train --backend verifiers`.\n\n"
+            f"Install it (with rlmkit; {NOT_ON_INDEX}):\n\n    {install}\n\n"
+            f"In an environment that already holds rlmkit: `pip install {root.resolve()}`.\n\n"
+            f"Evaluate it: `vf-eval {env_id} --env.id {env_id}`.\n"
+        )
+        files.append(root / "README.md")
+        command = f"{install} && vf-eval {env_id} --env.id {env_id}"
         return self.exported(
             validated,
             root,

@@ -17,7 +17,7 @@ from typing import Any
 
 from optimizers.backends.base import load_object
 from optimizers.backends.rlm_rollout import rollout_rlm, row_task
-from rlmkit.lm import LM, Completion
+from rlmkit.models.lm import LM, Completion
 from rlmkit.trajectory import Usage
 
 _DONE = object()

@@ -89,7 +89,10 @@ def compile_runs(
         Path | None, typer.Option(help="tokenizer.json for exact token counts (default: chars/4).")
     ] = None,
 ) -> None:
-    """Compile trajectories into an SFT, RL or DPO dataset with a manifest."""
+    """Compile trajectories into an SFT, RL or DPO dataset.
+
+    The dataset folder holds the rows and a manifest saying what went in.
+    """
     from optimizers.backends.base import load_object
     from optimizers.compile import Filters, by_signature, compile_dpo, compile_rl, compile_sft, load_runs
 

@@ -64,7 +64,7 @@ class _TrialProgress:
 def optimize(
     suite: str = typer.Argument(..., help="Task suite name (see `rlmkit eval --help` for the list)."),
     lm: str = typer.Option(
-        ..., "--lm", help="Root model: a litellm model string, or 'local' for the embedded one."
+        "local", "--lm", help="Root model: a litellm model string, or 'local' (the embedded model)."
     ),
     api_base: str = typer.Option(None, "--api-base", help="OpenAI-compatible server URL for --lm."),
     trials: int = typer.Option(20, "--trials", help="Finished trials the study should hold."),
@@ -96,7 +96,10 @@ def optimize(
         "process", "--sandbox", help="process (confined worker) or inline (debugging)."
     ),
 ) -> None:
-    """Search root instructions, demos and max_iterations; print the Pareto table at the end."""
+    """Tune instructions, demos and max_iterations on a task suite.
+
+    Prints the Pareto table (accuracy against cost) at the end.
+    """
     with exit_on_error():
         _run(**locals())
 

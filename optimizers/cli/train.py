@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from rlmkit.cli.common import exit_on_error
-from rlmkit.errors import DISTRIBUTION
+from rlmkit.errors import install_hint
 
 out = Console(soft_wrap=True)
 
@@ -45,7 +45,12 @@ def train_command(
     ] = None,
     backend: Annotated[
         str | None,
-        typer.Option("--backend", "-b", help="trl-sft, trl-grpo, prime-rl, verifiers, tinker, openai-jsonl."),
+        typer.Option(
+            "--backend",
+            "-b",
+            help="trl-sft, trl-grpo, prime-rl, verifiers, tinker, openai-jsonl.  "
+            "[required, except with --list]",
+        ),
     ] = None,
     kind: Annotated[str | None, typer.Option("--kind", help="sft, rl or dpo.")] = None,
     dataset: Annotated[
@@ -77,7 +82,10 @@ def train_command(
         bool, typer.Option("--list", help="List the backends and the packages each one misses.")
     ] = False,
 ) -> None:
-    """Train (or export for training elsewhere) with one of rlmkit's training backends."""
+    """Train with a backend, or export a job for training elsewhere.
+
+    `rlmkit train --list` names the backends and what each one still needs.
+    """
     with exit_on_error():
         if list_backends:
             _list()
@@ -101,12 +109,13 @@ def _list() -> None:
 
     for name in BACKENDS:
         missing = get_backend(name).missing_deps()
-        status = (
-            "ready"
-            if not missing
-            else "needs " + ", ".join(f"{d.module} ({DISTRIBUTION}[{d.extra}])" for d in missing)
-        )
-        out.print(f"{name:14} {status}")
+        if not missing:
+            out.print(f"{name:14} ready")
+            continue
+        modules = ", ".join(d.module for d in missing)
+        extras = sorted({d.extra for d in missing})
+        # escape(): rich would take "[train]" for a style tag and print nothing of it
+        out.print(f"{name:14} needs {modules}: the {'/'.join(extras)} extra, {escape(install_hint(*extras))}")
 
 
 def _run(job_file, backend, flags: dict[str, Any], lora_rank, option, dry_run) -> None:

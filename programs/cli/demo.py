@@ -1,16 +1,17 @@
-"""``rlmkit demo``: the first thing to run. No key, no network: the embedded model answers a
-counting question over ~200,000 characters of records by writing code in the REPL.
+"""``rlmkit demo``: the first thing to run. No key, no network: the embedded model finds one
+value hidden in 200,000 characters of prose (a needle in a haystack, about 3x the model's
+window) by writing code in the REPL.
 
-It shows each turn live (the code, its output, sub-calls, tokens, cost), then the answer,
-the gold answer and the score, and where the trajectory was written. The task is the
-labelled aggregation variant's count question, on a seed no tuning ever used (tuning uses
-seeds below 1000). The program is the plain ``rlmkit.RLM("context, question -> answer: str")``:
-with the embedded model as root it runs the program shipped for that model
-(``rlmkit/local/tuned_program.json``); the demo says which program and seed it used.
+It shows each turn live (the code, its output, the sub-calls, tokens, cost), then the
+answer, the gold answer and the score, what a plain call would have faced, and how often
+the demo answers right (``benchmarks/results/demo_accuracy.json``). The task and program
+are ``programs/demo_task.py``: the plain ``rlmkit.RLM("context, question -> answer: str")``,
+nothing in any prompt written for the task; seeds from 1000 up were never used in tuning.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -20,28 +21,34 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.syntax import Syntax
 
+from programs.demo_task import (
+    DEMO_LENGTH,
+    DEMO_MAX_ITERATIONS,
+    DEMO_SEED,
+    DEMO_SUITE,
+    EMBEDDED_MAX_TOKENS,
+    demo_example,
+    demo_rlm,
+    window_multiple,
+)
 from rlmkit import events as ev
 from rlmkit.cli.common import EMBEDDED_FLAGS, exit_on_error, lm_from_flag
 
 console = Console(stderr=False, soft_wrap=True)
 
-# Tuning (benchmarks/tune_embedded.py) uses seeds below 1000 and the held-out evaluation
-# (benchmarks/local_quality.py) 1000 up; the demo's tasks come from further up still.
-DEMO_SEED = 2000
-# REPL output shown to the model per turn: small, because every character is prompt the CPU must read
-DEMO_DISPLAY_OUTPUT_CHARS = 2_000
+ACCURACY_FILE = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "demo_accuracy.json"
 
 NEXT_STEPS = """What to try next:
-  - a real provider:  rlmkit eval aggregation --n 10 --length 1000000 --lm openai/gpt-4o-mini --baseline
-  - other task suites: needle, multi_needle, pairs, multihop, codeqa (rlmkit eval --help)
+  - a real provider:  rlmkit eval needle --n 10 --length 1000000 --lm openai/gpt-4o-mini
+  - other task suites: multi_needle, aggregation, pairs, multihop, codeqa (rlmkit eval --help)
   - look at the run:  rlmkit view {trajectory}
-  - tune and train:   rlmkit optimize aggregation --lm ... ; rlmkit compile ...; rlmkit train ..."""
+  - tune and train:   rlmkit optimize needle ; rlmkit compile ... ; rlmkit train --list"""
 
 
 class TurnPrinter:
     """Prints the run as it happens, from its events (``rlmkit.events``): each turn as it
-    starts, each cell's code when the model has written it, its output when it has run, and
-    the turn's tokens, sub-calls and cost when it ends."""
+    starts, each cell's code when the model has written it, each sub-call when it returns,
+    the cell's output when it has run, and the turn's tokens, sub-calls and cost when it ends."""
 
     def __init__(self, started: float):
         self.started = started
@@ -59,12 +66,21 @@ class TurnPrinter:
                     Syntax(event.block.code, "python", theme="ansi_dark", word_wrap=True),
                     title="code",
                     title_align="left",
-                )
+                ),
+                soft_wrap=False,  # the console's soft wrap would crop long lines at the panel's edge
+            )
+        elif kind is ev.SubcallFinished:
+            node = event.node
+            said = node.error or node.reply
+            console.print(
+                f"[cyan]{escape(node.name)}[/cyan] ({node.duration_s:.0f}s): "
+                f"{escape(_one_line(node.prompt, 80))} [dim]->[/dim] {escape(_one_line(said, 120))}"
             )
         elif kind is ev.CellFinished:
             output = (event.block.stdout or "") + (event.block.error or "")
             if output.strip():
-                console.print(Panel(escape(output.strip()[-800:]), title="output", title_align="left"))
+                panel = Panel(escape(output.strip()[-800:]), title="output", title_align="left")
+                console.print(panel, soft_wrap=False)
         elif kind is ev.TurnFinished:
             self.show(event.turn)
 
@@ -83,16 +99,21 @@ class TurnPrinter:
 
 
 def demo(
-    length: int = typer.Option(200_000, "--length", help="Characters of records in the context."),
     seed: int = typer.Option(
         DEMO_SEED, "--seed", help="Which generated task (same seed, same task; tuning used seeds < 1000)."
     ),
-    lm: str = typer.Option(None, "--lm", help="A litellm model string; default: the embedded local model."),
+    length: int = typer.Option(DEMO_LENGTH, "--length", help="Characters of prose in the context."),
+    lm: str = typer.Option(None, "--lm", help="A litellm model string; default: the embedded model."),
     api_base: str = typer.Option(None, "--api-base", help="OpenAI-compatible server URL for --lm."),
-    max_iterations: int = typer.Option(6, "--max-iterations", help="Root turns before the answer is forced."),
+    max_iterations: int = typer.Option(
+        DEMO_MAX_ITERATIONS, "--max-iterations", help="Root turns before the answer is forced."
+    ),
     out: str = typer.Option(None, "--out", help="Where the trajectory is written (default runs/demo)."),
 ) -> None:
-    """Run a Recursive Language Model on a generated counting task, live, with the embedded model."""
+    """Run an RLM live on a generated task; start here.
+
+    No key and no network: the embedded model answers unless --lm names another.
+    """
     with exit_on_error():
         _run(length, seed, lm, api_base, max_iterations, Path(out or "runs/demo"))
 
@@ -101,33 +122,28 @@ def _run(
     length: int, seed: int, lm: str | None, api_base: str | None, max_iterations: int, out: Path
 ) -> None:
     import rlmkit
-    from programs.tasks import generate, score
-    from rlmkit.prompting import Display
+    from programs.tasks import score
 
-    example = generate("aggregation", n=1, length=length, seed=seed, labelled=True, question="count")[0]
+    example = demo_example(seed, length)
     console.print(
-        f"[bold]rlmkit demo[/bold]: {example.meta['records']:,} records, {len(example.context):,} "
-        f"characters; the model sees only a preview and reads the rest with code."
+        f"[bold]rlmkit demo[/bold]: one value hidden in {len(example.context):,} characters of prose "
+        "(with two decoys for other keys); the model sees only a preview and reads the rest with code."
     )
     console.print(f"question: {escape(example.inputs['question'])}")
     held_out = "never used in tuning" if seed >= 1000 else "a TRAINING seed: tuning used seeds < 1000"
-    console.print(f"task: aggregation, seed {seed} ({held_out}; --seed N: another), {length:,} characters")
-    if lm in EMBEDDED_FLAGS:
+    console.print(f"task: {DEMO_SUITE}, seed {seed} ({held_out}; --seed N: another), {length:,} characters")
+    embedded = lm in EMBEDDED_FLAGS
+    if embedded:
         console.print("starting the embedded model (Qwen2.5-Coder-1.5B, CPU) ...")
-    # a small model writes short turns; a provider's model keeps its own max_tokens
-    short = {"max_tokens": 400} if lm in EMBEDDED_FLAGS else {}
-    model = lm_from_flag(lm, api_base, temperature=0.0, **short)
+    short = {"max_tokens": EMBEDDED_MAX_TOKENS} if embedded else {}
+    # no cache: a first run is a real run, not a replay of an earlier one
+    model = lm_from_flag(lm, api_base, temperature=0.0, cache=False, **short)
+    console.print(_plain_call_line(len(example.context), model, embedded))
     stream_dir = out / f"run-{time.strftime('%Y%m%d-%H%M%S')}"
-    rlm = rlmkit.RLM(
-        "context, question -> answer: str",
-        lm=model,
-        max_iterations=max_iterations,
-        log_dir=stream_dir,
-        display=Display(max_output_chars=DEMO_DISPLAY_OUTPUT_CHARS),
-    )
+    rlm = demo_rlm(model, max_iterations=max_iterations, log_dir=stream_dir)
     console.print(f"program: {_program_line(model)}")
     started = time.monotonic()
-    task = {"suite": "aggregation", "example_id": example.id, "seed": seed, "length": length, "demo": True}
+    task = {"suite": DEMO_SUITE, "example_id": example.id, "seed": seed, "length": length, "demo": True}
     console.print(
         f"[dim]up to {max_iterations} turns; each turn's code appears when the model has written it, "
         "its output when the REPL has run it (on 2 CPU cores a turn can take a minute)[/dim]"
@@ -140,15 +156,65 @@ def _run(
             answer, trajectory = None, exc.trajectory
             console.print(f"[yellow]the run ended without an answer: {escape(str(exc))}[/yellow]")
     wall = time.monotonic() - started
-    value = score(example, answer)
+    value = score(example, answer) if answer is not None else 0.0
     path = _rewrite_with_score(stream_dir, trajectory, value)
     colour = "green" if value >= 0.999 else "yellow" if value > 0 else "red"
     console.print(
-        f"\nanswer: [bold]{escape(str(answer))}[/bold]   gold: [bold]{example.gold}[/bold]   "
-        f"score: [{colour}]{value:.3f}[/{colour}] (OOLONG: 0.75^|error|)   wall: {wall:.0f}s"
+        f"\nanswer: [bold]{escape(str(answer))}[/bold]   gold: [bold]{escape(str(example.gold))}[/bold]   "
+        f"score: [{colour}]{value:.3f}[/{colour}] (RULER: the share of gold values in the answer)   "
+        f"wall: {wall:.0f}s"
     )
+    if embedded and (measured := _measured_accuracy()):
+        console.print(measured)
     console.print(f"trajectory: {path}")
     console.print(NEXT_STEPS.format(trajectory=path))
+
+
+def _one_line(text: str, limit: int) -> str:
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _window_tokens(model, embedded: bool) -> int | None:
+    """The model's context window in tokens: the embedded server's, or litellm's model info."""
+    if embedded:
+        from rlmkit.local import LocalServerConfig
+
+        return LocalServerConfig().ctx
+    try:
+        from rlmkit.models.transports.litellm import import_litellm  # its bundled model map: no network
+
+        return import_litellm().get_model_info(model.model).get("max_input_tokens")
+    except Exception:  # litellm knows no window for this model: say nothing rather than guess
+        return None
+
+
+def _plain_call_line(context_chars: int, model, embedded: bool) -> str:
+    """What a plain call would face: the context against the model's window."""
+    window = _window_tokens(model, embedded)
+    if not window:
+        return f"the context is about {context_chars // 4:,} tokens; the model's window is not known"
+    times = window_multiple(context_chars, window)
+    verdict = "it cannot read it at once" if times > 1 else "it fits, so an RLM is not needed for it"
+    return (
+        f"a plain call would face about {context_chars // 4:,} tokens, {times:.1f}x the model's "
+        f"{window:,}-token window: {verdict}"
+    )
+
+
+def _measured_accuracy() -> str | None:
+    """The demo's accuracy on held-out seeds, when the checkout holds the measurement."""
+    try:
+        result = json.loads(ACCURACY_FILE.read_text())
+        summary = result["summary"]
+    except (OSError, ValueError, KeyError):
+        return None
+    seeds = [row["seed"] for row in result.get("rows", [])]
+    span = f"seeds {min(seeds)}-{max(seeds)}" if seeds else "held-out seeds"
+    return (
+        f"measured: this demo answers right on {summary['right']} of {summary['n']} {span} "
+        f"(mean score {summary['accuracy']:.2f}; {result.get('command', '')}, {result.get('date', '')})"
+    )
 
 
 def _program_line(model) -> str:

@@ -1,6 +1,6 @@
 """The ``rlmkit`` command line (typer + rich).
 
-The runtime's own verbs (``lm``, ``local``, ``view``) live here, one module each exposing
+The runtime's own verbs (``lm``, ``local``, ``view``, ``chat``) live here, one module each exposing
 ``register(app)``. Every other verb is found through the ``rlmkit.commands`` entry-point
 group: a package registers ``name = "package.module:register"`` in its pyproject, so the
 runtime never imports the packages built on it (``programs`` adds eval and demo,
@@ -10,12 +10,18 @@ runtime never imports the packages built on it (``programs`` adds eval and demo,
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import entry_points
+from importlib.metadata import PackageNotFoundError, entry_points, version
 
 import typer
 
+from rlmkit.cli.common import PLAIN_HELP
+from rlmkit.errors import DISTRIBUTION
+
 COMMAND_GROUP = "rlmkit.commands"
-RUNTIME_VERBS = ("lm", "local", "view")
+RUNTIME_VERBS = ("lm", "local", "view", "chat")
+# The order `rlmkit --help` lists the verbs in: the first thing to run first, then the path a
+# user takes (evaluate, tune, compile, train). Names only: the runtime imports none of them.
+HELP_ORDER = ("demo", "chat", "eval", "optimize", "compile", "train", "train-loop", "view")
 
 _app = typer.Typer(
     name="rlmkit",
@@ -23,12 +29,31 @@ _app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,  # locals may hold API keys or huge contexts
+    rich_markup_mode=PLAIN_HELP,
 )
 _registered = False
 
 
+def installed_version() -> str:
+    """The installed distribution's version (a checkout on PYTHONPATH alone has none)."""
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:
+        return "unknown (not installed: run from a checkout)"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"rlmkit {installed_version()} ({DISTRIBUTION})")
+        raise typer.Exit()
+
+
 @_app.callback()
-def _root() -> None:
+def _root(
+    show_version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
     """Recursive Language Models: run, evaluate, tune, compile and train."""
     # A callback keeps `rlmkit` a command group even when a single verb is registered.
 
@@ -48,7 +73,13 @@ def get_app() -> typer.Typer:
         # A verb whose package fails to import raises here: a broken install is never hidden.
         for entry in sorted(entry_points(group=COMMAND_GROUP), key=lambda entry: entry.name):
             entry.load()(_app)
+        _app.registered_commands.sort(key=_help_rank)
     return _app
+
+
+def _help_rank(command) -> tuple[int, str]:
+    name = command.name or command.callback.__name__
+    return (HELP_ORDER.index(name) if name in HELP_ORDER else len(HELP_ORDER), name)
 
 
 def __getattr__(name: str) -> typer.Typer:

@@ -19,6 +19,10 @@ from rlmkit.errors import RLMKitError
 
 console = Console(stderr=True, soft_wrap=True)  # soft wrap: paths and URLs stay whole
 
+# Help as click writes it, not rich's panels: at 80 columns rich cuts long option names and
+# labels every flag ``<bool>``; click's plain layout keeps every name whole.
+PLAIN_HELP = None
+
 # The --lm values that mean "the embedded model" (help texts say 'local'; no flag means it too).
 EMBEDDED_FLAGS = (None, "", "local")
 
@@ -50,7 +54,7 @@ def lm_from_flag(flag: str | None, api_base: str | None = None, **options: Any):
 
         with model_progress("assembling + verifying the embedded model") as progress:
             return local_lm(progress=progress, **options)
-    from rlmkit.lm import LM
+    from rlmkit.models.lm import LM
 
     return LM(flag, api_base=api_base, **options)
 

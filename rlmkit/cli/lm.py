@@ -10,11 +10,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rlmkit.cli.common import exit_on_error, lm_from_flag
+from rlmkit.cli.common import PLAIN_HELP, exit_on_error, lm_from_flag
 
 console = Console(soft_wrap=True)
 lm_app = typer.Typer(
-    help="Language models: check which one is active and that it answers.", no_args_is_help=True
+    help="Check which language model is active and that it answers.",
+    no_args_is_help=True,
+    rich_markup_mode=PLAIN_HELP,
 )
 
 PING = [{"role": "user", "content": "Reply with exactly one word: ready"}]

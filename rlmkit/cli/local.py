@@ -7,10 +7,14 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from rlmkit.cli.common import console, exit_on_error, model_progress
+from rlmkit.cli.common import PLAIN_HELP, console, exit_on_error, model_progress
 
-local_app = typer.Typer(help="The embedded local model (Qwen2.5-Coder-1.5B-Instruct, GGUF, via xllamacpp).",
-                        no_args_is_help=True)  # fmt: skip
+local_app = typer.Typer(
+    help="The embedded model: pull, serve, status, stop.\n\n"
+    "Qwen2.5-Coder-1.5B-Instruct (GGUF), served by llama.cpp through xllamacpp.",
+    no_args_is_help=True,
+    rich_markup_mode=PLAIN_HELP,
+)
 
 
 @local_app.command()

@@ -27,7 +27,10 @@ def view(
         bool, typer.Option("--open/--no-open", help="Open the page in a browser.")
     ] = True,
 ) -> None:
-    """Write one self-contained HTML page showing the runs (no network needed), and serve it."""
+    """Show runs in one self-contained HTML page, and serve it.
+
+    The page needs no network: everything it shows is inside it.
+    """
     from rlmkit.view import PageServer, write_page  # the CLI stays fast for other verbs
 
     with exit_on_error(errors=(UserError,)):

@@ -4,7 +4,8 @@ run -> turn -> model call / cell -> sub-call -> model call / child run -> ...
 MLflow's DSPy callback opens the top-level ``RLM.forward`` span itself (``dspy.Module``
 fires it); this adapter adds everything inside, with MLflow's tracing API, because that
 callback has no interpreter hooks (cells and sub-calls would be missing). Needs the
-optional extra: ``pip install 'dspy-rlmkit[observe]'``.
+optional extra: ``pip install -e '.[observe]'`` in a checkout (dspy-rlmkit is not on the package
+index yet).
 """
 
 from __future__ import annotations
@@ -49,6 +50,10 @@ class MlflowSpans(SpanTree):
         import mlflow
 
         attributes: dict[str, Any] = {"rlmkit.run_id": event.run_id, "rlmkit.depth": event.depth}
+        if event.session_id:
+            attributes["rlmkit.session_id"] = event.session_id
+            if event.session_call is not None:
+                attributes["rlmkit.session_call"] = event.session_call
         if type(event) is ev.ModelRequest:
             attributes["model"] = event.lm.model
             attributes["rlmkit.role"] = "root" if event.root else "sub"

@@ -10,7 +10,8 @@ model call) and ``cell`` -> ``execute_tool NAME`` (a sub-call) -> ``chat MODEL``
 ``output_tokens`` and ``gen_ai.response.finish_reasons``; message text only with
 ``capture_content=True`` (prompts hold user data). A run started inside another span (a
 request handler's, an agent's) nests under it. Needs ``opentelemetry-api`` (the SDK to
-export): ``pip install 'dspy-rlmkit[observe]'``.
+export): ``pip install -e '.[observe]'`` in a checkout (dspy-rlmkit is not on the package
+index yet).
 """
 
 from __future__ import annotations
@@ -52,6 +53,11 @@ class OtelSpans(SpanTree):
         from opentelemetry import trace
 
         kind, name, attributes = trace.SpanKind.INTERNAL, span_name(event), {"rlmkit.depth": event.depth}
+        if event.session_id:
+            attributes["rlmkit.session_id"] = event.session_id  # a session's calls share it
+            attributes["gen_ai.conversation.id"] = event.session_id
+            if event.session_call is not None:
+                attributes["rlmkit.session_call"] = event.session_call
         if type(event) is ev.RunStarted:
             meta = event.meta
             name = "invoke_agent rlm"

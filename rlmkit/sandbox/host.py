@@ -138,6 +138,10 @@ class WorkerHost(Sandbox):
         self._prelude = ""
         self._protections: dict[str, bool | str] = {}
         self.startup_s = 0.0  # seconds the last (re)start took, variables included
+        # A session's hook: runs after each (re)launch's inputs and prelude (it puts the last
+        # checkpoint back), and what a restart then tells the model about its variables.
+        self.on_launch: Any = None
+        self.relaunch_note = "its variables were reset to the inputs"
 
     @property
     def protections(self) -> dict[str, bool]:
@@ -178,7 +182,8 @@ class WorkerHost(Sandbox):
         check_names(variables, functions)
         strings = [v for v in variables.values() if isinstance(v, str)]
         worker = None
-        if len(strings) == len(variables) and sum(map(len, strings)) <= LOOP_START_MAX_CHARS:
+        small = len(strings) == len(variables) and sum(map(len, strings)) <= LOOP_START_MAX_CHARS
+        if small and self.on_launch is None:  # a session's hook may block: it runs on a thread
             worker = self.launcher.take(self.limits, refill=False)
         if worker is None:
             await in_thread(self.start, variables, functions, prelude)
@@ -202,23 +207,19 @@ class WorkerHost(Sandbox):
             if msg[0] != "ready":
                 raise SandboxError(f"the REPL worker could not start: {msg[1]}")
             self._protections = msg[1]
-            self._send_inputs()
+            self._send_variables(self._variables)
             if self._prelude:
                 self._chan.send(("run", self._prelude))
-            errors = (yield RECV, time.monotonic() + START_TIMEOUT_S)[1]
-            if errors:
-                raise ContextError(
-                    "variables could not be rebuilt inside the sandbox (it has only the "
-                    "standard library): " + "; ".join(errors)
-                )
+            self._check_loaded((yield RECV, time.monotonic() + START_TIMEOUT_S)[1])
             if self._prelude:
                 self._in_prelude = True  # a worker dying here is not restarted (it would die again)
                 try:
                     result = yield from self._cell(self._prelude, sent=True)
                 finally:
                     self._in_prelude = False
-                if result.error or result.restarted:
-                    raise SandboxError(f"the sandbox prelude failed:\n{result.error}")
+                self._check_prelude(result)
+            if self.on_launch is not None:
+                self.on_launch(self)
         except (SandboxError, ContextError):
             self.close()
             raise
@@ -228,11 +229,13 @@ class WorkerHost(Sandbox):
             raise SandboxError(f"the REPL worker could not start ({type(exc).__name__}): {detail}") from None
         self.startup_s = time.monotonic() - t0
 
-    def _send_inputs(self) -> None:
+    def _send_variables(self, variables: dict[str, Any]) -> None:
+        """The host functions' docs and ``variables`` into the worker, then ``loaded``: the worker
+        answers with what it could not rebuild (``_check_loaded``), after whatever follows."""
         chan = self._chan
         chan.send(("functions", {name: (fn.__doc__ or "") for name, fn in self._functions.items()}))
         sent: dict[int, str] = {}  # id -> first name: an input under two names crosses once
-        for name, value in self._variables.items():
+        for name, value in variables.items():
             if id(value) in sent:
                 chan.send(("alias", name, sent[id(value)]))
                 continue
@@ -249,6 +252,73 @@ class WorkerHost(Sandbox):
                     f"variable {name!r} ({type(value).__name__}) cannot be sent into the sandbox: {exc}"
                 ) from None
         chan.send(("loaded",))
+
+    @staticmethod
+    def _check_loaded(errors: list[str]) -> None:
+        if errors:
+            raise ContextError(
+                "variables could not be rebuilt inside the sandbox (it has only the "
+                "standard library): " + "; ".join(errors)
+            )
+
+    @staticmethod
+    def _check_prelude(result: CellResult) -> None:
+        if result.error or result.restarted:
+            raise SandboxError(f"the sandbox prelude failed:\n{result.error}")
+
+    def _run_prelude(self) -> None:
+        if self._prelude:
+            self._in_prelude = True  # a worker dying here is not restarted (it would die again)
+            try:
+                result = self._drive(self._cell(self._prelude))
+            finally:
+                self._in_prelude = False
+            self._check_prelude(result)
+
+    def update(self, variables: dict[str, Any], functions: dict[str, HostFunction], prelude: str) -> bool:
+        """A live worker's next run (a session's next call): ``variables`` (only those that
+        changed) cross, the host functions are the new run's, the prelude runs again. A restart
+        from here on uses them too. True when the worker had died and a new one was launched."""
+        check_names({**self._variables, **variables}, functions)
+        with self._lock:
+            self._variables.update(variables)
+            self._functions, self._prelude = dict(functions), prelude
+            if self._chan is not None:
+                try:
+                    self._send_variables(variables)
+                    self._check_loaded(self._chan.recv_plain(time.monotonic() + START_TIMEOUT_S)[1])
+                    self._run_prelude()
+                    return False
+                except (wire.ChannelTimeout, EOFError, OSError):
+                    pass  # it died between runs: a fresh one gets everything
+            self._restart()
+            return True
+
+    def alive(self) -> bool:
+        """Whether the worker is started and has not exited (a kill -9 between runs shows here)."""
+        worker = self._worker
+        return worker is not None and worker.alive()
+
+    def exchange(self, message: tuple, timeout_s: float = GET_TIMEOUT_S) -> Any:
+        """Send one message between cells and return the worker's reply (plain data only).
+        SandboxError, and no worker, when it does not answer."""
+        with self._lock:
+            if self._chan is None:
+                raise SandboxError("the sandbox is not started (call start() first)")
+            try:
+                self._chan.send(message)
+                return self._chan.recv_plain(time.monotonic() + timeout_s)
+            except (
+                wire.ChannelTimeout,
+                EOFError,
+                OSError,
+                wire.FrameTooLarge,
+                pickle.UnpicklingError,
+            ) as exc:
+                self.close()
+                raise SandboxError(
+                    f"the worker did not answer {message[0]!r} ({type(exc).__name__})"
+                ) from None
 
     def close(self) -> None:
         self._drop_worker(lambda worker: worker.stop())
@@ -317,7 +387,7 @@ class WorkerHost(Sandbox):
     # result, or throw its exception in. The actions:
     #   (RECV, deadline)              -> the worker's next message
     #   (CALL, fn, args, kwargs)      -> what host function ``fn`` returned
-    #   (DEATH, result, t_start, why) -> the result of restarting a dead or wedged worker
+    #   (DEATH, result, t_start, why[, ran]) -> the result of restarting a dead or wedged worker
     #   (DONE, result)                -> (from ``_advance``) the conversation is over
     def _drive(self, conversation: Generator) -> Any:
         action = _advance(conversation, None, None)
@@ -361,8 +431,8 @@ class WorkerHost(Sandbox):
         try:
             if not sent:
                 self._chan.send(("run", code) if after is None else ("run", code, after))
-        except OSError:
-            return (yield DEATH, result, t_start, None)
+        except OSError:  # it died between cells (e.g. killed from outside): this cell never ran
+            return (yield DEATH, result, t_start, None, False)
         while True:
             if interrupted_until is not None:
                 deadline = interrupted_until
@@ -448,8 +518,11 @@ class WorkerHost(Sandbox):
         self._chan.send_bytes(reply)
         return None
 
-    def _after_death(self, result: CellResult, t_start: float, reason: str | None = None) -> CellResult:
-        """The worker died or was wedged: restart it from the inputs and say so in the result."""
+    def _after_death(
+        self, result: CellResult, t_start: float, reason: str | None = None, ran: bool = True
+    ) -> CellResult:
+        """The worker died or was wedged: restart it from the inputs and say so in the result
+        (``ran=False``: it was found dead before the cell reached it)."""
         if reason is None:
             ended = self._worker.describe_exit(wait_s=0.5)
             # alive, but it closed or corrupted its end of the pipe
@@ -462,7 +535,9 @@ class WorkerHost(Sandbox):
         self._restart()
         result.restarted = True
         prefix = "TimeoutError: " if result.timed_out else "SandboxCrash: "
-        result.error = f"{prefix}{reason}; the REPL was restarted and its variables were reset to the inputs."
+        result.error = f"{prefix}{reason}; the REPL was restarted and {self.relaunch_note}."
+        if not ran:
+            result.error += " This cell did not run."
         result.duration_s = time.monotonic() - t_start
         return result
 

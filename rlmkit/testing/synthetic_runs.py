@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from rlmkit.describe import describe_variable
 from rlmkit.protocols import REPL_PROMPT, get_protocol
 from rlmkit.trajectory import (
     CodeBlock,
@@ -18,7 +19,6 @@ from rlmkit.trajectory import (
     Trajectory,
     Turn,
     Usage,
-    describe_variable,
 )
 
 SIGNATURE = "context: str, question: str -> answer: int"

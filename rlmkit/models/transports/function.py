@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from rlmkit.errors import UserError
-from rlmkit.transports.base import ModelReply, ModelRequest
+from rlmkit.models.transports.base import ModelReply, ModelRequest
 
 ENV_SWITCH = "RLMKIT_ALLOW_MODEL_REQUESTS"  # "0": refuse real requests, e.g. set for a whole CI job
 _allowed: list[bool] = [True]

@@ -24,8 +24,8 @@ import weakref
 from typing import Any
 from urllib.parse import urlsplit
 
-from rlmkit.transports import http11
-from rlmkit.transports.base import ModelReply, ModelRequest, ProviderError, retry_after_s
+from rlmkit.models.transports import http11
+from rlmkit.models.transports.base import ModelReply, ModelRequest, ProviderError, retry_after_s
 
 _lanes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loop -> {(url, pool): Lanes}
 _lanes_lock = threading.Lock()

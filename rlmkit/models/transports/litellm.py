@@ -19,7 +19,13 @@ import sys
 from typing import Any
 
 from rlmkit.errors import LMConfigError
-from rlmkit.transports.base import PLACEHOLDER_KEY, ModelReply, ModelRequest, ProviderError, retry_after_s
+from rlmkit.models.transports.base import (
+    PLACEHOLDER_KEY,
+    ModelReply,
+    ModelRequest,
+    ProviderError,
+    retry_after_s,
+)
 
 log = logging.getLogger("rlmkit")
 
@@ -128,7 +134,7 @@ def _price_unknown_model_at_zero(litellm: Any, model: str) -> None:
 
     For an unknown model litellm searches its whole cost map for look-alikes on every call
     (about a quarter of its per-call time) to then find no price. A zero-price entry makes
-    that lookup direct. rlmkit prices calls itself (``rlmkit.prices``), from the same map.
+    that lookup direct. rlmkit prices calls itself (``rlmkit.models.prices``), from the same map.
     """
     try:
         litellm.get_model_info(model)

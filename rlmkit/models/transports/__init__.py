@@ -12,8 +12,8 @@ import os
 from typing import Any
 
 from rlmkit.errors import LMConfigError, UserError
-from rlmkit.transports.base import PLACEHOLDER_KEY, ModelReply, ModelRequest, ProviderError, Transport
-from rlmkit.transports.function import (
+from rlmkit.models.transports.base import PLACEHOLDER_KEY, ModelReply, ModelRequest, ProviderError, Transport
+from rlmkit.models.transports.function import (
     FunctionTransport,
     ModelRequestsBlocked,
     block_model_requests,
@@ -52,7 +52,7 @@ def make_transport(
             else "litellm"
         )
     if transport == "litellm":
-        from rlmkit.transports.litellm import LiteLLMTransport  # imports litellm: only here
+        from rlmkit.models.transports.litellm import LiteLLMTransport  # imports litellm: only here
 
         return LiteLLMTransport(model, api_base, api_key), model
     if transport != "openai":
@@ -63,7 +63,7 @@ def make_transport(
             "'openai/gpt-4o-mini' or 'openai/<name>' with api_base=...",
             model=model,
         )
-    from rlmkit.transports.openai import OpenAITransport
+    from rlmkit.models.transports.openai import OpenAITransport
 
     base = api_base or os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_BASE") or OPENAI_URL
     key = api_key or os.environ.get("OPENAI_API_KEY")
@@ -93,11 +93,11 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:  # the two network transports load on first use
     if name == "OpenAITransport":
-        from rlmkit.transports.openai import OpenAITransport
+        from rlmkit.models.transports.openai import OpenAITransport
 
         return OpenAITransport
     if name == "LiteLLMTransport":
-        from rlmkit.transports.litellm import LiteLLMTransport
+        from rlmkit.models.transports.litellm import LiteLLMTransport
 
         return LiteLLMTransport
     raise AttributeError(name)

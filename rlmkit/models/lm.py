@@ -5,13 +5,13 @@
     reply.text, reply.usage.cost, reply.cached
 
 Why it looks the way it does:
-- How a request reaches a model is a transport (``rlmkit.transports``): OpenAI-compatible
+- How a request reaches a model is a transport (``rlmkit.models.transports``): OpenAI-compatible
   servers go straight over HTTP/1.1 on asyncio streams, other providers through litellm
   (imported only then), an in-process function for tests. Everything else is written once,
   here, for all of them.
 - Retries are ours: one policy, honouring Retry-After; a transport says what failed
   (``ProviderError``) and the error the caller sees is translated here, once.
-- Cost comes from litellm's price map read as data (``rlmkit.prices``), the same numbers on
+- Cost comes from litellm's price map read as data (``rlmkit.models.prices``), the same numbers on
   every transport, with neither ``import rlmkit`` nor building an LM touching the network.
 - Sync ``complete`` runs ``acomplete`` on rlmkit's shared loop: one code path.
 """
@@ -29,13 +29,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlmkit.errors import LMConfigError, LMError, LMUnavailableError, UserError
-from rlmkit.lm_cache import cache_key, current_rollout_id, default_cache_dir, open_cache
-from rlmkit.lm_limits import ConcurrencyLimit
-from rlmkit.prices import call_cost
-from rlmkit.prices import warm as warm_prices
-from rlmkit.sync_loop import run_sync
-from rlmkit.trajectory import Usage
-from rlmkit.transports import (
+from rlmkit.models.lm_cache import cache_key, current_rollout_id, default_cache_dir, open_cache
+from rlmkit.models.lm_limits import ConcurrencyLimit
+from rlmkit.models.prices import call_cost
+from rlmkit.models.prices import warm as warm_prices
+from rlmkit.models.transports import (
     PLACEHOLDER_KEY,
     ModelReply,
     ModelRequest,
@@ -45,6 +43,8 @@ from rlmkit.transports import (
     make_transport,
     model_requests_allowed,
 )
+from rlmkit.sync_loop import run_sync
+from rlmkit.trajectory import Usage
 
 log = logging.getLogger("rlmkit")
 
@@ -129,7 +129,7 @@ class LM:
 
     @classmethod
     def from_dspy(cls, lm: Any) -> LM:
-        """Build from a ``dspy.LM`` (``rlmkit.defaults.resolve_lm`` shares one per model instead)."""
+        """Build from a ``dspy.LM`` (``rlmkit.models.defaults.resolve_lm`` shares one per model instead)."""
         return cls(lm.model, **dspy_lm_options(lm))
 
     def describe(self) -> dict:
@@ -341,7 +341,7 @@ def FunctionLM(fn: Any, *, model: str = "function/model", **kwargs: Any) -> LM:
     Everything above the transport is the real thing (retries, usage, cache, limits); the
     cache is off by default so a scripted function is always asked.
     """
-    from rlmkit.transports.function import FunctionTransport
+    from rlmkit.models.transports.function import FunctionTransport
 
     kwargs.setdefault("cache", False)
     return LM(model, transport=FunctionTransport(fn), **kwargs)

@@ -1,0 +1,161 @@
+"""How often ``rlmkit demo`` answers right: the demo's own task and program on held-out seeds.
+
+    nice -n 10 python benchmarks/demo_accuracy.py --seeds 2000-2019 --workers 3
+
+Each seed is exactly what ``rlmkit demo --seed N`` runs (``programs/demo_task.py``) on the
+embedded model, at the demo's temperature (0) and caps. Seeds from 1000 up were never used
+in tuning. ``--workers`` runs seeds side by side on the server's slots (the demo's budget
+caps model calls, not seconds, so a busy machine slows the runs without changing their
+scores). Resumable: rows already in ``--out`` are kept and their seeds not run again; the
+file is rewritten after every seed, stamped with the command, date, commit, machine and load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import rlmkit  # noqa: E402
+from programs.demo_task import (  # noqa: E402
+    DEMO_LENGTH,
+    DEMO_MAX_CALLS,
+    DEMO_SUITE,
+    EMBEDDED_MAX_TOKENS,
+    demo_example,
+    demo_rlm,
+)
+from programs.tasks import score  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results" / "demo_accuracy.json"
+
+
+def parse_seeds(text: str) -> list[int]:
+    """'2000-2019' or '2000,2005,2007': the seeds to run, each >= 1000 (held out)."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        seeds += range(int(low), int(high or low) + 1)
+    if any(seed < 1000 for seed in seeds):
+        raise SystemExit("seeds below 1000 are tuning seeds: measure on 1000 and up")
+    return seeds
+
+
+def stamp(argv: list[str]) -> dict:
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+    ).stdout.strip()
+    return {
+        "command": "python benchmarks/demo_accuracy.py " + shlex.join(argv),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "commit": commit or None,
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}",
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def run_seed(lm, seed: int) -> dict:
+    example = demo_example(seed)
+    started = time.monotonic()
+    try:
+        prediction = demo_rlm(lm)(**example.inputs)
+        answer, trajectory, error = prediction.answer, prediction.trajectory, None
+    except rlmkit.errors.RunError as exc:
+        answer, trajectory, error = None, exc.trajectory, f"{type(exc).__name__}: {exc}"[:200]
+    return {
+        "seed": seed,
+        "id": example.id,
+        "depth": example.meta.get("depth"),
+        "gold": example.gold,
+        "answer": answer,
+        "score": score(example, answer) if answer is not None else 0.0,
+        "seconds": round(time.monotonic() - started, 1),
+        "turns": trajectory.n_turns if trajectory else 0,
+        "error": error,
+    }
+
+
+def summary(rows: list[dict]) -> dict:
+    scores = [row["score"] for row in rows]
+    return {
+        "n": len(rows),
+        "accuracy": round(statistics.mean(scores), 3) if scores else None,
+        "right": sum(score >= 0.999 for score in scores),
+        "median_seconds": statistics.median(row["seconds"] for row in rows) if rows else None,
+        "cut_at_budget": sum((row["error"] or "").startswith("BudgetExceeded") for row in rows),
+    }
+
+
+def render(result: dict) -> str:
+    """The docs' table for a results file (``--table`` prints it without running anything)."""
+    s, task = result["summary"], result["task"]
+    seeds = [row["seed"] for row in result["rows"]]
+    return "\n".join(
+        [
+            "| task | seeds | right | mean score | median s/run | cut at the call budget |",
+            "| --- | --- | --- | --- | --- | --- |",
+            f"| {task['suite']}, {task['length']:,} characters | {min(seeds)}-{max(seeds)} (n={s['n']}) | "
+            f"{s['right']} | {s['accuracy']:.2f} | {s['median_seconds']:.0f} | {s['cut_at_budget']} |",
+            "",
+            f"`{result['command']}` at {result['commit']}, {result['date']}; {result['model']}; "
+            f"{result['machine']}, load average {', '.join(map(str, result['load_average']))}; "
+            f"{result.get('workers', 1)} seed(s) at a time.",
+        ]
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", default="2000-2019", help="e.g. 2000-2019 (each >= 1000)")
+    parser.add_argument("--workers", type=int, default=1, help="seeds run at once (<= the server's slots)")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--table", action="store_true", help="print the table of --out and stop")
+    args = parser.parse_args()
+    if args.table:
+        print(render(json.loads(args.out.read_text())))
+        return
+    seeds = parse_seeds(args.seeds)
+    previous = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    rows = [row for row in previous.get("rows", []) if row["seed"] in seeds]
+    done = {row["seed"] for row in rows}
+    from rlmkit.local import local_lm
+
+    lm = local_lm(cache=False, temperature=0.0, max_tokens=EMBEDDED_MAX_TOKENS)
+    lock = threading.Lock()
+    started = stamp(sys.argv[1:])  # the commit that ran; the load is sampled again at each write
+
+    def measure(seed: int) -> None:
+        row = run_seed(lm, seed)
+        with lock:  # one writer at a time: the file always holds every finished seed
+            rows.append(row)
+            print(json.dumps(row, default=str), flush=True)
+            result = {
+                **started,
+                "load_average": [round(x, 2) for x in os.getloadavg()],
+                "task": {"suite": DEMO_SUITE, "length": DEMO_LENGTH, "max_calls": DEMO_MAX_CALLS},
+                "model": "embedded (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, llama.cpp, CPU)",
+                "workers": args.workers,
+                "summary": summary(rows),
+                "rows": sorted(rows, key=lambda row: row["seed"]),
+            }
+            args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+
+    with ThreadPoolExecutor(max_workers=args.workers) as pool:
+        list(pool.map(measure, [seed for seed in seeds if seed not in done]))
+    print(json.dumps(summary(rows)))
+
+
+if __name__ == "__main__":
+    main()
