@@ -125,6 +125,12 @@ def _kill_and_clean(
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def _clean_up(*args) -> None:
+    """The finalizer: ``_kill_and_clean`` as it is when the worker stops, not when it started (a
+    pooled worker starts long before its run)."""
+    _kill_and_clean(*args)
+
+
 class ProcessWorker(Worker):
     """A worker process on this machine; its finalizer kills it even if the sandbox is dropped."""
 
@@ -132,7 +138,7 @@ class ProcessWorker(Worker):
                  errlog) -> None:  # fmt: skip
         self.proc, self.channel, self.pid, self.workdir = proc, channel, proc.pid, workdir
         self._errlog = errlog
-        self._finalizer = weakref.finalize(self, _kill_and_clean, proc, fds, workdir, errlog, os.getpid())
+        self._finalizer = weakref.finalize(self, _clean_up, proc, fds, workdir, errlog, os.getpid())
         _live_workers.add(self)
 
     def interrupt(self) -> None:
