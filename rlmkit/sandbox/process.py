@@ -21,7 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from rlmkit.sandbox import pool, wire
 from rlmkit.sandbox.base import SandboxLimits
 from rlmkit.sandbox.forkserver import ForkedProcess, ForkServer, ForkServerGone
-from rlmkit.sandbox.host import Launcher, Worker, WorkerHost, max_frame
+from rlmkit.sandbox.host import WorkerHost, max_frame
+from rlmkit.sandbox.launcher import Launcher, Worker
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
 # Shared libraries and data the interpreter may load lazily (read-only inside the worker).
