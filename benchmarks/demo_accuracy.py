@@ -111,7 +111,7 @@ def render(result: dict) -> str:
             "",
             f"`{result['command']}` at {result['commit']}, {result['date']}; {result['model']}; "
             f"{result['machine']}, load average {', '.join(map(str, result['load_average']))}; "
-            f"{result.get('workers', 1)} seed(s) at a time.",
+            f"{result.get('workers', 1)} seed(s) at a time on {result.get('server', 'the shared server')}.",
         ]
     )
 
@@ -122,6 +122,14 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1, help="seeds run at once (<= the server's slots)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--table", action="store_true", help="print the table of --out and stop")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="serve the model from this process's own server with this many llama.cpp threads "
+        "(1 on a crowded machine: 2 threads that keep losing the CPU wait on each other); "
+        "default: the machine's shared server",
+    )
     args = parser.parse_args()
     if args.table:
         print(render(json.loads(args.out.read_text())))
@@ -130,9 +138,12 @@ def main() -> None:
     previous = json.loads(args.out.read_text()) if args.out.is_file() else {}
     rows = [row for row in previous.get("rows", []) if row["seed"] in seeds]
     done = {row["seed"] for row in rows}
-    from rlmkit.local import local_lm
+    from rlmkit.local import LocalServerConfig, local_lm
 
-    lm = local_lm(cache=False, temperature=0.0, max_tokens=EMBEDDED_MAX_TOKENS)
+    own = {"config": LocalServerConfig(threads=args.threads, parallel=args.workers), "private": True}
+    lm = local_lm(
+        **(own if args.threads else {}), cache=False, temperature=0.0, max_tokens=EMBEDDED_MAX_TOKENS
+    )
     lock = threading.Lock()
     started = stamp(sys.argv[1:])  # the commit that ran; the load is sampled again at each write
 
@@ -147,6 +158,7 @@ def main() -> None:
                 "task": {"suite": DEMO_SUITE, "length": DEMO_LENGTH, "max_calls": DEMO_MAX_CALLS},
                 "model": "embedded (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, llama.cpp, CPU)",
                 "workers": args.workers,
+                "server": f"own, {args.threads} thread(s)" if args.threads else "the machine's shared one",
                 "summary": summary(rows),
                 "rows": sorted(rows, key=lambda row: row["seed"]),
             }

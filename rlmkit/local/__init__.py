@@ -19,15 +19,22 @@ EMBEDDED_MAX_TOKENS = 1024
 EMBEDDED_INPUT_CHARS = 16_000
 
 
-def local_lm(config: LocalServerConfig | None = None, *, progress=None, **lm_kwargs: Any):
+def local_lm(
+    config: LocalServerConfig | None = None, *, progress=None, private: bool = False, **lm_kwargs: Any
+):
     """An LM backed by the embedded model (started on first call, stopped at exit).
 
     ``lm_kwargs`` go to ``rlmkit.LM`` (temperature, max_tokens, cache, ...). Concurrency
     defaults to the server's parallel slots, so requests never queue inside llama.cpp.
+    ``private=True`` serves it from this process's own server with ``config`` (a measurement
+    that needs, say, one llama.cpp thread on a crowded machine) instead of the machine's
+    shared one, whose configuration is whichever process started it first.
     """
     from rlmkit.models.lm import LM  # the OpenAI-compatible transport: no litellm involved
 
-    server = machine_server(ensure_model(progress=progress), config)  # one per machine, shared
+    model = ensure_model(progress=progress)
+    # one per machine, shared; or this process's own
+    server = shared_server(model, config) if private else machine_server(model, config)
     lm_kwargs.setdefault("max_concurrency", server.config.parallel)
     lm_kwargs.setdefault("timeout", 600.0)  # a long prompt on 2 CPU cores takes minutes
     # A small model's turn is a little code: a cap keeps one run-away reply from holding the
