@@ -1,13 +1,15 @@
 """How often ``rlmkit demo`` answers right: the demo's own task and program on held-out seeds.
 
-    nice -n 10 python benchmarks/demo_accuracy.py --seeds 2000-2019 --workers 3
+    nice -n 10 python benchmarks/demo_accuracy.py --seeds 2000-2019 --threads 1
 
 Each seed is exactly what ``rlmkit demo --seed N`` runs (``programs/demo_task.py``) on the
 embedded model, at the demo's temperature (0) and caps. Seeds from 1000 up were never used
-in tuning. ``--workers`` runs seeds side by side on the server's slots (the demo's budget
-caps model calls, not seconds, so a busy machine slows the runs without changing their
-scores). Resumable: rows already in ``--out`` are kept and their seeds not run again; the
-file is rewritten after every seed, stamped with the command, date, commit, machine and load.
+in tuning. One seed at a time by default, as the demo runs: ``--workers N`` runs seeds side
+by side on the server's slots, faster, but batched decoding can change the model's greedy
+replies (a seed answered right alone was answered wrong three at a time). The demo's
+budget caps model calls, not seconds, so a busy machine slows the runs without changing
+their scores. Resumable: rows already in ``--out`` are kept and their seeds not run again;
+the file is rewritten after every seed, stamped with the command, date, commit, machine and load.
 """
 
 from __future__ import annotations
