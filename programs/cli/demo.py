@@ -212,7 +212,7 @@ def _measured_accuracy() -> str | None:
     seeds = [row["seed"] for row in result.get("rows", [])]
     span = f"seeds {min(seeds)}-{max(seeds)}" if seeds else "held-out seeds"
     return (
-        f"measured: this demo answers right on {summary['right']} of {summary['n']} {span} "
+        f"measured: this demo answers right on {summary['right']} of {summary['n']} held-out {span} "
         f"(mean score {summary['accuracy']:.2f}; {result.get('command', '')}, {result.get('date', '')})"
     )
 
