@@ -10,7 +10,7 @@ runs the program shipped for the embedded model (``rlmkit/local/tuned_program.js
 ``benchmarks/tune_embedded.py`` on seeds below 1000). Suites: needle and labelled aggregation
 (``labelled=True``, every question kind) by default; ``--suites`` takes any of the six. Seeds
 from 1000 up are held out: no tuning or demo ever used them. Prints one row per example and a
-table (accuracy with a 95% Wilson interval, seconds and turns per example); ``--out`` also
+table (the mean score with a 95% bootstrap interval, seconds and turns per example); ``--out`` also
 writes the rows as JSON lines.
 """
 
@@ -18,29 +18,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
+import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]
+
+import provenance  # noqa: E402
 
 import rlmkit  # noqa: E402
+from programs.eval_results import bootstrap_ci  # noqa: E402
 from programs.tasks import generate, score  # noqa: E402
 from rlmkit.local import LocalServerConfig, local_lm  # noqa: E402
 
 SUITES = {"needle": {}, "aggregation": {"labelled": True}}  # the others: no knobs
 DEFAULT_SUITES = "needle,aggregation"
-
-
-def wilson(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
-    if n == 0:
-        return 0.0, 0.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def run_one(rlm: rlmkit.RLM, example, program: str) -> dict:
@@ -86,19 +80,19 @@ def result_row(
 
 def table(rows: list[dict], suites: list[str], length: int) -> None:
     """The markdown table: one line per suite and program (local_quality_peers.py prints it too)."""
-    print("\n| suite | program | length | n | accuracy (95% CI) | s/example | turns/example |")
+    print("\n| suite | program | length | n | mean score (95% bootstrap CI) | s/example | turns/example |")
     print("|---|---|---|---|---|---|---|")
     for suite in suites:
         for program in dict.fromkeys(r["program"] for r in rows if r["suite"] == suite):
             mine = [r for r in rows if r["suite"] == suite and r["program"] == program]
-            hits = sum(r["score"] for r in mine)
-            low, high = wilson(hits, len(mine))
+            mean = statistics.fmean(r["score"] for r in mine)
+            low, high = bootstrap_ci([r["score"] for r in mine])
             label = " (labelled)" if suite == "aggregation" else ""
             seconds = statistics.mean(r["seconds"] for r in mine)
             turns = statistics.mean(r["turns"] for r in mine)
             print(
                 f"| {suite}{label} | {program} | {length:,} | {len(mine)} | "
-                f"{hits / len(mine):.2f} ({low:.2f}-{high:.2f}) | {seconds:.0f} | {turns:.1f} |"
+                f"{mean:.2f} ({low:.2f}-{high:.2f}) | {seconds:.0f} | {turns:.1f} |"
             )
 
 
@@ -143,6 +137,7 @@ def main() -> None:
     )
     if args.program == "shipped" and not lm.preset:
         parser.error("this build ships no program for the embedded model (rlmkit/local/tuned_program.json)")
+    first_line, load_at_start = provenance.lines_in(args.out) + 1, os.getloadavg()[0]
     rows = []
     per_suite = [
         generate(suite, n=args.n, length=args.length, seed=args.seed, **SUITES.get(suite, {}))
@@ -156,6 +151,9 @@ def main() -> None:
             if args.out:
                 with args.out.open("a") as handle:
                     handle.write(json.dumps(row, default=str) + "\n")
+    if args.out and rows:
+        run = provenance.record("benchmarks/local_quality.py", sys.argv[1:], load_at_start)
+        provenance.record_rows(args.out, first_line, first_line + len(rows) - 1, run)
     deadline_rows = [r for r in rows if (r["error"] or "").startswith("BudgetExceeded")]
     over = max((r["seconds"] - args.max_seconds for r in deadline_rows), default=None)
     print(

@@ -196,6 +196,7 @@ def main() -> None:
         return serve_driver(args.driver)
 
     sys.path[:0] = [str(HERE.parent), str(HERE)]
+    import provenance
     from local_quality import SUITES, result_row, table
 
     from programs.tasks import generate
@@ -208,6 +209,7 @@ def main() -> None:
         generate(suite, n=args.n, length=args.length, seed=args.seed, **SUITES.get(suite, {}))
         for suite in args.suites.split(",")
     ]
+    first_line, load_at_start = provenance.lines_in(args.out) + 1, os.getloadavg()[0]
     rows = []
     for name in args.frameworks.split(","):
         driver = None
@@ -245,6 +247,9 @@ def main() -> None:
                 with args.out.open("a") as handle:
                     handle.write(json.dumps(row, default=str) + "\n")
         driver and driver.kill()
+    if rows:
+        run = provenance.record("benchmarks/local_quality_peers.py", sys.argv[1:], load_at_start)
+        provenance.record_rows(args.out, first_line, first_line + len(rows) - 1, run)
     table(rows, args.suites.split(","), args.length)
 
 

@@ -1,7 +1,7 @@
 """(6) The embedded model through rlmkit against the raw runtime: tokens per second, same prompts.
 
     nice -n 19 python benchmarks/local_throughput.py            # 3 prompts x 128 tokens, each path
-    nice -n 19 python benchmarks/local_throughput.py --rounds 2 --out benchmarks/results/local_throughput.json
+    nice -n 19 python benchmarks/local_throughput.py --rounds 2 --out benchmarks/out/local_throughput.json
 
 It uses the machine's running llama.cpp server (``rlmkit.local.machine``) and never starts or
 stops one: with none running it says so and exits. Each prompt goes twice, once straight to the

@@ -1,4 +1,5 @@
-"""results.json -> the markdown table for the README (benchmarks/results/README_TABLE.md).
+"""results.json -> markdown tables: benchmarks/results/README_TABLE.md (all of it) and the docs'
+Benchmarks page (``tables``, through render_docs.py).
 
 Every figure is shown with its ratio to the best peer on the same work (``x0.5`` = half the
 best peer's time or bytes; lower is better everywhere)."""
@@ -6,7 +7,10 @@ best peer's time or bytes; lower is better everywhere)."""
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from typing import Any
+
+import provenance
 
 PEERS = ("dspy.RLM", "rlms")
 
@@ -84,7 +88,9 @@ def _short_error(entry: dict[str, Any]) -> str:
     return "failed: " + entry["error"].splitlines()[0][:80].replace("|", "/")
 
 
-def _per_size(results: dict[str, Any], names: list[str], key: str) -> list[tuple[str, dict[str, Any]]]:
+def _per_size(
+    results: dict[str, Any], names: list[str], key: str | Callable[[dict[str, Any]], Any]
+) -> list[tuple[str, dict[str, Any]]]:
     sizes = sorted({int(s) for n in names for s in results["turns"].get(n, {}) if s.isdigit()})
     rows = []
     for size in sizes:
@@ -96,7 +102,7 @@ def _per_size(results: dict[str, Any], names: list[str], key: str) -> list[tuple
             elif "error" in entry:
                 values[n] = _short_error(entry)
             else:
-                values[n] = entry.get(key)
+                values[n] = key(entry) if callable(key) else entry.get(key)
         rows.append((f"{size:.0e} chars".replace("e+0", "e"), values))
     for n in names:  # a driver that never started
         start = results["turns"].get(n, {}).get("start")
@@ -105,15 +111,42 @@ def _per_size(results: dict[str, Any], names: list[str], key: str) -> list[tuple
     return rows
 
 
+def first_turn_s(entry: dict[str, Any]) -> float | None:
+    """The first turn's framework time, median over runs (``first_turn_median_s``; computed from
+    the runs for results written before it was recorded)."""
+    if "first_turn_median_s" in entry:
+        return entry["first_turn_median_s"]
+    firsts = [run["turn_overheads_s"][0] for run in entry.get("runs", []) if run.get("turn_overheads_s")]
+    return statistics.median(firsts) if firsts else None
+
+
+def total_s(entry: dict[str, Any]) -> float | None:
+    """A run's whole framework time, start-up plus every turn, median over runs (``total_median_s``;
+    computed from the runs for results written before it was recorded)."""
+    if "total_median_s" in entry:
+        return entry["total_median_s"]
+    totals = [
+        run["startup_s"] + sum(run["turn_overheads_s"]) for run in entry.get("runs", []) if "startup_s" in run
+    ]
+    return statistics.median(totals) if totals else None
+
+
 def render(results: dict[str, Any]) -> str:
     meta = results["meta"]
-    names = [n for n in results["frameworks"]]
     header = (
-        f"Measured {meta['date']} on {meta['machine']} ({meta['note']}). Versions: {meta['versions']}. "
+        f"{provenance.stamp(meta)} Versions: {meta['versions']}. "
         "Scripted OpenAI-compatible server on 127.0.0.1; ratios are to the best peer (lower is better). "
         "dspy.RLM runs on its `LocalInterpreter`: its default Deno/Pyodide sandbox cannot start offline."
     )
-    out = [header, "", HOW, ""]
+    out = [header, "", HOW, "", tables(results)]
+    out += ["**Targets for rlmkit**", ""] + [f"- {line}" for line in results.get("verdicts", [])] + [""]
+    return "\n".join(out)
+
+
+def tables(results: dict[str, Any]) -> str:
+    """Every table of one run, without its header or verdicts."""
+    names = [n for n in results["frameworks"]]
+    out: list[str] = []
     out += _table(
         "(1) Framework time per turn, median (server time excluded)",
         _per_size(results, names, "turn_overhead_median_s"),
@@ -122,13 +155,13 @@ def render(results: dict[str, Any]) -> str:
     )
     out += _table(
         "(1) First turn's framework time, median (it also waits for a REPL that is not ready yet)",
-        _per_size(results, names, "first_turn_median_s"),
+        _per_size(results, names, first_turn_s),
         names,
         _ms,
     )
     out += _table(
         "(1) Total framework time per 5-turn run, median (start-up + every turn, server time excluded)",
-        _per_size(results, names, "total_median_s"),
+        _per_size(results, names, total_s),
         names,
         _ms,
     )
@@ -267,7 +300,6 @@ def render(results: dict[str, Any]) -> str:
         out += [f"**(6) Embedded model**: {local.get('error')}", ""]
     else:
         out += ["**(6) Embedded model**: not measured in this run (`python benchmarks/run.py --local`).", ""]
-    out += ["**Targets for rlmkit**", ""] + [f"- {line}" for line in results.get("verdicts", [])] + [""]
     return "\n".join(out)
 
 

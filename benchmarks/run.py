@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import compileall
-import datetime
 import json
 import os
 import platform
@@ -31,6 +30,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]
 import measure_clients
 import measure_fanout
 import measure_turns
+import provenance
 import report
 from harness import DEFAULT_FRAMEWORKS, FRAMEWORKS, Driver, RecordingServer
 from peers import peer_env
@@ -206,10 +206,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             print(f"[{time.monotonic() - started:6.1f}s] LM clients", file=sys.stderr, flush=True)
             results["clients"] = measure_clients.client_cost(server, *cfg["clients"])
     results["meta"] = {
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {_memory_gib():.0f} GiB",
-        "note": args.note
-        or f"load average {load_at_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end",
+        **provenance.record("benchmarks/run.py", sys.argv[1:] if argv is None else argv, load_at_start),
+        "note": args.note,
         "versions": ", ".join(f"{k} {v}" for k, v in versions.items()),
         "total_s": time.monotonic() - started,
     }
@@ -228,13 +226,3 @@ def save(results: dict[str, Any], out: Path) -> None:
     results["verdicts"] = verdicts(results)
     (out / "results.json").write_text(json.dumps(results, indent=1))
     (out / "README_TABLE.md").write_text(report.render(results) + "\n")
-
-
-def _memory_gib() -> float:
-    import psutil
-
-    return psutil.virtual_memory().total / 2**30
-
-
-if __name__ == "__main__":
-    main()

@@ -28,17 +28,22 @@ def load_module(name: str, path: Path):
     return module
 
 
-def run_guard(cgroups: list[str], workdir: str, host_cmd: list[str]) -> int:
-    """The guard process: joins the case's cgroups, mounts its tmpfs, runs the host, returns its code."""
+def run_guard(cgroups: list[str], workdir: str, host_cmd: list[str], user: list[int] | None = None) -> int:
+    """The guard process: joins the case's cgroups, mounts its tmpfs, runs the host (as ``user``,
+    a (uid, gid), when given), returns its code."""
     for group in cgroups:
         Path(group, "cgroup.procs").write_text(str(os.getpid()))
     confine = load_module("rlmkit_confine", REPO / "rlmkit" / "sandbox" / "confine.py")
     confine.enter_namespaces(False, True)  # a private mount namespace (we are root)
     confine.private_workdir(workdir, DISK_MAX, None)
     os.chmod(workdir, 0o755)  # like /tmp for a worker that drops to its own uid (mode=0700 by default)
+    if user:
+        os.chown(workdir, *user)
     env = {**os.environ, "TMPDIR": workdir, "HOME": workdir}
+    ids = {"user": user[0], "group": user[1], "extra_groups": []} if user else {}
     return subprocess.call(
         host_cmd,
+        **ids,
         cwd=workdir,
         env=env,
         stdin=subprocess.DEVNULL,

@@ -6,10 +6,12 @@ from __future__ import annotations
 import os
 import time
 
+import provenance
 from security_guard import DISK_MAX, MEMORY_MAX, PIDS_MAX
 
 COLUMNS = {
-    "rlmkit": "rlmkit",
+    "rlmkit": "rlmkit, host as root",
+    "rlmkit-user": "rlmkit, host as a user",
     "rlms": "rlms `LocalREPL`",
     "dspy": "dspy `LocalInterpreter` (documented as not a sandbox)",
 }
@@ -48,13 +50,17 @@ def write_table(
             (
                 f"Written by `{command}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
                 f"({os.uname().sysname} {os.uname().release}, {os.cpu_count()} cores, {memory_gib:.0f} GiB, "
-                f"as {'root' if os.geteuid() == 0 else 'a user'}). Contained: {totals}."
+                f"as {'root' if os.geteuid() == 0 else 'a user'}), commit {provenance.commit()}, "
+                f"load average {os.getloadavg()[0]:.1f} at the end. Contained: {totals}."
             ),
             "",
             (
                 "Each cell: outcome (time to contain: the cell's duration when contained, else the wall time "
                 "until the harness stopped it). rlmkit = `rlmkit.RLM`, default process sandbox, "
-                f"cell_timeout={cell_timeout:g} s; rlms = rlms 0.1.3 `LocalREPL`; dspy = dspy 3.4.1 "
+                f"cell_timeout={cell_timeout:g} s, its host run as root (the worker takes a uid of its own) "
+                "and as an unprivileged user who owns the bait files (the worker stays that user, in a user "
+                "namespace: only Landlock, seccomp and the namespaces keep it from them); "
+                "rlms = rlms 0.1.3 `LocalREPL`; dspy = dspy 3.4.1 "
                 f"`LocalInterpreter(execution_timeout={cell_timeout:g})`, which dspy documents as not a "
                 'security sandbox ("A subprocess is not a security sandbox": '
                 "https://dspy.ai/api/tools/LocalInterpreter/, and the class docstring in "

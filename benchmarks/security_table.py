@@ -4,7 +4,12 @@
 
 Every case of ``rlmkit/testing/hostile_cases.py`` runs once per framework:
 - ``rlmkit``: the real ``rlmkit.RLM`` with its default (process) sandbox; a scripted root
-  model on 127.0.0.1 emits the case's code. Time to contain = the cell's duration.
+  model on 127.0.0.1 emits the case's code. Time to contain = the cell's duration. The host
+  runs as root, so its worker confines itself with a uid of its own.
+- ``rlmkit-user``: the same, with the host run as an unprivileged user (``--user``, default
+  ``rlmkit-test``, the user scripts/test.sh makes), as most users run it: the worker stays that
+  user and confines itself in a user namespace. The bait (files, secret) belongs to that user,
+  so only the sandbox stands between the code and it.
 - ``rlms``: rlms 0.1.3 ``LocalREPL.execute_code`` (the reference RLM's local REPL).
 - ``dspy``: dspy 3.4.1 ``LocalInterpreter(execution_timeout=5).execute`` (dspy.RLM's local,
   non-Deno interpreter), which dspy documents as not a security sandbox (its docstring, and
@@ -168,7 +173,8 @@ def host_dspy(code: str, ready) -> dict:
     }
 
 
-HOSTS = {"rlmkit": host_rlmkit, "rlms": host_rlms, "dspy": host_dspy}
+HOSTS = {"rlmkit": host_rlmkit, "rlmkit-user": host_rlmkit, "rlms": host_rlms, "dspy": host_dspy}
+UNPRIVILEGED = {"rlmkit-user"}  # frameworks whose host runs as ``--user``
 
 
 def run_host(framework: str, case_name: str, bait: dict, result_path: str) -> None:
@@ -177,16 +183,21 @@ def run_host(framework: str, case_name: str, bait: dict, result_path: str) -> No
     found = HOSTS[framework](case.code(SimpleNamespace(**bait)), lambda: Path(result_path + ".ready").touch())
     if os.getpid() != host_pid:  # a copy of the host made by os.fork() in the case: not the result
         os._exit(0)
+    found["host_uid"] = os.geteuid()  # the column's privilege level, as the host really ran
     Path(result_path + ".tmp").write_text(json.dumps(found))
     os.replace(result_path + ".tmp", result_path)
 
 
 # ------------------------------------------------------------------ driver
-def run_case(framework: str, case, timeout: float) -> dict:
-    python = sys.executable if framework == "rlmkit" else str(VENV_PYTHON)
+def run_case(framework: str, case, timeout: float, user: tuple[int, int] | None = None) -> dict:
+    python = sys.executable if framework.startswith("rlmkit") else str(VENV_PYTHON)
+    as_user = user if framework in UNPRIVILEGED else None
     with hostile.HostileEnv() as env, tempfile.TemporaryDirectory(prefix="rlmkit-sec-") as scratch:
         bait = {k: getattr(env, k) for k in ("victim", "secret", "outside", "tmp_outside", "port")}
         os.chmod(scratch, 0o755)  # rlmkit's worker drops to its own uid and must reach its dir below
+        if as_user:  # the host's own files: its uid alone does not keep the code from them
+            for path in (scratch, env.dir, env.victim, env.secret):
+                os.chown(path, *as_user)
         result_path = os.path.join(scratch, "result.json")
         workdir = os.path.join(scratch, "work")
         os.mkdir(workdir)
@@ -208,6 +219,7 @@ def run_case(framework: str, case, timeout: float) -> dict:
                 json.dumps([str(p) for p in groups.values()]),
                 workdir,
                 json.dumps(host_cmd),
+                json.dumps(as_user),
             ],
             start_new_session=True,
             stdin=subprocess.DEVNULL,
@@ -219,6 +231,8 @@ def run_case(framework: str, case, timeout: float) -> dict:
         guard.wait()
         time.sleep(0.3)  # let the bait's listener thread count a late connection
         found = json.loads(Path(result_path).read_text()) if os.path.exists(result_path) else None
+        if found is not None and (found["host_uid"] == 0) != (as_user is None):
+            raise RuntimeError(f"the {framework} host ran as uid {found['host_uid']}")
         return _judge(case, env, found, code, hung, hits, wall, timeout)
 
 
@@ -296,6 +310,23 @@ def _describe(found: dict) -> str:
     return f"ran; printed {len(out):,} chars" if out else "ran"
 
 
+def unprivileged_user(name: str) -> tuple[int, int]:
+    """(uid, gid) of ``name``, once it is known to reach this interpreter and this checkout."""
+    import pwd
+
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        sys.exit(f"no user {name!r}: make one (useradd --system {name}) or pass --user")
+    for path in (sys.executable, REPO / "rlmkit" / "__init__.py"):
+        probe = [sys.executable, "-I", "-S", "-c", f"import os; os.stat({str(path)!r})"]
+        if subprocess.run(probe, user=entry.pw_uid, group=entry.pw_gid, capture_output=True).returncode:
+            sys.exit(
+                f"user {name!r} cannot reach {path}: give the folders above it o+x, as scripts/test.sh does"
+            )
+    return entry.pw_uid, entry.pw_gid
+
+
 def ensure_peers() -> None:
     if VENV_PYTHON.exists():
         return
@@ -309,9 +340,12 @@ def main() -> None:
         run_host(sys.argv[2], sys.argv[3], json.loads(sys.argv[4]), sys.argv[5])
         return
     if len(sys.argv) > 1 and sys.argv[1] == "--guard":
-        sys.exit(run_guard(json.loads(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4])))
+        sys.exit(
+            run_guard(json.loads(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4]), json.loads(sys.argv[5]))
+        )
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--frameworks", default="rlmkit,rlms,dspy")
+    parser.add_argument("--frameworks", default="rlmkit,rlmkit-user,rlms,dspy")
+    parser.add_argument("--user", default="rlmkit-test", help="the unprivileged user of rlmkit-user")
     parser.add_argument("--cases", default="", help="comma-separated case names (default: all)")
     parser.add_argument("--timeout", type=float, default=30.0, help="hard limit per case, seconds")
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -319,15 +353,16 @@ def main() -> None:
     if os.geteuid() != 0:
         sys.exit("the harness needs root (cgroups and a private tmpfs per case)")
     frameworks = [f for f in args.frameworks.split(",") if f]
-    if set(frameworks) - {"rlmkit"}:
+    if set(frameworks) - {"rlmkit", *UNPRIVILEGED}:
         ensure_peers()
+    user = unprivileged_user(args.user) if set(frameworks) & UNPRIVILEGED else None
     wanted = set(args.cases.split(",")) - {""}
     cases = [c for c in hostile.HOSTILE_CASES if not wanted or c.name in wanted]
     rows: dict[str, list[dict]] = {fw: [] for fw in frameworks}
     for case in cases:
         for fw in frameworks:
             try:
-                row = run_case(fw, case, args.timeout)
+                row = run_case(fw, case, args.timeout, user)
             except Exception as exc:  # noqa: BLE001 - one broken case must not lose the table
                 row = {
                     "case": case.name,

@@ -1,5 +1,9 @@
 """The paper's baseline: the plain LM reads the whole context in its prompt, cut to its window.
 
+The window is the model's own (``window_tokens_of``): the embedded model's server context, or
+``max_input_tokens`` from litellm's model map; ``window_tokens=`` overrides it. Cutting every
+model at one fixed size would hand a 128k-token model a quarter of what it can read.
+
 One call, no REPL. The reply is parsed into the signature's outputs (a JSON object when
 there are several, the bare text otherwise) and the run is recorded as a one-turn
 trajectory, so evaluation logs, scores and prices it exactly like an RLM run.
@@ -16,24 +20,42 @@ import dspy
 
 import rlmkit
 from rlmkit.describe import describe_variable
+from rlmkit.models import prices
 from rlmkit.models.defaults import resolve_lm
 from rlmkit.signature import OutputValidator, describe_outputs, make_signature, signature_text
 from rlmkit.trajectory import Message, RunMeta, Trajectory, Turn
 
-DEFAULT_WINDOW_TOKENS = 32_000
 CHARS_PER_TOKEN = 4  # a rough, provider-neutral rule for sizing the cut
 TRUNCATION_NOTE = "\n[... the rest of the context was cut to fit the model's window ...]"
 
 
+def window_tokens_of(lm: rlmkit.LM) -> int:
+    """The context window of ``lm``'s model, in tokens: the embedded model's server context, else
+    ``max_input_tokens`` from litellm's model map (read as data); a clear error when neither
+    knows it, before any model call."""
+    from rlmkit.local import LOCAL_MODEL_NAME, LocalServerConfig
+
+    if lm.model == LOCAL_MODEL_NAME:
+        return LocalServerConfig().ctx  # the server's KV pool, which one long prompt may fill
+    entry = prices.model_prices(lm.model) or {}
+    window = entry.get("max_input_tokens")
+    if isinstance(window, int) and window >= 256:
+        return window
+    raise rlmkit.errors.UserError(
+        f"the context window of {lm.model!r} is not in litellm's model map: give the baseline one "
+        "(BaselineLM(..., window_tokens=N), rlmkit eval --window-tokens N)"
+    )
+
+
 class BaselineLM(dspy.Module):
-    def __init__(self, signature: Any, *, lm: Any = None, window_tokens: int = DEFAULT_WINDOW_TOKENS):
+    def __init__(self, signature: Any, *, lm: Any = None, window_tokens: int | None = None):
         super().__init__()
-        if not isinstance(window_tokens, int) or window_tokens < 256:
+        if window_tokens is not None and (not isinstance(window_tokens, int) or window_tokens < 256):
             raise rlmkit.errors.UserError(f"window_tokens must be an int >= 256, got {window_tokens!r}")
         self.signature = make_signature(signature)
         self.validator = OutputValidator(self.signature)
         self._lm_spec = lm
-        self.window_tokens = window_tokens
+        self.window_tokens = window_tokens if window_tokens is not None else window_tokens_of(resolve_lm(lm))
 
     def messages(self, inputs: dict[str, Any]) -> list[dict[str, str]]:
         """System + user messages with every input inline; the longest one cut to the window."""

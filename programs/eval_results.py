@@ -5,7 +5,9 @@ run directory's ``results.jsonl`` as each finishes) and the ``EvalResult`` over 
 from __future__ import annotations
 
 import io
-import math
+import random
+import statistics
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -15,7 +17,7 @@ class ExampleResult(BaseModel):
     id: str
     suite: str
     sample: int = 0  # which of the example's ``samples`` runs (its rollout id)
-    program: Literal["program", "baseline"] = "program"
+    program: Literal["program", "plain", "baseline"] = "program"
     status: Literal["ok", "failed"] = "ok"
     failure: str | None = None  # kind, e.g. "lm_error", "max_iterations"
     error: str | None = None
@@ -35,6 +37,7 @@ class ExampleResult(BaseModel):
 class EvalResult(BaseModel):
     config: dict[str, Any] = Field(default_factory=dict)
     rows: list[ExampleResult] = Field(default_factory=list)
+    plain: EvalResult | None = None  # the same task with no task knowledge, when run beside
     baseline: EvalResult | None = None
     out_dir: str | None = None
 
@@ -48,12 +51,8 @@ class EvalResult(BaseModel):
 
     @property
     def ci95(self) -> tuple[float, float]:
-        """Normal-approximation 95% interval of the mean score, clipped to [0, 1]."""
-        if self.n < 2:
-            return (self.mean, self.mean)
-        var = sum((r.score - self.mean) ** 2 for r in self.rows) / (self.n - 1)
-        half = 1.96 * math.sqrt(var / self.n)
-        return (max(0.0, self.mean - half), min(1.0, self.mean + half))
+        """95% bootstrap interval of the mean score (see ``bootstrap_ci``)."""
+        return bootstrap_ci([r.score for r in self.rows])
 
     @property
     def failures(self) -> dict[str, int]:
@@ -84,14 +83,15 @@ class EvalResult(BaseModel):
         }
 
     def table(self, title: str | None = None):
-        """A rich Table: one line for the program and one for the baseline, if run."""
+        """A rich Table: one line for the program, and one each for the plain RLM and the baseline
+        when they ran beside it."""
         from rich.table import Table
 
         table = Table(title=title or "results")
         for column in (
             "program",
             "n",
-            "score (95% CI)",
+            "mean score (95% CI)",
             "cost $",
             "tokens",
             "sub-calls/ex",
@@ -100,7 +100,7 @@ class EvalResult(BaseModel):
             "failures",
         ):
             table.add_column(column, justify="left" if column in ("program", "failures") else "right")
-        for name, result in (("program", self), ("baseline", self.baseline)):
+        for name, result in (("program", self), ("plain", self.plain), ("baseline", self.baseline)):
             if result is None:
                 continue
             low, high = result.ci95
@@ -125,3 +125,18 @@ class EvalResult(BaseModel):
         console = Console(width=width, file=io.StringIO())
         console.print(self.table())
         return console.file.getvalue()
+
+
+def bootstrap_ci(scores: Sequence[float], *, resamples: int = 5_000, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap 95% interval of the mean of ``scores``.
+
+    Suite scores are fractional (0.75^|error|, F1, a ratio), so a binomial interval, which
+    assumes each score is 0 or 1, would be wrong; the bootstrap assumes nothing about their
+    shape. Seeded, so the same scores always give the same interval."""
+    n = len(scores)
+    if n < 2:
+        mean = scores[0] if scores else 0.0
+        return (mean, mean)
+    rng = random.Random(seed)
+    means = sorted(statistics.fmean(rng.choices(scores, k=n)) for _ in range(resamples))
+    return (means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1])

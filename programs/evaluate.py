@@ -217,6 +217,46 @@ def run_one(
     return row, trajectory
 
 
+# ------------------------------------------------------------------ questions sharing a context
+def group_by_context(jobs: list[tuple]) -> list[tuple]:
+    """Jobs whose examples share a context (``meta["context_group"]``, same program and sample)
+    become one job holding a tuple of examples, in their order; the others stay as they are."""
+    grouped: dict[tuple, list] = {}
+    out: list[Any] = []
+    for kind, source, example, sample in jobs:
+        group = example.meta.get("context_group")
+        if group is None:
+            out.append((kind, source, example, sample))
+            continue
+        key = (kind, group, sample)
+        if key not in grouped:
+            grouped[key] = []
+            out.append(key)
+        grouped[key].append((source, example))
+    return [
+        job if len(job) == 4 else (job[0], grouped[job][0][0], tuple(e for _, e in grouped[job]), job[2])
+        for job in out
+    ]
+
+
+def run_job(program: Any, example: Any, metric: Metric, kind: str, sample: int = 0) -> Any:
+    """One example, or a group sharing a context: asked one after another in one session of
+    ``program`` (an RLM: the context crosses once), each scored on its own."""
+    if not isinstance(example, tuple):
+        return run_one(program, example, metric, kind, sample)
+    open_session = getattr(program, "session", None)
+    if open_session is None:  # e.g. the baseline: each question on its own
+        return [run_one(program, e, metric, kind, sample) for e in example]
+    first = example[0].inputs
+    shared = {k: v for k, v in first.items() if all(e.inputs.get(k) is v for e in example)}
+    with open_session(**shared) as session:
+
+        def ask(**inputs: Any) -> Any:
+            return session(**{k: v for k, v in inputs.items() if k not in shared})
+
+        return [run_one(ask, e, metric, kind, sample) for e in example]
+
+
 # ------------------------------------------------------------------ the API
 def evaluate(
     program: Any,
@@ -226,6 +266,7 @@ def evaluate(
     out_dir: str | Path | None = None,
     metric: Metric | None = None,
     baseline: Any = False,
+    plain: Any = False,
     config: dict[str, Any] | None = None,
     samples: int = 1,
     retry_failed: bool = False,
@@ -236,13 +277,16 @@ def evaluate(
     """Run ``program`` (or a zero-argument factory of programs) on every example.
 
     ``baseline``: False, or a program (e.g. ``programs.baseline.BaselineLM``) run on the same
-    examples for comparison; its rows land in ``result.baseline``. ``samples``: runs per example
+    examples for comparison; its rows land in ``result.baseline``. ``plain``: likewise, a program
+    (or factory) with no task knowledge, e.g. ``programs.suite_programs.plain_for(suite)`` beside a
+    suite's own program; its rows land in ``result.plain``. ``samples``: runs per example
     (each a distinct sample; not part of the config, so raising it on resume adds samples).
     ``on_result`` is called in the caller's thread after each example, ``on_start(to_run, already_done)`` once
     before the first (progress bars). ``ray``: run the examples as Ray tasks (True or
     ``"local"``: a Ray instance started for the call; else a cluster address such as ``"auto"``),
     see ``programs.executors``; rows still stream into ``out_dir`` here as each finishes, and
-    ``workers`` does not apply (Ray runs one example per cluster CPU).
+    ``workers`` does not apply (Ray runs one job per cluster CPU). Either way, examples sharing a
+    context (``meta["context_group"]``) are one job, asked in one session of the program.
     """
     if not isinstance(workers, int) or workers < 1:
         raise UserError(f"workers must be an int >= 1, got {workers!r}")
@@ -257,9 +301,11 @@ def evaluate(
     config = config if config is not None else default_config(program, examples)
     run_dir = RunDir(out_dir, config) if out_dir is not None else None
     previous = run_dir.finished() if run_dir else []
-    jobs = [("program", program)] + (
-        [("baseline", baseline)] if baseline is not False and baseline is not None else []
-    )
+    jobs = [("program", program)] + [
+        (kind, other)
+        for kind, other in (("plain", plain), ("baseline", baseline))
+        if other not in (False, None)
+    ]
     results = {kind: {} for kind, _ in jobs}
     for row in previous:
         if (
@@ -279,16 +325,20 @@ def evaluate(
     ]
     if on_start:
         on_start(len(todo), sum(len(done) for done in results.values()))
-    for row, trajectory in make_executor(workers, ray).run(todo, functools.partial(run_one, metric=metric)):
-        results[row.program][(row.id, row.sample)] = row
-        if run_dir:
-            run_dir.record(row, trajectory)
-        if on_result:
-            on_result(row)
+    jobs_to_run = group_by_context(todo)  # a context's questions: one job, one session (a Ray task)
+    for finished in make_executor(workers, ray).run(jobs_to_run, functools.partial(run_job, metric=metric)):
+        for row, trajectory in finished if isinstance(finished, list) else [finished]:
+            results[row.program][(row.id, row.sample)] = row
+            if run_dir:
+                run_dir.record(row, trajectory)
+            if on_result:
+                on_result(row)
     ordered = {kind: [results[kind][key] for key in keys] for kind in results}
     result = EvalResult(
         config=config, rows=ordered["program"], out_dir=str(run_dir.path) if run_dir else None
     )
+    if "plain" in ordered:
+        result.plain = EvalResult(config=config, rows=ordered["plain"])
     if "baseline" in ordered:
         result.baseline = EvalResult(config=config, rows=ordered["baseline"])
     return result

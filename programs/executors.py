@@ -1,15 +1,17 @@
 """Where eval examples run: threads in this process (the default) or tasks on a Ray cluster.
 
 Both take the same jobs, ``(kind, source, example, sample)`` with ``source`` a program or
-a zero-argument factory of programs, and yield ``(row, trajectory)`` in the caller's thread
-as each example finishes, so ``programs.evaluate`` records, resumes and reports the same
-way whichever runs them.
+a zero-argument factory of programs and ``example`` one example or a tuple of examples that
+share a context (asked in one session: ``programs.evaluate.run_job``), and yield what the
+runner returns, ``(row, trajectory)`` or a list of them, in the caller's thread as each job
+finishes, so ``programs.evaluate`` records, resumes and reports the same way whichever runs them.
 
-On Ray each example is one task: the worker builds the program (a factory is called
-there, so every task gets its own RLM and sandbox), runs it and sends the row and the
-trajectory back. Ray retries a task whose worker process or node died (``max_retries``),
-so a lost worker costs only the example it was running; a task that still cannot finish
-comes back as a failed row (``worker_lost``) and the others go on. The program (or
+On Ray each job is one task: the worker builds the program (a factory is called there, so
+every task gets its own RLM and sandbox, and a group its one session), runs it and sends the
+rows and the trajectories back. Ray retries a task whose worker process or node died
+(``max_retries``), so a lost worker costs only the job it was running (a group is asked again
+from its first question, in a new session); a task that still cannot finish comes back as a
+failed row (``worker_lost``) per example and the others go on. The program (or
 factory) and the metric are pickled to the workers, so they must be importable there:
 install rlmkit on every node (or ship it with Ray's ``runtime_env``).
 """
@@ -129,7 +131,10 @@ class RayExecutor:
                     except ray.exceptions.RayTaskError as exc:  # the task raised, as it would in a thread
                         raise exc.as_instanceof_cause() from None
                     except ray.exceptions.RayError as exc:  # its worker or node died past max_retries
-                        result = _lost(kind, example, sample, exc), None
+                        if isinstance(example, tuple):  # a group sharing a context: a row per question
+                            result = [(_lost(kind, e, sample, exc), None) for e in example]
+                        else:
+                            result = _lost(kind, example, sample, exc), None
                     yield result
         finally:
             if started:

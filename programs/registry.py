@@ -1,4 +1,5 @@
-"""Programs by name, for the CLI: ``rlm`` (the suite's own RLM) and the composed ones."""
+"""Programs by name, for the CLI: ``rlm`` (the suite's own RLM, whose instructions know the
+suite), ``plain`` (the same signature with no task knowledge) and the composed ones."""
 
 from __future__ import annotations
 
@@ -7,13 +8,14 @@ from typing import Any
 
 from programs.baseline import BaselineLM
 from programs.composed import FactsThenAnswer, TallyThenAnswer
-from programs.suite_programs import SPECS, program_for
+from programs.suite_programs import SPECS, plain_for, program_for
 from programs.tasks import get_suite
 from rlmkit.errors import ConfigError
 
 # name -> (suites it answers, builder(suite, **kwargs))
 PROGRAMS: dict[str, tuple[tuple[str, ...], Callable[..., Any]]] = {
     "rlm": (tuple(SPECS), lambda suite, **kw: program_for(suite, **kw)),
+    "plain": (tuple(SPECS), lambda suite, **kw: plain_for(suite, **kw)),
     "facts_then_answer": (("multihop",), lambda suite, **kw: FactsThenAnswer(**kw)),
     "tally_then_answer": (("aggregation",), lambda suite, **kw: TallyThenAnswer(**kw)),
 }

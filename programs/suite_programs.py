@@ -67,3 +67,15 @@ def program_for(suite: str, *, lm: Any = None, sub_lm: Any = None, **rlm_kwargs:
         instructions=instructions,
         **rlm_kwargs,
     )
+
+
+def plain_for(suite: str, *, lm: Any = None, sub_lm: Any = None, **rlm_kwargs: Any) -> rlmkit.RLM:
+    """The suite's typed signature with no task knowledge: neutral instructions in place of the
+    signature's and the strategy's, and no typed sub-calls. What an RLM does with a task nobody
+    wrote it for; ``program_for`` beside it shows what the written strategy adds."""
+    get_suite(suite)
+    signature = SPECS[suite].signature
+    names = ", ".join(f"`{name}`" for name in signature.input_fields)
+    outputs = ", ".join(f"`{name}`" for name in signature.output_fields)
+    neutral = signature.with_instructions(f"Given the fields {names}, produce the fields {outputs}.")
+    return rlmkit.RLM(neutral, lm=lm, sub_lm=sub_lm, **rlm_kwargs)

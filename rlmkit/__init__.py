@@ -19,6 +19,7 @@ _EXPORTS = {
     "configure": "rlmkit.models.defaults",
     "local_lm": "rlmkit.local",
     "Budget": "rlmkit.budget",
+    "Session": "rlmkit.session",
     "Trajectory": "rlmkit.trajectory",
     "TrajectoryLog": "rlmkit.trajectory",
     "errors": "rlmkit.errors",

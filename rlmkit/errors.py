@@ -53,6 +53,22 @@ class ConfigError(UserError):
     """An unknown protocol / sandbox / backend name, or an inconsistent option."""
 
 
+class SessionFileError(UserError):
+    """A session directory that cannot be loaded (corrupt, foreign, newer); ``path`` names the file."""
+
+    def __init__(self, message: str, *, path: Any):
+        super().__init__(f"{path}: {message}")
+        self.path = path
+
+
+class SessionBusyError(UserError):
+    """A session runs one call at a time: a call was made while another was running."""
+
+
+class SessionClosedError(UserError):
+    """A call on a session that was closed."""
+
+
 # ---------------------------------------------------------------- provider failures
 class LMError(RLMKitError):
     """A model call failed. ``model`` names the model; never includes API keys."""
@@ -120,6 +136,9 @@ __all__ = [
     "MissingInputError",
     "ContextError",
     "ConfigError",
+    "SessionFileError",
+    "SessionBusyError",
+    "SessionClosedError",
     "LMError",
     "LMConfigError",
     "LMUnavailableError",

@@ -44,6 +44,8 @@ class Event:
     span_id: str = field(default="", init=False)
     parent_id: str | None = field(default=None, init=False)
     run_id: str = field(default="", init=False)
+    session_id: str = field(default="", init=False)  # the session the run is a call of ("" when none)
+    session_call: int | None = field(default=None, init=False)  # that call's number (1, 2, ...)
     depth: int = field(default=0, init=False)
     time: float = field(default=0.0, init=False)  # time.time() when it was emitted
     start: Event | None = field(default=None, init=False, repr=False)  # an end event's start event
@@ -243,16 +245,24 @@ class SubcallFinished(Event):
 class Span:
     """One open start event: its id, its parent span, and the run it belongs to."""
 
-    __slots__ = ("children", "depth", "dispatcher", "id", "parent", "run_id", "start", "token")
+    __slots__ = ("children", "depth", "dispatcher", "id", "parent", "run_id", "session_call", "session_id",
+                 "start", "token")  # fmt: skip
 
     def __init__(self, span_id: str, parent: Span | None, start: Event, dispatcher: Dispatcher):
         self.id, self.parent, self.start, self.dispatcher = span_id, parent, start, dispatcher
         self.token: Token | None = None  # a tree's first span resets the context variable with it
         self.children: list[Span] | None = None
+        outer = (parent.session_id, parent.session_call) if parent is not None else ("", None)
         if type(start) is RunStarted:
             self.run_id, self.depth = start.meta.run_id, start.meta.depth
+            session = start.meta.session
+            # a child run: its root's session and call
+            self.session_id, self.session_call = (
+                (session["id"], session.get("call")) if session.get("id") else outer
+            )
         else:
             self.run_id, self.depth = (parent.run_id, parent.depth) if parent is not None else ("", 0)
+            self.session_id, self.session_call = outer
 
 
 _active: ContextVar[Span | None] = ContextVar("rlmkit_active_span", default=None)
@@ -309,6 +319,7 @@ class Dispatcher:
     @staticmethod
     def _fill(event: Event, span: Span) -> None:
         event.span_id, event.run_id, event.depth = span.id, span.run_id, span.depth
+        event.session_id, event.session_call = span.session_id, span.session_call
         if event is not span.start:
             event.start = span.start
         if span.parent is not None:

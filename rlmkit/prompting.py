@@ -242,3 +242,41 @@ def cell_output(cell: Any, *, number: int | None = None) -> str:
     if len(parts) == (0 if number is None else 1):
         parts.append("(no output)")
     return "\n".join(parts)
+
+
+# -- a session's later calls: what is still loaded, what was asked before, what was lost -----
+SESSION_RESTORED = {
+    "idle": "The REPL was stopped while idle and rebuilt from its last checkpoint.",
+    "worker_died": "The REPL worker died after the last call and was rebuilt from its last checkpoint.",
+    "loaded": "The REPL was rebuilt from a saved session.",
+    "interrupted": "The last call was stopped midway; the REPL was rebuilt from the checkpoint before it.",
+}
+
+
+def session_notes(
+    *,
+    variables: dict[str, str],
+    history: list[tuple[dict[str, Any], dict[str, Any]]],
+    restored: str | None,
+    lost: dict[str, str],
+    limit: int,
+) -> str:
+    """Added to the task message of a session's call: earlier questions and answers (each value
+    cut to ``limit`` chars), the variables earlier calls left in the REPL, and what a rebuild lost."""
+    parts = []
+    if history:
+        lines = ["Earlier calls in this session (oldest first):"]
+        for number, (inputs, outputs) in enumerate(history, 1):
+            asked = "; ".join(f"{k}: {bounded(str(v), limit)}" for k, v in inputs.items())
+            said = "; ".join(f"{k}: {bounded(str(v), limit)}" for k, v in outputs.items())
+            lines.append(f"[{number}] {asked}\n    -> {said}")
+        parts.append("\n".join(lines))
+    if restored:
+        parts.append(SESSION_RESTORED.get(restored, restored))
+    if lost:
+        gone = ", ".join(f"`{name}` ({why})" for name, why in lost.items())
+        parts.append(f"These variables could not be kept and are gone: {gone}.")
+    if variables:
+        kept = "\n".join(f"- `{name}`: {desc}" for name, desc in variables.items())
+        parts.append(f"Variables that earlier calls made are still in the REPL:\n{kept}")
+    return "".join(f"\n\n{part}" for part in parts)

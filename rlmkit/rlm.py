@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import pickle
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -23,8 +22,13 @@ import dspy
 import rlmkit
 from rlmkit.budget import Budget
 from rlmkit.describe import describe_inputs
-from rlmkit.errors import ContextError, MissingInputError
+from rlmkit.dspy_compat import keywords, names, predictors
+from rlmkit.dspy_compat import verbose as _verbose  # noqa: F401 - registers the verbose=True listener
+from rlmkit.dspy_compat.surface import DSPyRLMSurface
+from rlmkit.dspy_compat.tools import host_function, normalize_tools
+from rlmkit.errors import MissingInputError
 from rlmkit.guards import SUBCALL_MAX_TOKENS, TURN_MAX_TOKENS
+from rlmkit.inputs import load_input
 from rlmkit.models.lm_cache import current_rollout_id
 from rlmkit.observe import dspy_bridge  # noqa: F401 - registers DSPy callbacks, usage and history
 from rlmkit.observe.streaming import remember_caller_loop, stream_run
@@ -32,6 +36,7 @@ from rlmkit.prompting import Display
 from rlmkit.protocols import Protocol
 from rlmkit.run import run_loop
 from rlmkit.run_state import RunSpec, RunState, Tree
+from rlmkit.sandbox import interpreter
 from rlmkit.sandbox.base import SandboxLimits
 from rlmkit.settings import KNOBS, RunSettings
 from rlmkit.signature import OutputValidator, make_signature, signature_text
@@ -40,7 +45,7 @@ from rlmkit.trajectory import RunMeta, Trajectory, TrajectoryLog
 from rlmkit.typed_subcalls import make_typed_subcalls
 
 
-class RLM(dspy.Module):
+class RLM(DSPyRLMSurface, dspy.Module):
     """A Recursive Language Model over a dspy signature. See the README for every knob."""
 
     def __init__(
@@ -50,7 +55,7 @@ class RLM(dspy.Module):
         lm: Any = None,
         sub_lm: Any = None,
         subcalls: dict[str, Any] | None = None,
-        max_iterations: int = 20,
+        max_iterations: int | None = None,
         max_depth: int = 1,
         budget: Budget | None = None,
         protocol: str | Protocol = "submit",
@@ -65,11 +70,28 @@ class RLM(dspy.Module):
         sub_max_tokens: int | None = SUBCALL_MAX_TOKENS,
         blocks_per_turn: int | None = None,
         use_preset: bool = True,
+        # dspy.RLM's keywords, with dspy's meaning (rlmkit/dspy_compat/)
+        max_iters: int | None = None,
+        max_llm_calls: int | None = None,
+        max_output_chars: int | None = None,
+        verbose: bool = False,
+        tools: list[Any] | None = None,
+        interpreter_factory: Any = None,
     ):
         super().__init__()
         self.signature = make_signature(signature)
+        user_tools = normalize_tools(tools)
+        subcalls = dict(subcalls or {})
+        if both := sorted(set(subcalls) & set(user_tools)):
+            raise ValueError(f"{both} given both as tools and as subcalls: name each once")
+        names.check_field_names(
+            self.signature.input_fields, self.signature.output_fields, {*user_tools, *subcalls}
+        )
+        self.verbose = verbose
+        self.interpreter_factory = keywords.interpreter_factory(interpreter_factory)
         self.settings = RunSettings(
-            max_iterations=max_iterations,
+            max_iterations=keywords.max_iterations(max_iterations, max_iters),
+            max_llm_calls=max_llm_calls,
             max_depth=max_depth,
             cell_timeout=cell_timeout,
             max_concurrency=max_concurrency,
@@ -79,12 +101,12 @@ class RLM(dspy.Module):
             sandbox=sandbox,
             protocol=protocol,
             limits=limits or SandboxLimits(),
-            display=display or Display(),
+            display=keywords.display(display, max_output_chars),
             **({} if budget is None else {"budget": budget}),  # none given: the settings' default cap
         )
         self.use_preset = use_preset  # the root model's shipped program when this RLM has none
         self.log_dir = Path(log_dir) if log_dir is not None else None
-        self.subcalls = dict(subcalls or {})
+        self.subcalls = {**subcalls, **{name: host_function(tool) for name, tool in user_tools.items()}}
         self.typed_subcalls, self.tools = make_typed_subcalls(self.subcalls)
         self.validator = OutputValidator(self.signature)
         from rlmkit.models.defaults import resolve_lm
@@ -138,6 +160,8 @@ class RLM(dspy.Module):
         """The root model (None spec: the configured default, resolved now)."""
         from rlmkit.models.defaults import resolve_lm
 
+        if self._action_override is not None:
+            return predictors.ActionLM(self._action_override, self.settings.max_iterations)
         return resolve_lm(self._lm_spec)
 
     @property
@@ -160,29 +184,34 @@ class RLM(dspy.Module):
         return await self.child().run_tree(inputs, **where)
 
     # -- calling -------------------------------------------------------------------------
-    def forward(self, **inputs: Any) -> dspy.Prediction:
+    def forward(self, interpreter: Any = None, /, **inputs: Any) -> dspy.Prediction:
         """Sync calls run on one long-lived event loop, shared by every RLM in the process, so
         connection pools (one per loop) are reused instead of leaked per call."""
         inputs.setdefault("_rollout_id", current_rollout_id.get())  # the loop thread cannot see our context
         with remember_caller_loop():  # under dspy.streamify: where status messages go
-            return run_sync(self.aforward(**inputs))
+            return run_sync(self.aforward(interpreter, **inputs))
 
     def stream(self, **inputs: Any) -> AsyncIterator[Any]:
         """``async for item in rlm.stream(**inputs)``: the run's ``rlmkit.events`` as they
         happen, then the ``dspy.Prediction`` (a failed run raises its error after its events)."""
         return stream_run(self, inputs)
 
-    async def aforward(self, **inputs: Any) -> dspy.Prediction:
+    async def aforward(self, interpreter: Any = None, /, **inputs: Any) -> dspy.Prediction:
         """The one entry point (``__call__`` and ``acall`` come here). ``_task={...}`` (optional)
         is stored in ``trajectory.meta.task``: evaluation uses it for suite, example id and gold.
         ``_rollout_id=k`` (default: the enclosing ``rlmkit.models.lm_cache.rollout(k)``) makes every LM call
-        of the run sample k, so K samples of one task are K distinct runs, not K cache hits."""
+        of the run sample k, so K samples of one task are K distinct runs, not K cache hits.
+        ``interpreter`` (positional, as in DSPy) or ``interpreter_factory=``: a DSPy interpreter
+        for this call's cells (``sandbox/interpreter.py``)."""
         task = inputs.pop("_task", None)
         rollout_id = inputs.pop("_rollout_id", None)
+        factory = keywords.interpreter_factory(inputs.pop("interpreter_factory", None))
         rollout_id = current_rollout_id.get() if rollout_id is None else rollout_id
-        outputs, trajectory = await self.run_tree(inputs, task=task, rollout_id=rollout_id)
+        factory = interpreter if interpreter is not None else factory
+        run = self.run_tree(inputs, task=task, rollout_id=rollout_id, factory=factory)
+        outputs, trajectory, reasoning = await self.run_or_extract(run)
         _record_dspy_trace(self.root, inputs, outputs)
-        return dspy.Prediction(**outputs, trajectory=trajectory)
+        return dspy.Prediction(**outputs, trajectory=trajectory, final_reasoning=reasoning)
 
     async def run_tree(
         self,
@@ -193,12 +222,22 @@ class RLM(dspy.Module):
         parent_id: str | None = None,
         task: dict[str, Any] | None = None,
         rollout_id: int | None = None,
+        factory: Any = None,
+        session_call: Any = None,
     ) -> tuple[dict[str, Any], Trajectory]:
-        """Run at ``depth`` inside ``tree`` (a new tree for a top-level call)."""
+        """Run at ``depth`` inside ``tree`` (a new tree for a top-level call). ``factory``: a DSPy
+        interpreter factory for this call (else this RLM's ``interpreter_factory``, else its sandbox).
+        ``session_call`` (``rlmkit.session``): the session's live REPL, budget, prompt notes and
+        input hashes."""
+        factory = factory or self.interpreter_factory
         variables, aliases = self._variables(inputs)
         lm, sub_lm = self.lm, self.sub_lm  # resolve (and fail on bad config) before any call
         if tree is None:
-            budget = dataclasses.replace(self.budget).start()  # fresh counters, same limits
+            budget = (
+                session_call.budget(self.budget)
+                if session_call is not None
+                else dataclasses.replace(self.budget).start()  # fresh counters, same limits
+            )
             log = TrajectoryLog(self.log_dir) if self.log_dir is not None else None
             tree = Tree(
                 loop=asyncio.get_running_loop(),
@@ -207,7 +246,8 @@ class RLM(dspy.Module):
                 log=log,
                 rollout_id=rollout_id,
             )
-        inputs, hash_inputs = describe_inputs(variables)  # big text's sha256: off the critical path
+        # big text's sha256: off the critical path (a session hashes each input once)
+        inputs, hash_inputs = (session_call.describe_inputs if session_call else describe_inputs)(variables)
         instructions, demos, settings = self._program_for(lm)
         meta = RunMeta(
             parent_id=parent_id,
@@ -215,13 +255,16 @@ class RLM(dspy.Module):
             signature=signature_text(self.signature),
             instructions=instructions,
             protocol=self.protocol.name,
-            sandbox=self.sandbox_name,
+            sandbox=self.sandbox_name
+            if factory is None
+            else f"interpreter:{getattr(factory, '__name__', type(factory).__name__)}",
             model=lm.model,
             sub_model=sub_lm.model,
             task=task or {},
             limits={**tree.budget.limits(), **settings.record()},
             inputs=inputs,
             rlmkit_version=rlmkit.__version__,
+            session=session_call.meta if session_call is not None else {},
         )
         spec = RunSpec(
             signature=self.signature,
@@ -235,9 +278,13 @@ class RLM(dspy.Module):
             sub_lm=sub_lm,
             start_child=self._run_child,
             module=self,
+            make_sandbox=None if factory is None else interpreter.launcher(factory, self.signature),
         )
         state = RunState(spec, tree, depth, meta)
         state.hash_inputs = hash_inputs
+        if session_call is not None:
+            state.sandbox_lease, state.task_notes = session_call, session_call.notes
+            session_call.meta = state.trajectory.meta.session  # what it learns later lands there
         outputs = await run_loop(state, variables, aliases)
         return outputs, state.trajectory
 
@@ -262,16 +309,17 @@ class RLM(dspy.Module):
     def _variables(self, inputs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
         """Inputs as REPL variables, checked before any LM call; ``context`` aliases the first long one."""
         missing = [name for name in self.signature.input_fields if name not in inputs]
-        if missing:
+        if missing:  # the wording is dspy.RLM's: DSPy users match on it
             raise MissingInputError(
-                f"missing input(s) {missing} for signature {signature_text(self.signature)!r}"
+                f"Missing required inputs: {missing} (signature {signature_text(self.signature)!r})"
             )
-        unknown = [name for name in inputs if name not in self.signature.input_fields]
+        unknown = sorted(name for name in inputs if name not in self.signature.input_fields)
         if unknown:
             raise MissingInputError(
-                f"unexpected input(s) {unknown}; the signature takes {list(self.signature.input_fields)}"
+                f"Unexpected inputs not declared in the signature: {unknown} "
+                f"(the signature takes {list(self.signature.input_fields)})"
             )
-        variables = {name: _load_input(name, inputs[name]) for name in self.signature.input_fields}
+        variables = {name: load_input(name, inputs[name]) for name in self.signature.input_fields}
         aliases: dict[str, str] = {}
         if "context" not in variables:
             shown_in_full = self.settings.display.full_input_chars
@@ -280,11 +328,23 @@ class RLM(dspy.Module):
                 aliases["context"] = long_inputs[0]
         return variables, aliases
 
+    def session(self, **inputs: Any) -> Any:
+        """``with rlm.session(context=big) as s: s(question=...)``: many calls over inputs that
+        cross into one live REPL once; the model's variables persist between calls. Options
+        (``history_calls``, ``history_chars``, ``budget``, ``idle_timeout``, ``path``) are
+        ``rlmkit.Session``'s keywords."""
+        from rlmkit.session import Session
+
+        return Session(self, **inputs)
+
     # -- persistence -----------------------------------------------------------------------
     def dump_state(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         return {**super().dump_state(*args, **kwargs), "rlm": self.settings.to_state()}
 
     def load_state(self, state: dict[str, Any], *args: Any, **kwargs: Any) -> RLM:
+        if "generate_action" in state and "root" not in state:  # a program saved from dspy.RLM
+            state = {**state, "root": predictors.root_state_from_dspy(state, self.signature)}
+            state = {k: v for k, v in state.items() if k not in ("generate_action", "extract")}
         if state.get("rlm"):  # knobs an older file lacks keep their current values
             self.settings = self.settings.from_state(state["rlm"])
         super().load_state({k: v for k, v in state.items() if k != "rlm"}, *args, **kwargs)
@@ -295,36 +355,15 @@ def _size(value: Any) -> int:
     return len(value) if hasattr(value, "__len__") else 0
 
 
-def _load_input(name: str, value: Any) -> Any:
-    """A Path becomes its text (a file) or ``{relative path: text}`` (a directory)."""
-    if isinstance(value, Path):
-        if value.is_file():
-            return value.read_text(errors="replace")
-        if value.is_dir():
-            return {
-                str(p.relative_to(value)): p.read_text(errors="replace")
-                for p in sorted(value.rglob("*"))
-                if p.is_file()
-            }
-        raise ContextError(f"input {name!r}: path {value} does not exist")
-    if isinstance(value, (str, bytes, int, float, bool, type(None))):
-        return value
-    try:
-        pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception as exc:
-        raise ContextError(
-            f"input {name!r} of type {type(value).__name__} cannot be sent to the sandbox: {exc}"
-        ) from None
-    return value
-
-
 def _record_dspy_trace(predictor: dspy.Predict, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
     """Let DSPy's optimizers (BootstrapFewShot & co.) see this call like a Predict call.
 
     Long inputs are cut, so demos bootstrapped from a 10 MB context stay small."""
     trace = dspy.settings.trace
-    if trace is None:
+    if trace is None or dspy.settings.max_trace_size <= 0:
         return
+    if len(trace) >= dspy.settings.max_trace_size:  # bounded as DSPy bounds it: a service runs all day
+        del trace[: len(trace) - dspy.settings.max_trace_size + 1]
     short = {
         k: (v if not isinstance(v, str) or len(v) <= 2_000 else v[:1_000] + " ... " + v[-1_000:])
         for k, v in inputs.items()

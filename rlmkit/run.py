@@ -50,7 +50,9 @@ async def run_loop(state: RunState, variables: dict[str, Any], aliases: dict[str
     # SUBMIT and FINAL only check the outputs and raise Finish: the loop calls them in place
     finishers = protocol.host_functions(state.submit, fields)
     functions.update({name: AsyncHostFunction.quick(fn) for name, fn in finishers.items()})
-    sandbox = make_sandbox(settings.sandbox, settings.sandbox_limits(tree.budget))
+    launch = spec.make_sandbox or (lambda limits: make_sandbox(settings.sandbox, limits))
+    lease = state.sandbox_lease or FreshSandbox(launch)  # a session lends its live worker instead
+    sandbox = lease.sandbox(settings, tree.budget)
     run_start = time.monotonic()
     # Hashing a 100 MB input takes ~0.1 s of CPU: it runs in a thread (hashlib lets go of the GIL)
     # while the first request is out; the start record waits for it, and every later record
@@ -61,7 +63,7 @@ async def run_loop(state: RunState, variables: dict[str, Any], aliases: dict[str
     # and a turn waits for the worker only before it runs code (``state.sandbox_ready``).
     guard = input_guard([*variables, *aliases])
     state.sandbox_ready = asyncio.ensure_future(
-        _start_sandbox(
+        lease.start(
             settings.sandbox,
             sandbox,
             {**variables, **{a: variables[n] for a, n in aliases.items()}},
@@ -96,7 +98,8 @@ async def run_loop(state: RunState, variables: dict[str, Any], aliases: dict[str
                     signature=spec.signature,
                     display=settings.display,
                     max_iterations=settings.max_iterations,
-                ),
+                )
+                + state.task_notes,
             ),
         ]
         new_messages, keep, progress = list(messages), 0, Progress()
@@ -138,9 +141,7 @@ async def run_loop(state: RunState, variables: dict[str, Any], aliases: dict[str
         for started in (state.sandbox_ready, state.start_logged):
             if not started.cancelled():
                 started.exception()  # a start failure after an LM failure: already reported
-        ev.emit(ev.SandboxClosing(sandbox))
-        await sandbox.aclose_nowait()
-        ev.emit(ev.SandboxClosed(sandbox))
+        await lease.release(sandbox)
         if tree.log is not None:
             tree.log.end(traj)
         ev.emit(ev.RunFinished(traj, sys.exc_info()[1]))
@@ -153,15 +154,32 @@ async def _log_start(state: RunState) -> None:
         state.tree.log.start(state.trajectory.meta)
 
 
-async def _start_sandbox(
-    name: str, sandbox: Any, variables: dict[str, Any], functions: dict, prelude: str
-) -> None:
-    ev.emit(ev.SandboxStarting(sandbox))
-    try:
-        await in_thread(sandbox.start, variables, functions, prelude)
-    except Exception as exc:
-        raise SandboxError(f"sandbox {name!r} failed to start: {exc}") from exc
-    ev.emit(ev.SandboxStarted(sandbox))
+class FreshSandbox:
+    """Where a run's REPL comes from: a plain run starts its own (``launch(limits)``) and closes it
+    at the end. A session (``rlmkit.session``) lends a live one instead, with the same three methods."""
+
+    def __init__(self, launch: Any):
+        self.launch = launch
+
+    def sandbox(self, settings: Any, budget: Any) -> Any:
+        return self.launch(settings.sandbox_limits(budget))
+
+    async def start(
+        self, name: str, sandbox: Any, variables: dict[str, Any], functions: dict, prelude: str
+    ) -> None:
+        ev.emit(ev.SandboxStarting(sandbox))
+        try:
+            await in_thread(sandbox.start, variables, functions, prelude)
+        except SandboxError:
+            raise  # already says what failed (a DSPy interpreter factory's, say)
+        except Exception as exc:
+            raise SandboxError(f"sandbox {name!r} failed to start: {exc}") from exc
+        ev.emit(ev.SandboxStarted(sandbox))
+
+    async def release(self, sandbox: Any) -> None:
+        ev.emit(ev.SandboxClosing(sandbox))
+        await sandbox.aclose_nowait()
+        ev.emit(ev.SandboxClosed(sandbox))
 
 
 async def _turn(

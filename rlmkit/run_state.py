@@ -57,6 +57,8 @@ class RunSpec:
     sub_lm: Any
     start_child: StartChild
     module: Any = None  # the RLM (a dspy.Module) this run is: what DSPy callbacks are shown
+    # limits -> Sandbox, in place of settings.sandbox's backend (a DSPy interpreter, say)
+    make_sandbox: Callable[..., Any] | None = None
 
 
 class RunState:
@@ -73,6 +75,8 @@ class RunState:
         # fills in the sha256 of big inputs (``describe_inputs``); run_loop runs it in a thread
         self.hash_inputs: Callable[[], None] | None = None
         self.start_logged: asyncio.Future | None = None  # set by run_loop: hashed, start record written
+        self.sandbox_lease: Any = None  # a session's live REPL (run.FreshSandbox's methods); None: a new one
+        self.task_notes = ""  # added to the task message (a session: its variables, history, restores)
         self._lock = threading.Lock()
 
     def record_subcall(self, node: SubCall) -> None:

@@ -26,6 +26,9 @@ class RunSettings:
     """How an RLM runs (the README lists what each knob does). Frozen: change one with ``replace``."""
 
     max_iterations: int = 20
+    # Sub-LM calls (llm_query and batches) one call may make; past it the REPL code gets a
+    # RuntimeError it can handle (dspy.RLM's cap). None: no such cap; the Budget is the hard one.
+    max_llm_calls: int | None = None
     max_depth: int = 1
     cell_timeout: float | None = 60.0
     max_concurrency: int = 16
@@ -47,6 +50,7 @@ class RunSettings:
             raise ConfigError(f"unknown sandbox {self.sandbox!r}; choose one of {list(SANDBOXES)}")
         for name, optional in (
             ("max_iterations", False),
+            ("max_llm_calls", True),
             ("max_depth", False),
             ("max_concurrency", False),
             ("max_tokens", True),

@@ -35,6 +35,7 @@ class SubcallHost:
         self.settings = run.spec.settings
         self.typed = dict(run.spec.typed_subcalls)
         self.tools = dict(run.spec.tools)
+        self.llm_calls = 0  # against settings.max_llm_calls; counted on the loop, one thread
 
     # -- plumbing ----------------------------------------------------------------
     def _sync(self, coro: Awaitable[Any]) -> Any:
@@ -46,6 +47,14 @@ class SubcallHost:
         return AsyncHostFunction(lambda *args, **kwargs: self._sync(acall(*args, **kwargs)), acall)
 
     async def _call_lm(self, node: SubCall, messages: list[dict[str, str]], lm: Any) -> str:
+        cap = self.settings.max_llm_calls
+        if cap is not None:  # dspy.RLM's cap: an error the model's code can catch, not an abort
+            if self.llm_calls + 1 > cap:
+                raise RuntimeError(
+                    f"LLM call limit exceeded: {self.llm_calls} + 1 > {cap}. "
+                    "Use Python code for aggregation instead of making more LLM calls."
+                )
+            self.llm_calls += 1
         tree = self.run.tree
         node.started_s = tree.elapsed()
         node.model = lm.model

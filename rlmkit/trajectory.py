@@ -16,7 +16,9 @@ runs and skips (and counts) lines it cannot parse.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import threading
 import time
@@ -28,6 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 SCHEMA_VERSION = 1
+log = logging.getLogger("rlmkit")
 PREVIEW_CHARS = 200
 
 
@@ -128,6 +131,8 @@ class RunMeta(BaseModel):
     created: float = Field(default_factory=time.time)
     rlmkit_version: str = ""
     schema_version: int = SCHEMA_VERSION
+    # a call of a session: {"id", "call" (1, 2, ...), "restored" (why its REPL was rebuilt), "lost"}
+    session: dict[str, Any] = Field(default_factory=dict)
 
 
 class Trajectory(BaseModel):
@@ -163,6 +168,41 @@ class Trajectory(BaseModel):
     @property
     def n_turns(self) -> int:
         return len(self.turns)
+
+    # -- read as dspy.RLM's list of steps ----------------------------------------------
+    # DSPy programs read ``pred.trajectory`` as a list of {"reasoning", "code", "output"}
+    # dicts, one per iteration: ``len``, iteration and ``[i]`` give that view of the turns,
+    # while every field above stays as it is.
+    def steps(self) -> list[dict[str, str]]:
+        """One dict per root turn: the reply's text before its code, the code, and its output."""
+        found = []
+        for turn in self.turns:
+            outputs = [
+                "\n".join(
+                    part for part in (b.stdout.rstrip("\n"), f"[Error] {b.error}" if b.error else "") if part
+                )
+                for b in turn.blocks
+            ]
+            found.append(
+                {
+                    "reasoning": turn.reply.split("```", 1)[0].strip(),
+                    "code": "\n\n".join(b.code for b in turn.blocks),
+                    "output": "\n".join(outputs),
+                }
+            )
+        return found
+
+    def __len__(self) -> int:
+        return len(self.turns)
+
+    def __getitem__(self, index: int | slice) -> Any:
+        return self.steps()[index]
+
+    def __iter__(self) -> Iterator[dict[str, str]]:  # type: ignore[override] - steps, not pydantic's fields
+        return iter(self.steps())
+
+    def __bool__(self) -> bool:
+        return True  # a trajectory with no turn yet is still a trajectory
 
 
 SubCall.model_rebuild()
@@ -200,24 +240,50 @@ class TrajectoryLog:
     """Streams runs to ``<dir>/<run_id>.jsonl`` and reads them back.
 
     Event lines: ``{"event": "start", "meta": ...}``, ``{"event": "turn", "turn": ...}``,
-    ``{"event": "end", "trajectory": {...without turns...}}``. Each line is written with
-    one ``write`` call and flushed, so a reader never sees half a line except the last
-    line of a run that was killed mid-write, which ``read`` skips and counts.
+    ``{"event": "end", "trajectory": {...without turns...}}``. Each line goes straight to the
+    file (no buffer), so a reader never sees half a line except the last line of a run that
+    was killed mid-write, which ``read`` skips and counts.
+
+    A line that cannot be written whole (the disk is full, the file too large) is cut back
+    off the file, and that run's log stops there: the file keeps the run's start and every
+    line before the failure, each whole, and the run itself goes on. ``failed`` maps such a
+    run's id to the error, which is also logged once as a warning.
     """
 
     def __init__(self, directory: str | os.PathLike):
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        self.failed: dict[str, str] = {}
 
     def path(self, run_id: str) -> Path:
         return self.dir / f"{run_id}.jsonl"
 
     def _append(self, run_id: str, record: dict[str, Any]) -> None:
-        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
-        with self._lock, open(self.path(run_id), "a", encoding="utf-8") as fh:
-            fh.write(line)
-            fh.flush()
+        line = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+        with self._lock:
+            if run_id in self.failed:  # a later line after a lost one would leave a gap
+                return
+            try:
+                fd = os.open(self.path(run_id), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            except OSError as exc:
+                self._give_up(run_id, exc)
+                return
+            try:
+                size = os.fstat(fd).st_size
+                done = 0
+                while done < len(line):  # a full disk takes part of a line, then refuses the rest
+                    done += os.write(fd, line[done:])
+            except OSError as exc:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)  # the torn line goes: every line left is whole
+                self._give_up(run_id, exc)
+            finally:
+                os.close(fd)
+
+    def _give_up(self, run_id: str, exc: OSError) -> None:
+        self.failed[run_id] = f"{type(exc).__name__}: {exc}"
+        log.warning("the trajectory log of run %s stops here: %s", run_id, self.failed[run_id])
 
     def start(self, meta: RunMeta) -> None:
         self._append(meta.run_id, {"event": "start", "meta": meta.model_dump(mode="json")})
@@ -235,6 +301,8 @@ class TrajectoryLog:
         for turn in trajectory.turns:
             self.turn(trajectory.meta.run_id, turn)
         self.end(trajectory)
+        if trajectory.meta.run_id in self.failed:
+            raise OSError(f"the trajectory was not written whole: {self.failed[trajectory.meta.run_id]}")
         return self.path(trajectory.meta.run_id)
 
     # -- reading -------------------------------------------------------------

@@ -52,3 +52,27 @@ def serve():
     yield start
     for server in servers:
         server.stop()
+
+
+# Debian's chromium, driven by playwright (never `playwright install`): the viewer's and the docs
+# site's browser tests. Headless, no network of its own, no first-run chores.
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()

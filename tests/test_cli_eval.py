@@ -88,6 +88,10 @@ def test_eval_runs_prints_the_table_and_resumes(server, tmp_path):
             ],
             "answers ['aggregation']",
         ),
+        (  # a model whose window litellm's map does not know: the baseline needs one given
+            ["eval", "needle", "--lm", "openai/x", "--api-base", "http://127.0.0.1:9/v1", "--baseline"],
+            "--window-tokens",
+        ),
     ],
 )
 def test_bad_input_fails_before_any_model_call(args, message, tmp_path):
@@ -133,3 +137,22 @@ def test_demo_shows_turns_scores_and_writes_the_trajectory(tmp_path):
     runs = rlmkit.TrajectoryLog(next(tmp_path.iterdir())).runs()
     assert len(runs) == 1 and runs[0].score == 1.0 and runs[0].meta.task["demo"] is True
     assert str(next(tmp_path.iterdir())) in text
+
+
+def test_eval_runs_the_plain_rlm_beside_the_suites_program(server, tmp_path, monkeypatch):
+    from programs.suite_programs import SPECS
+
+    monkeypatch.setenv("RLMKIT_CACHE_DIR", str(tmp_path / "cache"))  # every prompt reaches the server
+    before = len(server.requests)
+    result = run(server, tmp_path / "both", "--plain")
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if "│" in line]
+    assert any(" program " in line for line in lines) and any(" plain " in line for line in lines)
+    summary = json.loads((tmp_path / "both" / "summary.json").read_text())
+    assert summary["summary"]["n"] == 3 and summary["plain"]["n"] == 3 and summary["baseline"] is None
+    systems = {b["messages"][0]["content"] for b in server.requests[before:] if is_root_request(b)}
+    with_strategy = [text for text in systems if SPECS["needle"].instructions in text]
+    neutral = [text for text in systems if "Given the fields `context`, `question`, produce" in text]
+    assert with_strategy and neutral and not set(with_strategy) & set(neutral)
+    again = run(server, tmp_path / "both", "--plain")  # resumes both: nothing runs twice
+    assert again.exit_code == 0 and "6 finished run(s) kept" in " ".join(again.output.split())

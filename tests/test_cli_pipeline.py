@@ -75,6 +75,8 @@ def eval_run(tmp_path, monkeypatch):
             "--temperature",
             "1.0",
             "--baseline",  # its runs land in the same folder; compile must leave them out
+            "--window-tokens",  # a scripted model has no window in litellm's map
+            "1000",
         ]
         result = runner.invoke(app, args)
         assert result.exit_code == 0, result.output

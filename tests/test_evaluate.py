@@ -10,6 +10,7 @@ import pytest
 import rlmkit
 from programs import evaluate, program_for
 from programs.baseline import TRUNCATION_NOTE, BaselineLM
+from programs.eval_results import bootstrap_ci
 from programs.evaluate import EvalResult, ExampleResult
 from programs.tasks import generate
 from programs.tasks.needle import score as needle_score
@@ -60,6 +61,17 @@ def test_scores_failures_by_kind_and_interval():
     assert 0.0 <= low < 0.5 < high <= 1.0
     text = result.render()
     assert "0.500" in text and "max_iterations: 1" in text
+
+
+def test_the_interval_of_fractional_scores_is_a_seeded_bootstrap_of_their_mean():
+    scores = [1.0, 0.75, 0.5625, 0.0, 0.0, 1.0, 0.42, 0.0]  # 0.75^|error| and F1 scores, not 0/1
+    low, high = bootstrap_ci(scores)
+    mean = sum(scores) / len(scores)
+    assert 0.0 < low < mean < high < 1.0  # a binomial interval on these would be meaningless
+    assert bootstrap_ci(scores) == (low, high)  # seeded: the docs render the same interval every time
+    wide, narrow = bootstrap_ci(scores), bootstrap_ci(scores * 25)
+    assert narrow[1] - narrow[0] < (wide[1] - wide[0]) / 3  # more examples, a tighter interval
+    assert bootstrap_ci([0.5]) == (0.5, 0.5) and bootstrap_ci([0.3] * 4) == (0.3, 0.3)
 
 
 def test_resume_skips_finished_and_refuses_another_config(tmp_path):
@@ -190,3 +202,18 @@ def test_baseline_reads_the_context_cut_to_its_window(server):
 def oracle_for(examples):
     gold = {e.inputs["context"]: e.gold for e in examples}
     return lambda context, question: {"answer": gold[context]}
+
+
+def test_the_baselines_window_is_the_models_own_unless_given():
+    from programs.baseline import window_tokens_of
+    from rlmkit.local import LOCAL_MODEL_NAME, LocalServerConfig
+
+    listed = rlmkit.LM("openai/gpt-4o-mini", api_key="test-key", cache=False)
+    assert window_tokens_of(listed) == 128_000  # max_input_tokens in litellm's model map
+    assert BaselineLM("context -> answer", lm=listed).window_tokens == 128_000
+    assert BaselineLM("context -> answer", lm=listed, window_tokens=4_000).window_tokens == 4_000
+    embedded = rlmkit.LM(LOCAL_MODEL_NAME, api_base="http://127.0.0.1:9/v1", api_key="local", cache=False)
+    assert window_tokens_of(embedded) == LocalServerConfig().ctx
+    unknown = rlmkit.LM("openai/house-model", api_base="http://127.0.0.1:9/v1", api_key="k", cache=False)
+    with pytest.raises(UserError, match="--window-tokens"):
+        BaselineLM("context -> answer", lm=unknown)  # before any request: port 9 is never asked

@@ -15,7 +15,7 @@ import pytest
 
 import rlmkit
 from programs import evaluate, program_for
-from programs.evaluate import run_one
+from programs.evaluate import run_job
 from programs.executors import RayExecutor, ThreadExecutor, _probe, make_executor
 from programs.tasks import generate
 from programs.tasks.needle import score as needle_score
@@ -139,11 +139,43 @@ def test_a_task_that_keeps_losing_its_worker_is_recorded_and_the_rest_go_on(clus
         return {"answer": next(e.gold for e in EXAMPLES if e.inputs["question"] == question)}
 
     executor = RayExecutor(max_retries=1)  # evaluate(..., ray=True) is the same executor with 3 retries
-    jobs = [("program", dies_on_first, e, 0) for e in EXAMPLES[:3]]
-    rows = [row for row, _ in executor.run(jobs, functools.partial(run_one, metric=needle_score))]
+    # the dying example is in a group (one task for several questions): each of them is lost
+    jobs = [("program", dies_on_first, e, 0) for e in EXAMPLES[1:3]]
+    jobs.append(("program", dies_on_first, (EXAMPLES[3], EXAMPLES[0]), 0))
+    finished = list(executor.run(jobs, functools.partial(run_job, metric=needle_score)))
+    rows = [row for item in finished for row, _ in (item if isinstance(item, list) else [item])]
     lost = [r for r in rows if r.status == "failed"]
-    assert [r.id for r in lost] == [EXAMPLES[0].id] and lost[0].failure == "worker_lost"
+    assert sorted(r.id for r in lost) == sorted([EXAMPLES[0].id, EXAMPLES[3].id])
+    assert {r.failure for r in lost} == {"worker_lost"}
     assert sorted(r.id for r in rows if r.status == "ok") == [EXAMPLES[1].id, EXAMPLES[2].id]
+
+
+def test_questions_sharing_a_context_run_in_one_session_per_context_on_ray(cluster, tmp_path):
+    examples = generate("shared_context", n=6, length=20_000, seed=2, questions=3)
+    golds = {e.inputs["question"]: e.gold for e in examples}
+
+    def model(messages):
+        task = messages[1]["content"]
+        line = next(x for x in task.splitlines() if x.startswith("- `question`"))
+        question = max((q for q in golds if q[:50] in line), key=lambda q: len(q) if q in line else 0)
+        # a variable each call leaves in the REPL: the next call's prompt lists it
+        return f"```repl\nasked = globals().get('asked', 0) + 1\nSUBMIT(answer={str(golds[question])!r})\n```"
+
+    def factory():  # called on the Ray worker: its own RLM, and for each group its one session
+        return rlmkit.RLM("context, question -> answer", lm=rlmkit.FunctionLM(model))
+
+    result = evaluate(factory, examples, out_dir=tmp_path / "run", config={"x": 1}, ray=True)
+    assert [row.score for row in result.rows] == [1.0] * 6
+    runs = {
+        run.meta.task["example_id"]: run
+        for run in rlmkit.TrajectoryLog(tmp_path / "run" / "trajectories").runs()
+    }
+    sessions = [runs[e.id].meta.session for e in examples]
+    assert [s["call"] for s in sessions] == [1, 2, 3, 1, 2, 3]
+    assert len({s["id"] for s in sessions[:3]}) == 1 and len({s["id"] for s in sessions}) == 2
+    assert all(s["restored"] is None for s in sessions)  # one live worker per group, never rebuilt
+    tasks = [" ".join(m.content for m in runs[e.id].turns[0].new_messages) for e in examples]
+    assert ["- `asked`: int" in task for task in tasks] == [False, True, True] * 2  # the REPL lived on
 
 
 def test_an_unreachable_cluster_address_fails_fast():

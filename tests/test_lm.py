@@ -335,7 +335,8 @@ def test_from_dspy_keeps_model_kwargs_and_endpoint(server):
         "openai/scripted", api_base=server.url, api_key="test", temperature=0.4, max_tokens=33, cache=False
     )
     lm = resolve_lm(dlm)
-    assert isinstance(lm, LM) and lm.model == "openai/scripted" and lm.api_base == server.url
+    assert lm.dspy_origin is dlm and isinstance(lm.direct, LM)  # the direct transport, dlm for DSPy's eyes
+    assert lm.model == "openai/scripted" and lm.api_base == server.url
     assert lm.complete(HI).text == "echo: hi"
     assert server.requests[0]["temperature"] == 0.4 and server.requests[0]["max_tokens"] == 33
 

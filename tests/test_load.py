@@ -18,7 +18,7 @@ import time
 import psutil
 import pytest
 
-from rlmkit.sandbox import pool
+from rlmkit.sandbox.process import standing_pids
 from rlmkit.testing import Faults, ScriptedServer, is_root_request
 from rlmkit.testing.server import FAULT_KINDS
 
@@ -56,10 +56,10 @@ def _children() -> set[int]:
 
 
 def _settled_children(before: set[int], timeout: float = 5.0) -> set[int]:
-    """Children beyond ``before``, given closed workers a moment to be reaped; the sandbox pool's
-    idle workers (started for later runs, never used) are not left over."""
+    """Children beyond ``before``, given closed workers a moment to be reaped; the sandbox's standing
+    processes (its fork server, its pool's idle workers) are not left over."""
     deadline = time.monotonic() + timeout
-    while (extra := _children() - before - pool.idle_pids()) and time.monotonic() < deadline:
+    while (extra := _children() - before - standing_pids()) and time.monotonic() < deadline:
         time.sleep(0.05)
     return extra
 

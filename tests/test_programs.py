@@ -120,6 +120,16 @@ def test_every_suite_has_a_program_with_its_signature():
         build_program("facts_then_answer", "needle")
 
 
+def test_the_plain_program_keeps_the_signature_and_drops_every_word_of_task_knowledge():
+    for suite, spec in SPECS.items():
+        plain = build_program("plain", suite, lm=unused_lm(), max_iterations=4)
+        assert list(plain.signature.fields) == list(spec.signature.fields) and plain.max_iterations == 4
+        assert plain.subcalls == {}
+        assert spec.instructions not in plain.instructions
+        assert spec.signature.instructions not in plain.instructions  # the docstrings carry hints too
+        assert plain.instructions.startswith("Given the fields `")
+
+
 def test_aggregation_rlm_labels_with_typed_sub_calls(lm):
     example = generate("aggregation", n=1, length=3_000, seed=6, question="count")[0]
     prediction = program_for("aggregation", lm=lm, max_iterations=2)(**example.inputs)

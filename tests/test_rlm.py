@@ -330,3 +330,18 @@ def test_acall_runs_concurrently(serve):
     preds = asyncio.run(main())
     assert [p.answer for p in preds] == ["0", "1", "2", "3"]
     assert server.max_in_flight >= 2
+
+
+def test_the_dspy_trace_stays_within_its_size():
+    """A call records itself in DSPy's trace for the optimizers, bounded as DSPy bounds a Predict's
+    records (``max_trace_size``): a process that serves calls all day does not grow with them."""
+    from rlmkit.rlm import _record_dspy_trace
+
+    predictor = dspy.Predict("context -> answer")
+    with dspy.context(trace=[], max_trace_size=3):
+        for i in range(5):
+            _record_dspy_trace(predictor, {"context": f"call {i}"}, {"answer": str(i)})
+        assert [inputs["context"] for _, inputs, _ in dspy.settings.trace] == ["call 2", "call 3", "call 4"]
+    with dspy.context(trace=[], max_trace_size=0):
+        _record_dspy_trace(predictor, {"context": "x"}, {"answer": "y"})
+        assert dspy.settings.trace == []

@@ -8,11 +8,15 @@ a sandbox that still answers the next cell with the run's inputs.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 
+import psutil
 import pytest
 
-from rlmkit.sandbox import SandboxLimits, pool
+from rlmkit.sandbox import SandboxLimits, pool, process
+from rlmkit.sandbox.confine import landlock_abi
 from rlmkit.sandbox.process import ProcessLauncher, ProcessSandbox
 from rlmkit.testing.hostile_cases import ENV_SECRET, HOSTILE_CASES, SECRET_TEXT, HostileEnv
 
@@ -29,23 +33,27 @@ def env():
         yield bait
 
 
-@pytest.fixture(scope="module", params=["fresh", "pooled"])
+@pytest.fixture(scope="module", params=["exec", "forked", "pooled"])
 def sandbox(env, request):
-    """Every case runs against a worker started for the run and against one that waited in the
-    pool before the run existed: a pooled worker must be exactly as confined."""
+    """Every case runs against a worker exec'd for the run (the fallback when there is no fork
+    server), one forked for the run by the fork server, and one that waited in the pool before
+    the run existed: each must be exactly as confined as the others."""
     size = pool.settings().size
-    if request.param == "fresh":
-        pool.configure(size=0)
-    else:
+    if request.param == "pooled":
         ProcessLauncher().prewarm(LIMITS)
         assert pool.wait_idle(size, 30, ProcessLauncher().pool_key(LIMITS))
+    else:
+        pool.configure(size=0)
+    process.FORK_SERVER = request.param != "exec"
     idle = pool.idle_pids()
     sb = ProcessSandbox(LIMITS)
     try:
         sb.start({"context": "the inputs"}, {})  # inside HostileEnv: the env secret exists on the host
     finally:
         pool.configure(size=size)
+        process.FORK_SERVER = True
     assert (sb.pid in idle) == (request.param == "pooled")
+    assert (psutil.Process(sb.pid).ppid() != os.getpid()) == (request.param != "exec")  # forked: not ours
     yield sb
     sb.close()
 
@@ -72,12 +80,58 @@ def test_host_environment_is_not_inherited(sandbox, env):
     assert ENV_SECRET not in result.stdout
 
 
+def _namespaces_allowed() -> bool:
+    """Whether this machine lets this process make new network and mount namespaces (root
+    directly, anyone else through a user namespace; containers and some distributions refuse),
+    probed in a throwaway child so this process keeps its own."""
+    flags = 0x40000000 | 0x20000 | (0 if os.geteuid() == 0 else 0x10000000)  # NEWNET | NEWNS | NEWUSER
+    probe = f"import ctypes, os\nos._exit(0 if ctypes.CDLL(None).unshare({flags}) == 0 else 1)"
+    return subprocess.run([sys.executable, "-c", probe], check=False).returncode == 0
+
+
 def test_every_protection_this_machine_offers_is_on(sandbox):
     notes = sandbox.protection_notes
     # These need only a Linux kernel with seccomp and rlimits; the others are reported, not assumed.
-    assert notes["seccomp"] is True and notes["rlimits"] is True
-    if os.geteuid() == 0:
+    assert notes["seccomp"] is True and notes["rlimits"] is True and notes["die_with_host"] is True
+    if landlock_abi() >= 1:
+        assert notes["landlock_fs"] is True
+    if os.geteuid() == 0:  # the worker becomes a uid of its own ...
         assert notes["own_uid"] is True
+    else:  # ... or stays this user, and gets its namespaces through a user namespace
+        assert notes["own_uid"] == "off: host is not root"
+    if _namespaces_allowed():
+        assert notes["network_namespace"] is True, notes
+        assert notes["mount_namespace"] is True and notes["workdir_tmpfs"] is True, notes
+
+
+def _namespace(pid: int | str, kind: str) -> str:
+    return os.readlink(f"/proc/{pid}/ns/{kind}")
+
+
+@pytest.fixture
+def fresh_sandbox():
+    with ProcessSandbox(LIMITS) as sb:
+        sb.start({}, {})
+        yield sb
+
+
+def test_worker_identity_per_privilege_level(fresh_sandbox):
+    """As root the worker is a uid of its own; otherwise it is this user inside a user namespace
+    of its own. Either way it has no network and no view of the host's mounts."""
+    sandbox = fresh_sandbox
+    worker = psutil.Process(sandbox.pid)
+    if os.geteuid() == 0:
+        assert worker.uids().real == worker.uids().effective == 1_000_000 + sandbox.pid
+        assert worker.gids().real == 1_000_000 + sandbox.pid
+    else:
+        assert worker.uids().effective == os.geteuid()
+        if _namespaces_allowed():
+            assert _namespace(sandbox.pid, "user") != _namespace("self", "user")
+    if sandbox.protection_notes["network_namespace"] is True:
+        assert _namespace(sandbox.pid, "net") != _namespace("self", "net")
+        assert _namespace(sandbox.pid, "mnt") != _namespace("self", "mnt")
+    home = sandbox.run("import os\nprint(os.environ['HOME'] == os.getcwd(), os.listdir('.'))")
+    assert home.stdout == "True []\n", home  # a scratch home of its own, empty at the start
 
 
 def test_no_worker_outlives_close(env):

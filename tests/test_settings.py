@@ -17,6 +17,7 @@ from rlmkit.settings import KNOBS, RunSettings
 LM = FunctionLM(lambda messages: "unused")  # no call is made
 CHANGED = {
     "max_iterations": 7,
+    "max_llm_calls": 11,
     "max_depth": 3,
     "cell_timeout": 12.5,
     "max_concurrency": 5,
@@ -62,6 +63,7 @@ def test_knobs_are_read_and_set_by_name_and_checked_like_the_constructor():
 def test_numeric_knobs_are_what_a_run_records():
     assert set(RunSettings().record()) == {
         "max_iterations",
+        "max_llm_calls",
         "max_depth",
         "cell_timeout",
         "max_concurrency",

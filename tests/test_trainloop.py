@@ -322,3 +322,16 @@ def test_ray_executor_runs_jobs_and_reports_failures(tmp_path):
     finally:
         executor.shutdown()
         assert not ray.is_initialized()
+
+
+def test_options_every_job_shares_reach_the_train_job(tmp_path):
+    proposal = ProposedJob(families=["needle"], length=2_000, min_score=0.5, lr=1e-4, steps=1, lora_rank=4)
+    built = build_dataset(proposal, tmp_path / "data")
+    job = proposal.to_train_job(
+        dataset=built.path,
+        base_model="students",
+        output_dir=tmp_path / "out",
+        options={"gguf_file": "s.gguf"},
+    )
+    assert job.options == {"gguf_file": "s.gguf"}  # trl_common loads the base from that GGUF file
+    assert proposal.to_train_job(dataset=built.path, base_model="m", output_dir=tmp_path / "o").options == {}

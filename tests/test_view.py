@@ -283,16 +283,7 @@ def test_cli_serves_until_ctrl_c(logs, tmp_path):
 
 
 # ------------------------------------------------------------------ the page in real chromium
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+# (the `browser` fixture, Debian's chromium driven by playwright, is in conftest.py)
 
 
 @pytest.fixture(scope="module")
@@ -303,16 +294,6 @@ def site(page_file):
     yield server.url
     server.shutdown()
     server.server_close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 @pytest.fixture
@@ -474,3 +455,80 @@ def test_real_rlm_runs_render_and_open(serve, tmp_path, open_page):
     child = tab.locator(".child-run").first
     expect(child.locator("h4").first).to_contain_text("child RLM (depth 1)")
     expect(child.locator(".outputs").first).to_contain_text("c(leaf)")
+
+
+# ------------------------------------------------------------------ sessions
+def session_call(session_id: str, number: int, question: str, **session) -> Trajectory:
+    run = leaf_run(0, question, nested=0)
+    run.meta.session = {"id": session_id, "call": number, "restored": None, "lost": {}, **session}
+    return run
+
+
+def test_a_session_is_one_list_entry_holding_its_calls_in_call_order(tmp_path):
+    log = TrajectoryLog(tmp_path / "logs")
+    calls = {n: session_call("5e55" * 8, n, f"question {n}") for n in (1, 2, 3)}
+    calls[3].status, calls[3].error = "budget_exceeded", "max_calls 3 reached"
+    for n in (3, 1, 2):  # logged out of order: the page still shows call 1 first
+        log.write(calls[n])
+    log.write(leaf_run(0, "a plain call", nested=0))
+    _, payload = render_runs([tmp_path / "logs"])
+    [session] = payload["sessions"]
+    order = [payload["runs"][i]["trajectory"]["meta"]["session"]["call"] for i in session["calls"]]
+    assert session["id"] == "5e55" * 8 and order == [1, 2, 3]
+    summary = session["summary"]
+    assert summary["session_calls"] == 3 and summary["task"].startswith("session 5e555e55 (3 calls): ")
+    assert summary["status"] == "budget_exceeded" and summary["failed"] and "max_calls" in summary["error"]
+    assert summary["tokens"] == 3 * calls[1].usage.total_tokens and summary["turns"] == 6
+
+
+def test_browser_opens_a_session_to_its_calls_in_order(tmp_path, open_page):
+    """A real session's logs (three calls, its worker killed before the third) and a plain run."""
+    import rlmkit
+
+    script = {
+        "count": "```repl\nfails = context.count('500')\nSUBMIT(answer=str(fails))\n```",
+        "double": "```repl\nSUBMIT(answer=str(2 * fails))\n```",
+        "again": "```repl\nSUBMIT(answer=str(fails + 1))\n```",
+    }
+
+    def model(messages):  # replies by the question, which the task message shows whole
+        return next(reply for q, reply in script.items() if f"'{q}'" in messages[1]["content"])
+
+    rlm = rlmkit.RLM("context, question -> answer", lm=rlmkit.FunctionLM(model), log_dir=tmp_path / "logs")
+    with rlm.session(context="GET /a 500\n" * 50) as s:
+        assert s(question="count").answer == "50" and s(question="double").answer == "100"
+        os.kill(s.sandbox.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while s.worker_running:  # a state, polled to a deadline
+            assert time.monotonic() < deadline, "the killed worker still looked alive"
+            time.sleep(0.01)
+        assert s(question="again").answer == "51"
+    rlm(context="GET /b 200", question="count")
+
+    page_path, payload = write_page([tmp_path / "logs"], tmp_path / "session.html")
+    assert len(payload["runs"]) == 4 and len(payload["sessions"]) == 1
+    tab = open_page(page_path.as_uri())
+    expect(tab.locator("tr.run-row")).to_have_count(2)  # the session and the plain call
+    row = tab.locator("tr.session-row")
+    expect(row).to_have_attribute("data-session-id", s.id)
+    expect(row).to_contain_text("(3 calls)")
+    tab.fill("#run-filter", s.id[:12])
+    expect(tab.locator("tr.run-row")).to_have_count(1)
+    row.click()
+    calls = tab.locator("section.session-call")
+    expect(calls).to_have_count(3)
+    assert [calls.nth(i).get_attribute("data-call") for i in range(3)] == ["1", "2", "3"]
+    for i, question in enumerate(("count", "double", "again")):
+        expect(calls.nth(i).locator(".call-head")).to_contain_text(f"call {i + 1}")
+        expect(calls.nth(i).locator(".call-head")).to_contain_text(question)
+        expect(calls.nth(i).locator("section.turn")).to_have_count(
+            1
+        )  # each call's turns, as a run shows them
+    expect(calls.nth(2).locator(".call-head .chip.rebuilt")).to_contain_text("worker_died")
+    expect(tab.locator("table.session-calls tr.call-row")).to_have_count(3)
+    expect(tab.locator("table.session-calls tr.call-row").nth(1)).to_contain_text("100")
+    # a call opens as a page of its own, with a breadcrumb back to its session
+    calls.nth(1).locator("a.open-call").click()
+    expect(tab.locator(".outputs")).to_contain_text("100")
+    tab.locator(f"#crumbs a[href='#session={s.id}']").click()
+    expect(tab.locator("section.session-call")).to_have_count(3)

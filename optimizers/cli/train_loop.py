@@ -50,8 +50,15 @@ def train_loop(
         ..., exists=True, help="trajectories to compile training data from (rlmkit eval --out)"
     ),
     base_model: str = typer.Option(..., help="local model folder (transformers) to train and evaluate"),
+    gguf_file: str = typer.Option(
+        None,
+        help="a GGUF file in --base-model to train from (dequantised) and evaluate with llama.cpp "
+        "(e.g. a student from optimizers.students)",
+    ),
     out: Path = typer.Option(Path("runs/train-loop"), help="where jobs, study and report go (resumable)"),
     held_out: str = typer.Option("", help="families withheld from every job, evaluated only"),
+    lengths: str = typer.Option("2000,8000", help="context lengths of the runs a job may train on"),
+    steps: str = typer.Option("2,10,50", help="optimizer steps a job may take (size them to --timeout)"),
     proposer: str = typer.Option("optuna", help="optuna | lm"),
     jobs: int = typer.Option(4, min=1, help="how many jobs to run in total (a re-run resumes)"),
     backend: str = typer.Option("trl-sft", help="training backend adapter"),
@@ -77,8 +84,11 @@ def _run(
     families,
     runs,
     base_model,
+    gguf_file,
     out,
     held_out,
+    lengths,
+    steps,
     proposer,
     jobs,
     backend,
@@ -99,7 +109,7 @@ def _run(
         RayExecutor,
         TrainTuner,
     )
-    from optimizers.trainloop.served import build_dataset_from_runs, evaluate_served
+    from optimizers.trainloop.served import build_dataset_from_runs, evaluate_served, serve_llama_cpp
     from programs.evaluate import evaluate
     from programs.suite_programs import program_for
     from programs.tasks import generate
@@ -110,6 +120,8 @@ def _run(
         families=_split(families) + [h for h in held if h not in _split(families)],
         held_out=held,
         backends=[backend],
+        lengths=[int(x) for x in _split(lengths)],
+        steps=[int(x) for x in _split(steps)],
     )
     if proposer == "optuna":
         job_writer = OptunaProposer(space, f"sqlite:///{out / 'study.db'}")
@@ -132,8 +144,14 @@ def _run(
         proposer=job_writer,
         build_dataset=build_dataset_from_runs(runs),
         evaluate=evaluate_served(
-            eval_iterations, 2, eval_max_tokens, program_for=program_for, evaluate=evaluate
+            eval_iterations,
+            2,
+            eval_max_tokens,
+            program_for=program_for,
+            evaluate=evaluate,
+            serve=serve_llama_cpp(Path(base_model) / gguf_file, eval_max_tokens) if gguf_file else None,
         ),
+        job_options={"gguf_file": gguf_file} if gguf_file else None,
         eval_examples=examples(eval_n, 10_000),
         test_examples=examples(test_n, 20_000),  # never used to pick a job
         base_model=base_model,

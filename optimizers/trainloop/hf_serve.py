@@ -14,13 +14,22 @@ from rlmkit.testing.server import ScriptedServer, approx_tokens, chat_response
 class HFChatModel:
     """Greedy chat generation with a local model folder (+ peft adapter)."""
 
-    def __init__(self, base_model: str, adapter: str | None = None, *, max_new_tokens: int = 256):
+    def __init__(
+        self,
+        base_model: str,
+        adapter: str | None = None,
+        *,
+        max_new_tokens: int = 256,
+        gguf_file: str | None = None,
+    ):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.torch = torch
-        self.tokenizer = AutoTokenizer.from_pretrained(base_model)
-        model = AutoModelForCausalLM.from_pretrained(base_model)
+        # gguf_file: a GGUF in the base_model folder, dequantised to float32 by transformers
+        source = {"gguf_file": gguf_file} if gguf_file else {}
+        self.tokenizer = AutoTokenizer.from_pretrained(base_model, **source)
+        model = AutoModelForCausalLM.from_pretrained(base_model, dtype=torch.float32, **source)
         if adapter:
             from peft import PeftModel
 

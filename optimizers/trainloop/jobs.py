@@ -41,7 +41,16 @@ class ProposedJob(BaseModel):
             raise ValueError("families must name at least one task family")
         return self
 
-    def to_train_job(self, *, dataset: Path, base_model: str, output_dir: Path, seed: int = 0) -> TrainJob:
+    def to_train_job(
+        self,
+        *,
+        dataset: Path,
+        base_model: str,
+        output_dir: Path,
+        seed: int = 0,
+        options: dict[str, Any] | None = None,
+    ) -> TrainJob:
+        """``options``: the backend options every job shares (e.g. ``gguf_file`` for a GGUF base)."""
         lora = LoRA(rank=self.lora_rank, alpha=2 * self.lora_rank) if self.lora_rank else None
         return TrainJob.build(
             kind="sft",
@@ -55,6 +64,7 @@ class ProposedJob(BaseModel):
             seed=seed,
             max_seq_len=2048,
             max_completion_tokens=512,
+            options=dict(options or {}),
         )
 
 

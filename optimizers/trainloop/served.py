@@ -36,6 +36,30 @@ def build_dataset_from_runs(runs_dir: Path) -> Callable[[Any, Path], BuiltDatase
     return build
 
 
+def serve_transformers(max_tokens: int) -> Callable[[Any], tuple[Any, Any]]:
+    """Serve a model folder (+ peft adapter) with in-process transformers generation."""
+
+    def serve(model: Any) -> tuple[Any, Any]:
+        import rlmkit
+        from optimizers.trainloop.hf_serve import serve_hf
+
+        server = serve_hf(model.base_model, model.adapter, max_new_tokens=max_tokens)
+        return server, rlmkit.LM("openai/local", api_base=server.url, api_key="local", cache=False)
+
+    return serve
+
+
+def serve_llama_cpp(gguf: Path, max_tokens: int) -> Callable[[Any], tuple[Any, Any]]:
+    """Serve a GGUF base with llama.cpp, a trained adapter converted to a GGUF LoRA on top."""
+
+    def serve(model: Any) -> tuple[Any, Any]:
+        from optimizers.students import serve_gguf
+
+        return serve_gguf(gguf, model.adapter, max_tokens=max_tokens, temperature=0.0, cache=False)
+
+    return serve
+
+
 def evaluate_served(
     max_iterations: int,
     workers: int,
@@ -43,19 +67,19 @@ def evaluate_served(
     *,
     program_for: Callable[..., Any],
     evaluate: Callable[..., Any],
+    serve: Callable[[Any], tuple[Any, Any]] | None = None,
 ) -> Callable[[Any, list[Any]], dict[str, float]]:
     """An ``evaluate`` for TrainTuner: serve the model, run each family's program, mean score per family.
 
     ``program_for(family, lm=, max_iterations=)`` builds a family's program; ``evaluate(factory,
-    examples, workers=)`` scores it (``programs.evaluate.evaluate`` has that shape).
+    examples, workers=)`` scores it (``programs.evaluate.evaluate`` has that shape). ``serve(model)``
+    returns (a server with ``stop()``, its LM); default: transformers in-process.
     """
-    import rlmkit
-    from optimizers.trainloop.hf_serve import serve_hf
+    serve = serve or serve_transformers(max_tokens)
 
     def run(model: Any, examples: list[Any]) -> dict[str, float]:
-        server = serve_hf(model.base_model, model.adapter, max_new_tokens=max_tokens)
+        server, lm = serve(model)
         try:
-            lm = rlmkit.LM("openai/local", api_base=server.url, api_key="local", cache=False)
             scores: dict[str, float] = {}
             for family in sorted({ex.suite for ex in examples}):
                 subset = [ex for ex in examples if ex.suite == family]

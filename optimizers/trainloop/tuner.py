@@ -61,6 +61,7 @@ class TrainTuner:
         example_id: Callable[[Any], str] = lambda ex: ex.id,
         family: Callable[[Any], str] = lambda ex: ex.suite,
         test_examples: list[Any] | None = None,
+        job_options: dict[str, Any] | None = None,
     ):
         if not eval_examples:
             raise UserError("the evaluation set is empty")
@@ -70,6 +71,7 @@ class TrainTuner:
             raise UserError(f"the test set shares examples with the evaluation set: {sorted(shared)[:5]}")
         self.proposer, self.build_dataset, self.evaluate = proposer, build_dataset, evaluate
         self.eval_examples, self.base_model = list(eval_examples), base_model
+        self.job_options = dict(job_options or {})  # backend options of every job (a GGUF base's file)
         self.out = Path(out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
         self.executor = executor or LocalExecutor()
@@ -171,7 +173,10 @@ class TrainTuner:
             )
         try:
             job = proposal.to_train_job(
-                dataset=built.path, base_model=self.base_model, output_dir=job_dir / "train"
+                dataset=built.path,
+                base_model=self.base_model,
+                output_dir=job_dir / "train",
+                options=self.job_options,
             )
         except RLMKitError as exc:
             return fail("rejected", f"job: {exc}")

@@ -10,6 +10,7 @@ Re-running with the same arguments resumes from ``--out``: finished examples are
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from pathlib import Path
@@ -42,7 +43,10 @@ def eval_command(
     ),
     sub_lm: str = typer.Option(None, "--sub-lm", help="Model for sub-calls (default: the root model)."),
     program: str = typer.Option(
-        "rlm", "--program", help="rlm, facts_then_answer (multihop), tally_then_answer (aggregation)."
+        "rlm",
+        "--program",
+        help="rlm (the suite's program: its instructions know the suite), plain (the suite's signature, "
+        "no task knowledge), facts_then_answer (multihop), tally_then_answer (aggregation).",
     ),
     max_depth: int = typer.Option(1, "--max-depth", help="Recursion depth for rlm_query sub-calls."),
     max_iterations: int = typer.Option(20, "--max-iterations", help="Root turns per example."),
@@ -51,8 +55,16 @@ def eval_command(
     baseline: bool = typer.Option(
         False, "--baseline", help="Also run the plain LM on the context cut to its window."
     ),
+    plain: bool = typer.Option(
+        False,
+        "--plain",
+        help="Also run the plain RLM beside the program: the suite's signature, no task knowledge.",
+    ),
     window_tokens: int = typer.Option(
-        32_000, "--window-tokens", help="The baseline's context window, in tokens."
+        None,
+        "--window-tokens",
+        help="The baseline's context window, in tokens (default: the model's own, from litellm's "
+        "model map or the embedded model's server).",
     ),
     retry_failed: bool = typer.Option(
         False, "--retry-failed", help="Run failed examples again when resuming."
@@ -104,6 +116,7 @@ def _run(
     workers,
     out,
     baseline,
+    plain,
     window_tokens,
     retry_failed,
     samples,
@@ -123,12 +136,16 @@ def _run(
     root = lm_from_flag(lm, api_base, **sampling)
     sub = lm_from_flag(sub_lm, api_base, **sampling) if sub_lm else None
 
-    def factory():
+    def build(name: str):
         return build_program(
-            program, suite, lm=root, sub_lm=sub, max_depth=max_depth, max_iterations=max_iterations
+            name, suite, lm=root, sub_lm=sub, max_depth=max_depth, max_iterations=max_iterations
         )
 
+    factory, plain_factory = functools.partial(build, program), functools.partial(build, "plain")
+
     factory()  # a bad program/suite pairing or knob fails now, not in every worker
+    # the baseline's window (the model's own unless given) is known now, or its error is raised now
+    baseline_program = baseline_for(suite, lm=root, window_tokens=window_tokens) if baseline else False
     config = {
         "suite": suite,
         "length": length,
@@ -140,7 +157,7 @@ def _run(
         "sub_lm": sub_lm,
         "max_depth": max_depth,
         "max_iterations": max_iterations,
-        "window_tokens": window_tokens,
+        "window_tokens": baseline_program.window_tokens if baseline_program else window_tokens,
     }
     if temperature is not None:  # only when set: older run folders keep their config hash
         config["temperature"] = temperature
@@ -173,7 +190,7 @@ def _run(
 
         def on_result(row) -> None:
             fields = progress.tasks[task].fields
-            right = row.program == "program" and row.score >= 0.999  # the baseline has its own table row
+            right = row.program == "program" and row.score >= 0.999  # plain and baseline have their own rows
             progress.update(
                 task, advance=1, correct=fields["correct"] + right, cost=fields["cost"] + row.cost
             )
@@ -190,7 +207,8 @@ def _run(
                 workers=workers,
                 out_dir=out,
                 config=config,
-                baseline=baseline_for(suite, lm=root, window_tokens=window_tokens) if baseline else False,
+                baseline=baseline_program,
+                plain=plain_factory if plain else False,
                 samples=samples,
                 retry_failed=retry_failed,
                 on_result=on_result,
@@ -206,6 +224,7 @@ def _run(
         "config": config,
         "samples": samples,
         "summary": result.summary(),
+        "plain": result.plain.summary() if result.plain else None,
         "baseline": result.baseline.summary() if result.baseline else None,
     }
     (Path(out) / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")

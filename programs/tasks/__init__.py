@@ -5,7 +5,8 @@
     score(examples[0], prediction)          # float in [0, 1]
 
 Families (``SUITES``): needle (RULER S-NIAH), multi_needle (MRCR), aggregation (OOLONG),
-pairs (OOLONG-Pairs), multihop (BrowseComp-Plus), codeqa (LongBench-v2 CodeQA).
+pairs (OOLONG-Pairs), multihop (BrowseComp-Plus), codeqa (LongBench-v2 CodeQA), shared_context
+(several aggregation questions over one context, asked in one session).
 
 A family is one module here defining ``SUITE = Suite(...)`` (generator, scorer, knobs and the
 ``ProgramRecipe`` that answers it: signature, strategy, typed sub-calls), plus its line in
@@ -31,7 +32,7 @@ from programs.tasks.base import (
 )
 
 # The registry: one line per family, the name of its module in programs/tasks/.
-FAMILIES = ("needle", "multi_needle", "aggregation", "pairs", "multihop", "codeqa")
+FAMILIES = ("needle", "multi_needle", "aggregation", "pairs", "multihop", "codeqa", "shared_context")
 
 
 def _load_family(module_name: str) -> Suite:

@@ -30,11 +30,17 @@ def local_lm(
     that needs, say, one llama.cpp thread on a crowded machine) instead of the machine's
     shared one, whose configuration is whichever process started it first.
     """
-    from rlmkit.models.lm import LM  # the OpenAI-compatible transport: no litellm involved
-
     model = ensure_model(progress=progress)
     # one per machine, shared; or this process's own
     server = shared_server(model, config) if private else machine_server(model, config)
+    return served_lm(server, LOCAL_MODEL_NAME, **lm_kwargs)
+
+
+def served_lm(server: LocalServer | MachineServer, model: str, **lm_kwargs: Any):
+    """An LM for a running llama.cpp server, with the embedded model's defaults (any GGUF model
+    served here, e.g. a distilled student, is run under the same settings)."""
+    from rlmkit.models.lm import LM  # the OpenAI-compatible transport: no litellm involved
+
     lm_kwargs.setdefault("max_concurrency", server.config.parallel)
     lm_kwargs.setdefault("timeout", 600.0)  # a long prompt on 2 CPU cores takes minutes
     # A small model's turn is a little code: a cap keeps one run-away reply from holding the
@@ -43,7 +49,7 @@ def local_lm(
     # A 4,000-token sub-call already takes ~40 s to read on 2 cores, and 4 slots share the KV.
     lm_kwargs.setdefault("input_chars", EMBEDDED_INPUT_CHARS)
     lm_kwargs.setdefault("preset", shipped_program())  # the program tuned for this model, if shipped
-    return LM(LOCAL_MODEL_NAME, api_base=server.url, api_key="local", **lm_kwargs)
+    return LM(model, api_base=server.url, api_key="local", **lm_kwargs)
 
 
 __all__ = [
@@ -58,6 +64,7 @@ __all__ = [
     "local_lm",
     "machine_server",
     "models_dir",
+    "served_lm",
     "shared_server",
     "shipped_program",
 ]

@@ -41,6 +41,10 @@ class ModelSpec:
     size: int
     sha256: str
     part_packages: tuple[str, ...]
+    # Which file of each package is its part (a PurePath.match pattern): packages from other
+    # publishers lay their data out differently (``data/part01.bin``, ``x.gguf.part00``, ``x.gguf``).
+    part_pattern: str = "data/*.bin"
+    extra: str = "local"  # the dspy-rlmkit extra that installs the part packages
 
 
 EMBEDDED_MODEL = ModelSpec(
@@ -68,18 +72,18 @@ def find_parts(spec: ModelSpec = EMBEDDED_MODEL) -> list[Path]:
         except importlib.metadata.PackageNotFoundError:
             missing.append(package)
             continue
-        data = [f for f in dist.files or () if f.parent.name == "data" and f.name.endswith(".bin")]
+        data = [f for f in dist.files or () if f.match(spec.part_pattern)]
         if len(data) != 1:
             raise LocalModelError(
-                f"package {package} should hold exactly one data/*.bin file, found {len(data)}. "
-                f"Reinstall it: {install_hint('local', reinstall=True)}"
+                f"package {package} should hold exactly one {spec.part_pattern} file, found {len(data)}. "
+                f"Reinstall it: {install_hint(spec.extra, reinstall=True)}"
             )
         parts.append(Path(dist.locate_file(data[0])))
     if missing:
         shown = ", ".join(missing[:3]) + (" ..." if len(missing) > 3 else "")
         raise LocalModelError(
-            f"the embedded model's part packages are not installed ({len(missing)} missing: {shown}). "
-            f"Install the local extra: {install_hint('local')}"
+            f"the part packages of {spec.filename} are not installed ({len(missing)} missing: {shown}). "
+            f"Install the {spec.extra} extra: {install_hint(spec.extra)}"
         )
     return parts
 
@@ -169,7 +173,7 @@ def _assemble(parts: Sequence[Path], target: Path, spec: ModelSpec, progress: Pr
                 f"the model assembled from its {len(parts)} parts does not match the official file "
                 f"(size {done:,} vs {spec.size:,} bytes, sha256 {digest.hexdigest()[:16]}... vs "
                 f"{spec.sha256[:16]}...): the installed parts are damaged or of another version. "
-                f"Reinstall them: {install_hint('local', reinstall=True)}",
+                f"Reinstall them: {install_hint(spec.extra, reinstall=True)}",
             )
         os.replace(tmp, target)
     except OSError as exc:

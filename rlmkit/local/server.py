@@ -44,9 +44,17 @@ class LocalServer:
     """A running xllamacpp server child. ``url`` is an OpenAI ``api_base`` (ends in /v1)."""
 
     def __init__(
-        self, model_path: Path, config: LocalServerConfig | None = None, log_path: Path | None = None
+        self,
+        model_path: Path,
+        config: LocalServerConfig | None = None,
+        log_path: Path | None = None,
+        *,
+        alias: str = MODEL_ALIAS,
+        lora: Path | None = None,
     ):
         self.model_path = Path(model_path)
+        self.alias = alias  # what the server calls its model
+        self.lora = Path(lora) if lora else None  # a GGUF LoRA adapter applied on top (a trained student)
         self.config = config or LocalServerConfig()
         self.log_path = log_path or self.model_path.parent.parent / "logs" / f"local-server-{os.getpid()}.log"
         self.url: str | None = None
@@ -61,8 +69,10 @@ class LocalServer:
             sys.executable, "-m", "rlmkit.local.server_process",
             "--model", str(self.model_path), "--log", str(self.log_path),
             "--port", str(cfg.port), "--ctx", str(cfg.ctx),
-            "--parallel", str(cfg.parallel), "--threads", str(cfg.threads), "--alias", MODEL_ALIAS,
+            "--parallel", str(cfg.parallel), "--threads", str(cfg.threads), "--alias", self.alias,
         ]  # fmt: skip
+        if self.lora:
+            cmd += ["--lora", str(self.lora)]
         self._proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
         )

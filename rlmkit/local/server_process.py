@@ -34,6 +34,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--parallel", type=int, default=4)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--alias", default="", help="model name the server reports (not its file path)")
+    parser.add_argument("--lora", default="", help="a LoRA adapter (GGUF) applied to the model")
     parser.add_argument("--state", default="", help="machine-server state directory (see machine.py)")
     parser.add_argument(
         "--backend",
@@ -62,6 +63,11 @@ def _serve(args: argparse.Namespace, port: int) -> object:
 
     params = xllamacpp.CommonParams()
     params.model.path = args.model
+    if args.lora:
+        adapter = xllamacpp.CommonAdapterLoraInfo()
+        adapter.path = args.lora
+        adapter.scale = 1.0
+        params.lora_adapters = [adapter]
     if args.alias:
         params.model_alias = {args.alias}
     params.n_ctx = args.ctx

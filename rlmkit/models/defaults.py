@@ -17,9 +17,11 @@ import logging
 import os
 import sys
 import threading
+import weakref
 from typing import Any
 
 from rlmkit.errors import UserError
+from rlmkit.models.dspy_lm import DirectDSPyLM, DSPyLM, wants_dspy_call
 from rlmkit.models.lm import LM, dspy_lm_options
 
 log = logging.getLogger("rlmkit")
@@ -52,16 +54,21 @@ def shared_lm(model: str, **kwargs: Any) -> LM:
         return lm
 
 
-def resolve_lm(lm: LM | Any | str | None) -> LM:
-    """An rlmkit LM from an LM, a dspy.LM, a model string, or None (the configured default)."""
-    if isinstance(lm, LM):
+def resolve_lm(lm: LM | Any | str | None) -> LM | DSPyLM | DirectDSPyLM:
+    """An rlmkit LM from an LM, a dspy.LM, a model string, or None (the configured default);
+    any other DSPy LM (a ``dspy.BaseLM``) or a callable, wrapped to be called as itself."""
+    if isinstance(lm, (LM, DSPyLM, DirectDSPyLM)):
         return lm
     if isinstance(lm, str):
         return shared_lm(lm)
     if lm is not None:
-        if hasattr(lm, "model") and hasattr(lm, "kwargs"):
-            return shared_lm(lm.model, **dspy_lm_options(lm))
-        raise UserError(f"lm must be an rlmkit.LM, a dspy.LM or a model string, got {type(lm).__name__}")
+        if wants_dspy_call(lm):  # DummyLM, a custom BaseLM, a callable: called as itself
+            return DSPyLM(lm)
+        if hasattr(lm, "model") and hasattr(lm, "kwargs"):  # a plain dspy.LM: the direct transport
+            return direct_view(lm)
+        raise UserError(
+            f"lm must be an rlmkit.LM, a dspy.BaseLM, a callable or a model string, got {type(lm).__name__}"
+        )
     dspy = sys.modules.get("dspy")  # if dspy was never imported, nothing can be configured there
     dspy_lm = getattr(getattr(dspy, "settings", None), "lm", None) if dspy else None
     if dspy_lm is not None:
@@ -74,6 +81,20 @@ def resolve_lm(lm: LM | Any | str | None) -> LM:
     if model is not None:  # a provider key in the environment: use that provider's default model
         return shared_lm(model)
     return embedded_lm()
+
+
+_views: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def direct_view(lm: Any) -> DirectDSPyLM:
+    """One view per ``dspy.LM`` object, over the one shared ``LM`` for its settings."""
+    with _shared_lock:
+        view = _views.get(lm)
+    if view is None:
+        view = DirectDSPyLM(lm, shared_lm(lm.model, **dspy_lm_options(lm)))
+        with _shared_lock:
+            view = _views.setdefault(lm, view)
+    return view
 
 
 @functools.lru_cache(maxsize=1)

@@ -13,6 +13,11 @@ in force there (``dspy.configure`` / ``dspy.context``) and the RLM's own ``callb
   ``pred.get_lm_usage()`` covers the whole tree, like ``pred.trajectory.usage``.
 - history: each model call lands in ``dspy.inspect_history()`` (and the RLM's ``history``).
 - ``dspy.streamify``: status messages for turns and cells (``observe.streaming``).
+
+A session's call (``rlmkit.session``) is reported as a module call of the RLM, and every start
+hook fired inside it gets ``inputs["callback_metadata"]`` (the key DSPy's ``Evaluate`` passes
+its metadata to callbacks under): ``{"session_id", "session_call", "run_id", "depth"}``. An end
+hook has the ``call_id`` of its start, as in DSPy.
 """
 
 from __future__ import annotations
@@ -27,6 +32,11 @@ from rlmkit import events as ev
 from rlmkit.observe.lm_view import LMView, safe_params
 
 log = logging.getLogger("rlmkit")
+
+
+def _dspy_saw(lm: Any) -> bool:
+    """A DSPy LM called as itself (``models.dspy_lm``) fired DSPy's hooks already: not twice."""
+    return getattr(lm, "observed_by_dspy", False)
 
 
 def dspy_listeners(start: ev.RunStarted) -> list[ev.Listener]:
@@ -67,6 +77,8 @@ class DspyCallbacks:
         self.sandboxes: dict[str, Any] = {}  # run_id -> its sandbox, the tool calls' instance
 
     def _fire(self, hook: str, event: ev.Event, **kwargs: Any) -> None:
+        if event.session_id and "inputs" in kwargs:  # a start hook inside a session's call
+            kwargs["inputs"] = {**kwargs["inputs"], "callback_metadata": session_metadata(event)}
         for callback in self.callbacks:
             try:
                 getattr(callback, hook)(call_id=event.span_id, **kwargs)
@@ -77,12 +89,14 @@ class DspyCallbacks:
         kind = type(event)
         if kind is ev.RunStarted:
             self.rlms[event.run_id] = event.rlm
-            if event.depth > 0:  # the top-level run's module hooks come from dspy.Module.__call__
+            # the top-level run's module hooks come from dspy.Module.__call__, except a session's
+            # call, which does not go through it
+            if event.depth > 0 or event.session_id:
                 self._fire("on_module_start", event, instance=event.rlm, inputs=dict(event.inputs))
         elif kind is ev.RunFinished:
             self.rlms.pop(event.run_id, None)
             self.sandboxes.pop(event.run_id, None)
-            if event.depth > 0:
+            if event.depth > 0 or event.session_id:
                 outputs = dspy.Prediction(**event.trajectory.outputs) if event.error is None else None
                 self._fire("on_module_end", event, outputs=outputs, exception=event.error)
         elif kind is ev.TurnStarted:
@@ -106,14 +120,14 @@ class DspyCallbacks:
                 if event.error
                 else {"reply": turn.reply, "feedback": turn.feedback, "final": turn.final},
             )
-        elif kind is ev.ModelRequest:
+        elif kind is ev.ModelRequest and not _dspy_saw(event.lm):
             self._fire(
                 "on_lm_start",
                 event,
-                instance=LMView(event.lm),
+                instance=getattr(event.lm, "dspy_origin", None) or LMView(event.lm),
                 inputs={"prompt": None, "messages": event.messages, "kwargs": {}},
             )
-        elif kind is ev.ModelReply:
+        elif kind is ev.ModelReply and not _dspy_saw(event.start.lm):
             outputs = [event.completion.text] if event.completion is not None else None
             self._fire("on_lm_end", event, outputs=outputs, exception=event.error)
         elif kind is ev.CellStarted:
@@ -160,6 +174,16 @@ class DspyCallbacks:
             self._fire("on_interpreter_shutdown_end", event, outputs=None, exception=event.error)
 
 
+def session_metadata(event: ev.Event) -> dict[str, Any]:
+    """Which session and call an event belongs to (a child run's events: its root call's)."""
+    return {
+        "session_id": event.session_id,
+        "session_call": event.session_call,
+        "run_id": event.run_id,
+        "depth": event.depth,
+    }
+
+
 def usage_entry(completion: Any) -> dict[str, Any]:
     """One call's usage in DSPy's shape (what ``get_lm_usage()`` sums per model)."""
     usage = completion.usage
@@ -180,7 +204,7 @@ class UsageRecorder:
         self.tracker = tracker
 
     def __call__(self, event: ev.Event) -> None:
-        if type(event) is ev.ModelReply and event.completion is not None:
+        if type(event) is ev.ModelReply and event.completion is not None and not _dspy_saw(event.start.lm):
             self.tracker.add_usage(event.start.lm.model, usage_entry(event.completion))
 
 
@@ -205,7 +229,7 @@ class HistoryRecorder:
         return params
 
     def __call__(self, event: ev.Event) -> None:
-        if type(event) is not ev.ModelReply or event.completion is None:
+        if type(event) is not ev.ModelReply or event.completion is None or _dspy_saw(event.start.lm):
             return
         completion, request = event.completion, event.start
         lm = request.lm
@@ -222,11 +246,19 @@ class HistoryRecorder:
             "model": lm.model,
             "response_model": completion.model,
             "model_type": "chat",
-            "rlmkit": {"run_id": event.run_id, "depth": event.depth, "root": request.root},
+            "rlmkit": {
+                "run_id": event.run_id,
+                "session_id": event.session_id,
+                "session_call": event.session_call,
+                "depth": event.depth,
+                "root": request.root,
+            },  # fmt: skip
         }
+        origin = getattr(lm, "dspy_origin", None)  # a dspy.LM on the direct transport keeps its own history
         for history, limit in (
             (self.history, self.limit),
             *((o.history, self.owner_limit) for o in self.owners),
+            *(((origin.history, self.owner_limit or self.limit),) if origin is not None else ()),
         ):
             if len(history) >= limit:
                 del history[0]

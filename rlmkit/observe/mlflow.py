@@ -50,6 +50,10 @@ class MlflowSpans(SpanTree):
         import mlflow
 
         attributes: dict[str, Any] = {"rlmkit.run_id": event.run_id, "rlmkit.depth": event.depth}
+        if event.session_id:
+            attributes["rlmkit.session_id"] = event.session_id
+            if event.session_call is not None:
+                attributes["rlmkit.session_call"] = event.session_call
         if type(event) is ev.ModelRequest:
             attributes["model"] = event.lm.model
             attributes["rlmkit.role"] = "root" if event.root else "sub"

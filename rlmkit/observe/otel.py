@@ -53,6 +53,11 @@ class OtelSpans(SpanTree):
         from opentelemetry import trace
 
         kind, name, attributes = trace.SpanKind.INTERNAL, span_name(event), {"rlmkit.depth": event.depth}
+        if event.session_id:
+            attributes["rlmkit.session_id"] = event.session_id  # a session's calls share it
+            attributes["gen_ai.conversation.id"] = event.session_id
+            if event.session_call is not None:
+                attributes["rlmkit.session_call"] = event.session_call
         if type(event) is ev.RunStarted:
             meta = event.meta
             name = "invoke_agent rlm"

@@ -130,6 +130,10 @@ class WorkerHost(Sandbox):
         self._prelude = ""
         self._protections: dict[str, bool | str] = {}
         self.startup_s = 0.0  # seconds the last (re)start took, variables included
+        # A session's hook: runs after each (re)launch's inputs and prelude (it puts the last
+        # checkpoint back), and what a restart then tells the model about its variables.
+        self.on_launch: Any = None
+        self.relaunch_note = "its variables were reset to the inputs"
 
     @property
     def protections(self) -> dict[str, bool]:
@@ -166,6 +170,8 @@ class WorkerHost(Sandbox):
                 raise SandboxError(f"the REPL worker could not start: {msg[1]}")
             self._protections = msg[1]
             self._send_inputs()
+            if self.on_launch is not None:
+                self.on_launch(self)
         except (SandboxError, ContextError):
             self.close()
             raise
@@ -176,10 +182,14 @@ class WorkerHost(Sandbox):
         self.startup_s = time.monotonic() - t0
 
     def _send_inputs(self) -> None:
+        self._send_variables(self._variables)
+        self._run_prelude()
+
+    def _send_variables(self, variables: dict[str, Any]) -> None:
         chan = self._chan
         chan.send(("functions", {name: (fn.__doc__ or "") for name, fn in self._functions.items()}))
         sent: dict[int, str] = {}  # id -> first name: an input under two names crosses once
-        for name, value in self._variables.items():
+        for name, value in variables.items():
             if id(value) in sent:
                 chan.send(("alias", name, sent[id(value)]))
                 continue
@@ -202,6 +212,8 @@ class WorkerHost(Sandbox):
                 "variables could not be rebuilt inside the sandbox (it has only the "
                 "standard library): " + "; ".join(errors)
             )
+
+    def _run_prelude(self) -> None:
         if self._prelude:
             self._in_prelude = True  # a worker dying here is not restarted (it would die again)
             try:
@@ -210,6 +222,50 @@ class WorkerHost(Sandbox):
                 self._in_prelude = False
             if result.error or result.restarted:
                 raise SandboxError(f"the sandbox prelude failed:\n{result.error}")
+
+    def update(self, variables: dict[str, Any], functions: dict[str, HostFunction], prelude: str) -> bool:
+        """A live worker's next run (a session's next call): ``variables`` (only those that
+        changed) cross, the host functions are the new run's, the prelude runs again. A restart
+        from here on uses them too. True when the worker had died and a new one was launched."""
+        check_names({**self._variables, **variables}, functions)
+        with self._lock:
+            self._variables.update(variables)
+            self._functions, self._prelude = dict(functions), prelude
+            if self._chan is not None:
+                try:
+                    self._send_variables(variables)
+                    self._run_prelude()
+                    return False
+                except (wire.ChannelTimeout, EOFError, OSError):
+                    pass  # it died between runs: a fresh one gets everything
+            self._restart()
+            return True
+
+    def alive(self) -> bool:
+        """Whether the worker is started and has not exited (a kill -9 between runs shows here)."""
+        worker = self._worker
+        return worker is not None and worker.alive()
+
+    def exchange(self, message: tuple, timeout_s: float = GET_TIMEOUT_S) -> Any:
+        """Send one message between cells and return the worker's reply (plain data only).
+        SandboxError, and no worker, when it does not answer."""
+        with self._lock:
+            if self._chan is None:
+                raise SandboxError("the sandbox is not started (call start() first)")
+            try:
+                self._chan.send(message)
+                return self._chan.recv_plain(time.monotonic() + timeout_s)
+            except (
+                wire.ChannelTimeout,
+                EOFError,
+                OSError,
+                wire.FrameTooLarge,
+                pickle.UnpicklingError,
+            ) as exc:
+                self.close()
+                raise SandboxError(
+                    f"the worker did not answer {message[0]!r} ({type(exc).__name__})"
+                ) from None
 
     def close(self) -> None:
         self._drop_worker(lambda worker: worker.stop())
@@ -278,7 +334,7 @@ class WorkerHost(Sandbox):
     # result, or throw its exception in. The actions:
     #   (RECV, deadline)              -> the worker's next message
     #   (CALL, fn, args, kwargs)      -> what host function ``fn`` returned
-    #   (DEATH, result, t_start, why) -> the result of restarting a dead or wedged worker
+    #   (DEATH, result, t_start, why[, ran]) -> the result of restarting a dead or wedged worker
     #   (DONE, result)                -> (from ``_advance``) the conversation is over
     def _drive(self, conversation: Generator) -> Any:
         action = _advance(conversation, None, None)
@@ -321,8 +377,8 @@ class WorkerHost(Sandbox):
         fatal: BaseException | None = None
         try:
             self._chan.send(("run", code) if after is None else ("run", code, after))
-        except OSError:
-            return (yield DEATH, result, t_start, None)
+        except OSError:  # it died between cells (e.g. killed from outside): this cell never ran
+            return (yield DEATH, result, t_start, None, False)
         while True:
             if interrupted_until is not None:
                 deadline = interrupted_until
@@ -408,8 +464,11 @@ class WorkerHost(Sandbox):
         self._chan.send_bytes(reply)
         return None
 
-    def _after_death(self, result: CellResult, t_start: float, reason: str | None = None) -> CellResult:
-        """The worker died or was wedged: restart it from the inputs and say so in the result."""
+    def _after_death(
+        self, result: CellResult, t_start: float, reason: str | None = None, ran: bool = True
+    ) -> CellResult:
+        """The worker died or was wedged: restart it from the inputs and say so in the result
+        (``ran=False``: it was found dead before the cell reached it)."""
         if reason is None:
             ended = self._worker.describe_exit(wait_s=0.5)
             # alive, but it closed or corrupted its end of the pipe
@@ -422,7 +481,9 @@ class WorkerHost(Sandbox):
         self._restart()
         result.restarted = True
         prefix = "TimeoutError: " if result.timed_out else "SandboxCrash: "
-        result.error = f"{prefix}{reason}; the REPL was restarted and its variables were reset to the inputs."
+        result.error = f"{prefix}{reason}; the REPL was restarted and {self.relaunch_note}."
+        if not ran:
+            result.error += " This cell did not run."
         result.duration_s = time.monotonic() - t_start
         return result
 

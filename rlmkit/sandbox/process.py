@@ -18,8 +18,9 @@ import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 
-from rlmkit.sandbox import wire
+from rlmkit.sandbox import pool, wire
 from rlmkit.sandbox.base import SandboxLimits
+from rlmkit.sandbox.forkserver import ForkedProcess, ForkServer, ForkServerGone
 from rlmkit.sandbox.host import Launcher, Worker, WorkerHost, max_frame
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
@@ -62,10 +63,14 @@ _live_workers: weakref.WeakSet[ProcessWorker] = weakref.WeakSet()
 
 
 def _forget_after_fork() -> None:
-    """A forked host keeps no threads (it makes its own) and owns none of its parent's workers."""
-    global _threads_lock
+    """A forked host keeps no threads (it makes its own) and owns none of its parent's workers, nor
+    its fork server."""
+    global _threads_lock, _fork_server
     _threads.clear()
     _threads_lock = threading.Lock()
+    if _fork_server is not None:
+        _fork_server.forget()
+        _fork_server = None
     for worker in list(_live_workers):
         worker.forget()
 
@@ -84,7 +89,7 @@ def _describe_exit(code: int | None) -> str:
     return f"exited with status {code}"
 
 
-def _kill(proc: subprocess.Popen) -> None:
+def _kill(proc: subprocess.Popen | ForkedProcess) -> None:
     if proc.poll() is None:
         try:
             os.killpg(proc.pid, signal.SIGKILL)  # its own session: takes any children along
@@ -92,7 +97,9 @@ def _kill(proc: subprocess.Popen) -> None:
             pass
 
 
-def _kill_and_clean(proc: subprocess.Popen | None, fds: list[int], workdir: str | None, errlog) -> None:
+def _kill_and_clean(
+    proc: subprocess.Popen | ForkedProcess | None, fds: list[int], workdir: str | None, errlog
+) -> None:
     """Module-level so a weakref finalizer can run it after the sandbox object is gone."""
     if proc is not None:
         _kill(proc)
@@ -169,6 +176,48 @@ class ProcessWorker(Worker):
         _thread("reap").submit(self.stop)
 
 
+FORK_SERVER = os.environ.get("RLMKIT_SANDBOX_FORK_SERVER", "1") != "0"  # "0": exec every worker
+_fork_server: ForkServer | None = None
+
+
+def _start(config: dict, env: dict[str, str], errlog) -> subprocess.Popen | ForkedProcess:
+    """Start one worker (on the spawn thread): forked by the fork server, which is started on first
+    use and again if it stopped; exec'd, as the fork server itself is, when there is none."""
+    global _fork_server
+    for _ in range(2):
+        if FORK_SERVER and (_fork_server is None or not _fork_server.alive):
+            try:
+                _fork_server = ForkServer(
+                    WORKER, {k: v for k, v in env.items() if k not in ("HOME", "TMPDIR")}
+                )
+            except OSError:
+                _fork_server = None
+                break
+        if not FORK_SERVER or _fork_server is None:  # off (again) or failed: exec, even if one is up
+            break
+        try:
+            return _fork_server.spawn(config, [config["rfd"], config["wfd"], errlog.fileno()])
+        except ForkServerGone:
+            continue
+    return subprocess.Popen(
+        [sys.executable, "-I", "-S", WORKER, marshal.dumps(config).hex()],
+        pass_fds=(config["rfd"], config["wfd"]),
+        cwd=config["workdir"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=errlog,
+        start_new_session=True,
+    )
+
+
+def standing_pids() -> set[int]:
+    """Processes kept between runs: the fork server and the pool's idle workers (never given any
+    code). A check that no worker outlived its run leaves these out."""
+    server = _fork_server
+    return pool.idle_pids() | ({server.proc.pid} if server is not None and server.alive else set())
+
+
 class ProcessLauncher(Launcher):
     """Spawns ``worker.py`` with ``python -I -S``; ``confine=False`` skips the OS confinement (tests only)."""
 
@@ -223,23 +272,8 @@ class ProcessLauncher(Launcher):
             "LC_ALL": "C.UTF-8",
         }
         errlog = tempfile.TemporaryFile(prefix="rlmkit-repl-stderr-")  # noqa: SIM115 - lives as long as the worker
-        cmd = [sys.executable, "-I", "-S", WORKER, marshal.dumps(config).hex()]
         try:
-            proc = (
-                _thread("spawn")
-                .submit(
-                    subprocess.Popen,
-                    cmd,
-                    pass_fds=(to_worker_r, from_worker_w),
-                    cwd=workdir,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=errlog,
-                    start_new_session=True,
-                )
-                .result()
-            )
+            proc = _thread("spawn").submit(_start, config, env, errlog).result()
         except BaseException:
             _kill_and_clean(None, [from_worker_r, to_worker_w], workdir, errlog)
             raise

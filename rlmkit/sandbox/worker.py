@@ -6,7 +6,8 @@ Protocol (frames of an 8-byte length + pickle, see ``wire.py``). The host sends
 ``("functions", {name: doc})``; per input ``("var_str", name)`` + the text
 (``Channel.send_text``), ``("var", name)`` + a pickle stream (``Channel.send_pickled``), or
 ``("alias", name, other)`` for an object already sent under another name; ``("loaded",)``;
-then ``("run", code)`` (the prelude is the first run) and ``("get", name)``. The worker
+then ``("run", code)`` (the prelude is the first run) and ``("get", name)``; a session also
+sends ``("snapshot", ...)`` and ``("restore", ...)`` between cells (``snapshot.py``). The worker
 answers ``("ready", protections)``, ``("loaded", errors)``, ``("done", stdout, stderr,
 error, finished)`` and ``("value", found, payload)``, and asks ``("call", id, name,
 pickled (args, kwargs))``; the host replies ``("ok", id, pickled value)``, ``("finish", id)``
@@ -24,6 +25,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cells
 import confine
+import forks
+import snapshot
 import wire
 
 del sys.path[0]  # model code must not import our modules by accident
@@ -61,6 +64,7 @@ class Worker:
         self.namespace: dict = {"__name__": "__main__", "__builtins__": __builtins__}
         self.cell_count = 0
         self.load_errors: list[str] = []
+        self.snapshots = snapshot.Snapshots()  # a session's checkpoints (see snapshot.py)
 
     # ------------------------------------------------------------ host functions
     def call_host(self, name: str, args: tuple, kwargs: dict):
@@ -177,6 +181,10 @@ class Worker:
                 self.chan.send(self.run_cell(*msg[1:3]))
             elif kind == "get":
                 self.answer_get(msg[1])
+            elif kind == "snapshot":
+                self.chan.send(self.snapshots.take(self.namespace, *msg[1:4]))
+            elif kind == "restore":
+                self.chan.send(self.snapshots.restore(self.namespace, *msg[1:3]))
             # stale replies to an interrupted call are dropped here
 
 
@@ -217,8 +225,7 @@ def confine_self(config: dict) -> dict[str, bool | str]:
     return done
 
 
-def main() -> None:
-    config = marshal.loads(bytes.fromhex(sys.argv[1]))  # built in: no json module (0.3 MB) in the worker
+def run_worker(config: dict) -> None:
     chan = wire.Channel(config["rfd"], config["wfd"])
     signal.signal(signal.SIGINT, on_sigint)
     os.chdir(config["workdir"])
@@ -229,6 +236,14 @@ def main() -> None:
         raise
     chan.send(("ready", protections))
     Worker(chan, config).serve()
+
+
+def main() -> None:
+    config = marshal.loads(bytes.fromhex(sys.argv[1]))  # built in: no json module (0.3 MB) in the worker
+    if config.get("fork_server"):
+        forks.serve(config, run_worker)
+    else:
+        run_worker(config)
 
 
 if __name__ == "__main__":

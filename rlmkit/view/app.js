@@ -5,9 +5,10 @@ function readData() {
   const node = document.getElementById("rlmkit-data");
   try {
     const data = JSON.parse(node.textContent);
-    return {runs: data.runs || [], problems: data.problems || []};
+    return {runs: data.runs || [], sessions: data.sessions || [], problems: data.problems || []};
   } catch (err) {
-    return {runs: [], problems: [{file: "(embedded data)", message: `could not be parsed: ${err.message}`}]};
+    return {runs: [], sessions: [],
+      problems: [{file: "(embedded data)", message: `could not be parsed: ${err.message}`}]};
   }
 }
 
@@ -27,7 +28,9 @@ function route(data) {
   const crumbs = document.getElementById("crumbs");
   crumbs.replaceChildren(el("a", {href: "#", text: "all runs"}));
   const match = /^#run=(.+)$/.exec(location.hash);
+  const session = /^#session=(.+)$/.exec(location.hash);
   if (match) renderRunPage(app, crumbs, data, decodeURIComponent(match[1]).split("/"));
+  else if (session) renderSessionPage(app, crumbs, data, decodeURIComponent(session[1]));
   else renderRunList(app, data);
 }
 

@@ -20,7 +20,7 @@ from rlmkit.trajectory import Trajectory, Usage, read_runs
 
 FAILED_STATUSES = ("error", "budget_exceeded", "max_iterations")
 # inlined in this order into one <script>: helpers first, entry point last
-JS_FILES = ("highlight.js", "util.js", "runlist.js", "runview.js", "app.js")
+JS_FILES = ("highlight.js", "util.js", "runlist.js", "runview.js", "sessionview.js", "app.js")
 
 
 # ------------------------------------------------------------------ reading
@@ -85,13 +85,21 @@ def max_depth(run: Trajectory) -> int:
     return deepest
 
 
-def task_label(run: Trajectory) -> str:
-    """A short name for the run's task: its suite/example when known, else its signature."""
+def plain_label(run: Trajectory) -> str:
+    """The run's task by itself: its suite/example when known, else its signature."""
     task = run.meta.task
     parts = [
         str(task[key]) for key in ("suite", "program", "name", "example", "id") if task.get(key) is not None
     ]
     return " / ".join(parts) if parts else run.meta.signature
+
+
+def task_label(run: Trajectory) -> str:
+    """A short name for the run's task; a session's call says which session and call it is."""
+    label, session = plain_label(run), run.meta.session
+    if session.get("id"):
+        label = f"session {session['id'][:8]} call {session.get('call')}: {label}"
+    return label
 
 
 def summarize(path: Path, run: Trajectory) -> dict[str, Any]:
@@ -100,6 +108,7 @@ def summarize(path: Path, run: Trajectory) -> dict[str, Any]:
         "run_id": run.meta.run_id,
         "file": path.name,
         "task": task_label(run),
+        "plain_task": plain_label(run),
         "signature": run.meta.signature,
         "protocol": run.meta.protocol,
         "model": run.meta.model,
@@ -116,6 +125,8 @@ def summarize(path: Path, run: Trajectory) -> dict[str, Any]:
         "depth": max_depth(run),
         "duration_s": run.duration_s or sum(turn.duration_s for turn in run.turns),
         "created": run.meta.created,
+        "session": run.meta.session.get("id"),
+        "session_call": run.meta.session.get("call"),
     }
 
 
@@ -128,7 +139,63 @@ def build_payload(runs: list[tuple[Path, Trajectory]], problems: list[dict[str, 
         summary = summarize(path, run)
         summary["child_of"] = run.meta.parent_id if run.meta.parent_id in loaded else None
         entries.append({"summary": summary, "trajectory": run.model_dump(mode="json")})
-    return {"runs": entries, "problems": problems}
+    return {"runs": entries, "sessions": session_entries(entries), "problems": problems}
+
+
+def session_entries(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One list entry per session: its calls (indexes into the runs) in call order, and a summary
+    of them in a run summary's shape, so the list filters and sorts sessions and runs alike."""
+    calls: dict[str, list[int]] = {}
+    for index, entry in enumerate(entries):
+        if entry["summary"]["session"]:  # top-level calls only: a child run's meta has no session
+            calls.setdefault(entry["summary"]["session"], []).append(index)
+    sessions = []
+    for session_id, indexes in calls.items():
+        # call numbers, not file or clock order: a loaded session's calls may come from two logs
+        indexes.sort(
+            key=lambda i: (entries[i]["summary"]["session_call"] or 0, entries[i]["summary"]["created"])
+        )
+        rows = [entries[i]["summary"] for i in indexes]
+        sessions.append({"id": session_id, "calls": indexes, "summary": session_summary(session_id, rows)})
+    return sessions
+
+
+def session_summary(session_id: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    first = rows[0]
+    failed = next((row for row in rows if row["failed"]), None)
+    incomplete = any(row["incomplete"] for row in rows)
+    scores = [row["score"] for row in rows if row["score"] is not None]
+    files = {row["file"] for row in rows}
+
+    def distinct(key: str) -> str | None:
+        return ", ".join(sorted({str(row[key]) for row in rows if row[key] is not None})) or None
+
+    return {
+        "run_id": session_id,
+        "session": session_id,
+        "session_call": None,
+        "session_calls": len(rows),
+        "file": first["file"] if len(files) == 1 else f"{len(files)} files",
+        "task": f"session {session_id[:8]} ({len(rows)} calls): {first['plain_task']}",
+        "plain_task": first["plain_task"],
+        "signature": distinct("signature"),
+        "protocol": distinct("protocol"),
+        "model": distinct("model"),
+        # a failed call marks the session failed (the list's filter finds it); else the calls' state
+        "status": failed["status"] if failed else "running" if incomplete else "ok",
+        "failed": failed is not None,
+        "incomplete": incomplete,
+        "error": failed["error"] if failed else None,
+        "score": sum(scores) / len(scores) if scores else None,  # each call is scored on its own
+        **{
+            key: sum(row[key] or 0 for row in rows)
+            for key in ("cost", "tokens", "calls", "turns", "subcalls")
+        },
+        "depth": max(row["depth"] for row in rows),
+        "duration_s": sum(row["duration_s"] or 0 for row in rows),
+        "created": min(row["created"] for row in rows),
+        "child_of": None,
+    }
 
 
 # ------------------------------------------------------------------ the page

@@ -1,4 +1,5 @@
-/* The runs list: one row per run, filterable by text and status, sortable by any column. */
+/* The runs list: one row per run, or per session (its calls open from it, in call order),
+   filterable by text and status, sortable by any column. */
 "use strict";
 
 const RUN_COLUMNS = [
@@ -26,7 +27,7 @@ function runMatches(summary) {
   if (!["all", "failed", "incomplete"].includes(listState.status) && summary.status !== listState.status) return false;
   if (!listState.filter) return true;
   const haystack = [summary.task, summary.signature, summary.status, summary.protocol, summary.model,
-    summary.file, summary.run_id, summary.error].join(" ").toLowerCase();
+    summary.file, summary.run_id, summary.session, summary.error].join(" ").toLowerCase();
   return listState.filter.toLowerCase().split(/\s+/).every((word) => haystack.includes(word));
 }
 
@@ -39,15 +40,26 @@ function compareRuns(a, b) {
   return (x < y ? -1 : x > y ? 1 : 0) * listState.sortDir;
 }
 
+/* What the list shows: each run not in a session ("#run=<i>"), and each session ("#session=<id>"). */
+function listEntries(data) {
+  const inSession = new Set(data.sessions.flatMap((session) => session.calls));
+  const runs = data.runs.map((run, index) => ({summary: run.summary, route: `run=${index}`}))
+    .filter((entry, index) => !inSession.has(index));
+  const sessions = data.sessions.map((session) => ({summary: session.summary, session: session.id,
+    route: `session=${encodeURIComponent(session.id)}`}));
+  return [...runs, ...sessions];
+}
+
 function renderRunList(app, data) {
+  const entries = listEntries(data);
   const counts = {};
-  for (const run of data.runs) counts[run.summary.status] = (counts[run.summary.status] || 0) + 1;
-  const failed = data.runs.filter((run) => run.summary.failed).length;
+  for (const entry of entries) counts[entry.summary.status] = (counts[entry.summary.status] || 0) + 1;
+  const failed = entries.filter((entry) => entry.summary.failed).length;
 
   const filterInput = el("input", {id: "run-filter", type: "search", placeholder: "filter: task, model, status, error…",
     value: listState.filter});
   const statusSelect = el("select", {id: "status-filter"},
-    el("option", {value: "all", text: `all statuses (${data.runs.length})`}),
+    el("option", {value: "all", text: `all statuses (${entries.length})`}),
     el("option", {value: "failed", text: `failed (${failed})`}),
     Object.keys(counts).sort().map((s) => el("option", {value: s, text: `${STATUS_LABEL[s] || s} (${counts[s]})`})));
   statusSelect.value = listState.status;
@@ -68,15 +80,15 @@ function renderRunList(app, data) {
           fill();
         }});
     }));
-    const rows = data.runs.map((run, index) => ({run, index})).filter(({run}) => runMatches(run.summary));
-    rows.sort((a, b) => compareRuns(a.run, b.run));
-    body.replaceChildren(...rows.map(({run, index}) => el("tr", {
-      class: `run-row ${run.summary.failed ? "failed" : ""} ${run.summary.incomplete ? "incomplete" : ""}`,
-      "data-run-id": run.summary.run_id, tabindex: "0",
-      onclick: () => { location.hash = `run=${index}`; },
-      onkeydown: (e) => { if (e.key === "Enter") location.hash = `run=${index}`; },
-    }, RUN_COLUMNS.map(([, , format, numeric]) => el("td", {class: numeric ? "num" : ""}, format(run.summary))))));
-    shown.textContent = `${rows.length} of ${data.runs.length} runs`;
+    const rows = entries.filter((entry) => runMatches(entry.summary));
+    rows.sort(compareRuns);
+    body.replaceChildren(...rows.map((entry) => el("tr", {
+      class: `run-row ${entry.session ? "session-row" : ""} ${entry.summary.failed ? "failed" : ""} ${entry.summary.incomplete ? "incomplete" : ""}`,
+      "data-run-id": entry.session ? null : entry.summary.run_id, "data-session-id": entry.session, tabindex: "0",
+      onclick: () => { location.hash = entry.route; },
+      onkeydown: (e) => { if (e.key === "Enter") location.hash = entry.route; },
+    }, RUN_COLUMNS.map(([, , format, numeric]) => el("td", {class: numeric ? "num" : ""}, format(entry.summary))))));
+    shown.textContent = `${rows.length} of ${entries.length} shown`;
   };
   filterInput.addEventListener("input", () => { listState.filter = filterInput.value.trim(); fill(); });
   statusSelect.addEventListener("change", () => { listState.status = statusSelect.value; fill(); });
@@ -92,7 +104,9 @@ function renderRunList(app, data) {
           childToggle, ` child runs (${children})`) : null,
         shown),
       el("div", {class: "totals-line"},
-        chip("runs", fmt.int(data.runs.length)), chip("failed", fmt.int(failed), failed ? "bad" : ""),
+        chip("runs", fmt.int(data.runs.length)),
+        data.sessions.length ? chip("sessions", fmt.int(data.sessions.length)) : null,
+        chip("failed", fmt.int(failed), failed ? "bad" : ""),
         chip("tokens", fmt.int(totals.tokens)), chip("cost", fmt.cost(totals.cost)))),
     data.runs.length ? table : el("p", {class: "none", text: "No runs could be read from the given files."}));
 }

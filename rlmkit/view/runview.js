@@ -188,6 +188,8 @@ function renderRunPage(app, crumbs, data, route) {
     app.replaceChildren(el("p", {class: "none", text: `No run at "${route.join("/")}".`}), el("a", {href: "#", text: "all runs"}));
     return;
   }
+  const session = data.runs[Number(route[0])].summary.session;  // a session's call: back to its session
+  if (session) crumbs.append(el("a", {href: `#session=${encodeURIComponent(session)}`, text: `session ${session.slice(0, 8)}`}));
   crumbs.append(...chain.map((step, i) => el("a", {href: `#run=${route.slice(0, i + 1).join("/")}`, text: step.label})));
   app.replaceChildren(runBody(chain[chain.length - 1].traj, route, false));
   window.scrollTo(0, 0);

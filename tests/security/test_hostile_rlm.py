@@ -26,8 +26,8 @@ import pytest
 import rlmkit
 from rlmkit.errors import RLMKitError
 from rlmkit.prompting import Display
-from rlmkit.sandbox import pool
 from rlmkit.sandbox.base import CellResult, SandboxLimits
+from rlmkit.sandbox.process import standing_pids
 from rlmkit.testing.hostile_cases import HOSTILE_CASES, SECRET_TEXT, HostileEnv
 from tests.conftest import Script
 
@@ -74,10 +74,10 @@ def _what_the_model_must_hear(block) -> str:
 def _running_children(host: psutil.Process, before: set[int], timeout: float = 5.0) -> set[int]:
     """Children beyond ``before`` still running code. A run ends by SIGKILLing its worker's process
     group and has it reaped in the background, so the kernel gets a moment to finish the kill. The
-    sandbox pool's idle workers (started for later runs, never given code) do not count."""
+    sandbox's standing processes (its fork server, its pool's idle workers) do not count."""
     deadline = time.monotonic() + timeout
     while True:
-        running, idle = set(), pool.idle_pids()
+        running, idle = set(), standing_pids()
         for child in host.children(recursive=True):
             try:
                 if child.pid not in before | idle and child.status() != psutil.STATUS_ZOMBIE:

@@ -1,0 +1,270 @@
+"""Every benchmark figure in the docs, rendered from the committed results: never typed.
+
+A rendered block sits between two marker comments in a page under docs/:
+
+    <!-- rendered: speed -->
+    (generated: do not edit)
+    <!-- /rendered: speed -->
+
+    python benchmarks/render_docs.py           # rewrite every block from benchmarks/results/
+    python benchmarks/render_docs.py --check   # exit 1 naming each block that differs
+
+Each block opens with its stamp: date, commit, machine, load and the command that measured it
+(provenance.py). tests/test_docs_figures.py runs the check, so a table in the docs is what its
+results file says.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+RESULTS = HERE / "results"
+DOCS = ROOT / "docs"
+sys.path[:0] = [str(ROOT), str(HERE)]
+
+import provenance
+import report
+import sessions_report
+
+from programs.eval_results import bootstrap_ci
+
+MARKER = re.compile(
+    r"(?P<open><!-- rendered: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(?P<close><!-- /rendered: (?P=name) -->)",
+    re.DOTALL,
+)
+RLMKIT_PROGRAMS = ("default", "shipped")  # local_quality.py; the peers are local_quality_peers.py's
+SUITE_ORDER = ("needle", "aggregation", "multi_needle", "pairs", "multihop", "codeqa")
+
+
+# ------------------------------------------------------------------ speed and memory (run.py)
+def speed() -> str:
+    results = json.loads((RESULTS / "results.json").read_text())
+    meta = results["meta"]
+    return "\n".join(
+        [
+            f"{provenance.stamp(meta)} Versions: {meta['versions']}.",
+            "",
+            report.HOW,
+            "",
+            report.tables(results),
+        ]
+    )
+
+
+# ------------------------------------------------------------------ answer quality (local_quality*.py)
+def quality_rows() -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """Each row of local_quality.jsonl with the run that wrote it (local_quality.meta.json)."""
+    lines = (RESULTS / "local_quality.jsonl").read_text().splitlines()
+    runs = json.loads((RESULTS / "local_quality.meta.json").read_text())["runs"]
+    for number, line in enumerate(lines, 1):
+        run = next((r for r in runs if r["lines"][0] <= number <= r["lines"][1]), None)
+        if run is None:
+            raise ValueError(f"local_quality.jsonl line {number} has no run in local_quality.meta.json")
+        row = json.loads(line)
+        yield {**row, "length": row.get("length") or run["length"]}, run
+
+
+def _ended(row: dict[str, Any]) -> str:
+    error = row.get("error") or ""
+    if error == "deadline" or (error.startswith("BudgetExceeded") and "seconds" in error):
+        return "deadline"
+    return "error" if error else "answered"
+
+
+def _quality_table(groups: dict[tuple, list[tuple[dict, dict]]]) -> list[str]:
+    """One line per (length, suite, program); the runs' stamps as numbered notes under it."""
+    runs: list[dict[str, Any]] = []
+    lines = [
+        "| suite | length | program | n | mean score (95% CI) | fully right | s/example | turns/example "
+        "| hit the deadline | other errors | run |",
+        "| --- | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for (length, suite, program), members in groups.items():
+        rows = [row for row, _ in members]
+        scores = [row["score"] for row in rows]
+        low, high = bootstrap_ci(scores)
+        notes = []
+        for _, run in members:
+            if run not in runs:
+                runs.append(run)
+            if str(runs.index(run) + 1) not in notes:
+                notes.append(str(runs.index(run) + 1))
+        ended = [_ended(row) for row in rows]
+        lines.append(
+            f"| {suite} | {length:,} | {program} | {len(rows)} | "
+            f"{statistics.fmean(scores):.2f} ({low:.2f}-{high:.2f}) | "
+            f"{sum(s == 1.0 for s in scores)} | {statistics.fmean(r['seconds'] for r in rows):.0f} | "
+            f"{statistics.fmean(r['turns'] for r in rows):.1f} | {ended.count('deadline')} | "
+            f"{ended.count('error')} | {', '.join(notes)} |"
+        )
+    lines.append("")
+    lines += [f"{i}. {provenance.stamp(run)}" for i, run in enumerate(runs, 1)]
+    return lines
+
+
+def _grouped(keep: Callable[[dict[str, Any]], bool], program_order: tuple[str, ...]) -> dict[tuple, list]:
+    groups: dict[tuple, list] = {}
+    for row, run in quality_rows():
+        if keep(row):
+            groups.setdefault((row["length"], row["suite"], row["program"]), []).append((row, run))
+    order = {name: i for i, name in enumerate(program_order)}
+    return dict(
+        sorted(groups.items(), key=lambda kv: (-kv[0][0], SUITE_ORDER.index(kv[0][1]), order[kv[0][2]]))
+    )
+
+
+def quality() -> str:
+    """rlmkit on the embedded model: the plain RLM's default prompt against the shipped program."""
+    return "\n".join(_quality_table(_grouped(lambda r: r["program"] in RLMKIT_PROGRAMS, RLMKIT_PROGRAMS)))
+
+
+def quality_peers() -> str:
+    """The peers beside rlmkit on the same examples: measured at other times, so not comparable."""
+    programs = ("default", "shipped", "dspy.RLM", "rlms")
+    peers = {row["length"] for row, _ in quality_rows() if row["program"] not in RLMKIT_PROGRAMS}
+    suites = {row["suite"] for row, _ in quality_rows() if row["program"] not in RLMKIT_PROGRAMS}
+    groups = _grouped(lambda r: r["length"] in peers and r["suite"] in suites, programs)
+    return "\n".join(_quality_table(groups))
+
+
+# ------------------------------------------------------------------ the demo (demo_accuracy.py)
+def demo() -> str:
+    path = RESULTS / "demo_accuracy.json"
+    if not path.exists():
+        return "No result committed yet: `python benchmarks/demo_accuracy.py --seeds 2000-2019` measures it."
+    result = json.loads(path.read_text())
+    load = " / ".join(str(x) for x in result.get("load_average") or []) or None
+    rows = result["rows"]
+    scores = [row["score"] for row in rows]
+    low, high = bootstrap_ci(scores)
+    task = result["task"]
+    lines = [
+        provenance.stamp({**result, "load": f"{load} (1, 5, 15 min)" if load else None}),
+        "",
+        f"`{task['suite']}`, {task['length']:,} characters, "
+        f"held-out seeds {rows[0]['seed']}-{rows[-1]['seed']}, "
+        f"{result['model']}: **mean score {statistics.fmean(scores):.2f}** (95% CI {low:.2f}-{high:.2f}), "
+        f"{sum(s >= 0.999 for s in scores)} of {len(rows)} fully right, median "
+        f"{statistics.median(row['seconds'] for row in rows):.0f} s per run, "
+        f"{sum((row['error'] or '').startswith('BudgetExceeded') for row in rows)} cut at the "
+        f"{task['max_seconds']:.0f} s deadline.",
+        "",
+        "| seed | needle depth | gold | answer | score | seconds | turns |",
+        "| ---: | ---: | --- | --- | ---: | ---: | ---: |",
+    ]
+    for row in rows:
+        depth = "-" if row.get("depth") is None else f"{row['depth']:.2f}"
+        answer = "-" if row["answer"] is None else str(row["answer"]).replace("|", "/")[:60]
+        lines.append(
+            f"| {row['seed']} | {depth} | {str(row['gold']).replace('|', '/')[:60]} | {answer} | "
+            f"{row['score']:.2f} | {row['seconds']:.0f} | {row['turns']} |"
+        )
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ the embedded model's tuning
+def tuning() -> str:
+    program = json.loads((ROOT / "rlmkit" / "local" / "tuned_program.json").read_text())
+    record = program["provenance"]
+    lines = [
+        provenance.stamp({k: record.get(k) for k in ("date", "commit", "machine", "load", "command")}),
+        "",
+        "| trial | blocks_per_turn | instruction | demos | training mean score | tokens/example | state |",
+        "| ---: | --- | --- | ---: | ---: | ---: | --- |",
+    ]
+    for trial in record["trials"]:
+        chosen = " (chosen)" if trial["number"] == record["chosen_trial"] else ""
+        blocks = "all" if trial["blocks_per_turn"] is None else str(trial["blocks_per_turn"])
+        lines.append(
+            f"| {trial['number']}{chosen} | {blocks} | {trial['instruction']} | {trial['n_demos']} | "
+            f"{trial['accuracy']:.2f} | {trial['tokens']:,.0f} | {trial['state'].lower()} |"
+        )
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ hostile code (security_table.py)
+def security() -> str:
+    """security.md as security_table.py wrote it, less its title (the page has its own)."""
+    body = (RESULTS / "security.md").read_text().split("\n", 1)[1].strip()
+    if ", commit " not in body.split("\n\n", 1)[0]:
+        body += "\n\n*Commit and load average not recorded by this run.*"
+    return body
+
+
+def sessions() -> str:
+    return sessions_report.render(json.loads((RESULTS / "sessions.json").read_text()))
+
+
+RENDERERS: dict[str, Callable[[], str]] = {
+    "speed": speed,
+    "quality": quality,
+    "quality-peers": quality_peers,
+    "tuning": tuning,
+    "demo": demo,
+    "security": security,
+    "sessions": sessions,
+}
+
+
+# ------------------------------------------------------------------ the blocks in the pages
+def pages() -> list[Path]:
+    return sorted(DOCS.rglob("*.md")) + [ROOT / "README.md"]
+
+
+def rendered(text: str) -> str:
+    """``text`` with every block's body replaced by what its renderer gives now."""
+
+    def fill(match: re.Match) -> str:
+        name = match["name"]
+        if name not in RENDERERS:
+            raise KeyError(f"no renderer for block {name!r}; known: {sorted(RENDERERS)}")
+        return f"{match['open']}{RENDERERS[name]().strip()}\n{match['close']}"
+
+    return MARKER.sub(fill, text)
+
+
+def blocks(text: str) -> list[str]:
+    return [m["name"] for m in MARKER.finditer(text)]
+
+
+def stale(paths: list[Path] | None = None) -> list[str]:
+    """``page: block`` for every block whose body differs from what its renderer gives."""
+    out = []
+    for page in pages() if paths is None else paths:
+        text = page.read_text()
+        fresh = {m["name"]: m["body"] for m in MARKER.finditer(rendered(text))}
+        for match in MARKER.finditer(text):
+            if match["body"] != fresh[match["name"]]:
+                out.append(f"{page.name}: {match['name']}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a block is stale")
+    args = parser.parse_args(argv)
+    if args.check:
+        out = stale()
+        for line in out:
+            print(f"stale: {line} (run python benchmarks/render_docs.py)")
+        return 1 if out else 0
+    for page in pages():
+        text = page.read_text()
+        new = rendered(text)
+        if new != text:
+            page.write_text(new)
+            print(f"rendered {', '.join(blocks(text))} in {page.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

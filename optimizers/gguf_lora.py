@@ -1,0 +1,75 @@
+"""A peft LoRA adapter as a GGUF adapter file, so llama.cpp serves a trained student.
+
+llama.cpp applies a LoRA adapter given as GGUF: ``general.type = adapter``,
+``adapter.type = lora``, ``adapter.lora.alpha``, and for each adapted weight two tensors named
+after the base tensor, ``<gguf name>.weight.lora_a`` (peft's A, shape rank x in) and
+``.lora_b`` (peft's B, shape out x rank). The base stays the quantised GGUF the student was
+trained from (transformers dequantised the same weights), so no merged model is written.
+Tensor names are mapped with the ``gguf`` package's own table (the one llama.cpp's converters use).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from rlmkit.errors import ConfigError
+
+_PEFT_NAME = re.compile(r"^base_model\.model\.(?P<module>.+)\.lora_(?P<side>[AB])\.weight$")
+
+
+def _arch(name: str):
+    import gguf
+
+    for arch, arch_name in gguf.MODEL_ARCH_NAMES.items():
+        if arch_name == name:
+            return arch
+    raise ConfigError(f"the gguf package knows no architecture {name!r}")
+
+
+def base_layout(base: Path) -> tuple[str, int]:
+    """The architecture and block count a base GGUF declares (the adapter must match them)."""
+    from gguf import GGUFReader
+
+    fields = GGUFReader(str(base)).fields
+    architecture = str(fields["general.architecture"].contents())
+    return architecture, int(fields[f"{architecture}.block_count"].contents())
+
+
+def convert_adapter(adapter_dir: Path, out: Path, *, base: Path) -> Path:
+    """Write ``adapter_dir`` (peft: adapter_config.json + adapter_model.safetensors) as a GGUF
+    adapter for the GGUF model ``base`` it was trained from."""
+    import gguf
+    import numpy as np
+    from safetensors.numpy import load_file
+
+    adapter_dir, out = Path(adapter_dir), Path(out)
+    architecture, n_blocks = base_layout(base)
+    config = json.loads((adapter_dir / "adapter_config.json").read_text())
+    if config.get("peft_type", "LORA") != "LORA":
+        raise ConfigError(f"{adapter_dir} is a {config.get('peft_type')} adapter; only LoRA converts")
+    names = gguf.get_tensor_name_map(_arch(architecture), n_blocks)
+    tmp = out.with_name(out.name + ".partial")
+    writer = gguf.GGUFWriter(str(tmp), architecture)
+    writer.add_string(gguf.Keys.General.TYPE, gguf.GGUFType.ADAPTER)
+    writer.add_string(gguf.Keys.Adapter.TYPE, "lora")
+    writer.add_float32(gguf.Keys.Adapter.LORA_ALPHA, float(config["lora_alpha"]))
+    count = 0
+    for key, value in sorted(load_file(str(adapter_dir / "adapter_model.safetensors")).items()):
+        match = _PEFT_NAME.match(key)
+        if match is None:
+            raise ConfigError(f"{key} is not a LoRA A/B weight (modules_to_save cannot be served as LoRA)")
+        base = names.get_name(match["module"] + ".weight", try_suffixes=(".weight",))
+        if base is None:
+            raise ConfigError(f"no GGUF tensor for {match['module']} in architecture {architecture}")
+        writer.add_tensor(f"{base}.lora_{match['side'].lower()}", np.ascontiguousarray(value, np.float32))
+        count += 1
+    if not count:
+        raise ConfigError(f"{adapter_dir} holds no LoRA weights")
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    tmp.replace(out)  # whole or absent: a later run trusts an existing file
+    return out

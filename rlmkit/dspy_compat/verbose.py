@@ -1,0 +1,32 @@
+"""``verbose=True``: each step of a run through ``logging`` (logger ``rlmkit``, level INFO), as
+dspy.RLM logs its iterations. A listener on the run's events, attached only to verbose RLMs."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from rlmkit import events as ev
+
+log = logging.getLogger("rlmkit")
+
+
+def verbose_listener(start: ev.RunStarted) -> Any:
+    if not getattr(start.rlm, "verbose", False):
+        return None
+
+    def listen(event: ev.Event) -> None:
+        if type(event) is ev.TurnFinished:
+            turn = event.turn
+            code = "\n".join(block.code for block in turn.blocks)
+            output = "\n".join(
+                block.stdout + (f"\n[Error] {block.error}" if block.error else "") for block in turn.blocks
+            )
+            log.info(
+                "RLM step %d\nreply:\n%s\ncode:\n%s\noutput:\n%s", turn.index + 1, turn.reply, code, output
+            )
+
+    return listen
+
+
+ev.instrument(verbose_listener)

@@ -1,0 +1,7 @@
+"""Sessions: many calls of one RLM over inputs loaded once, with the REPL's variables kept
+between calls and checkpointed after each (see ``session.py``; the directory format is
+``store.py``'s)."""
+
+from rlmkit.session.session import Session
+
+__all__ = ["Session"]

@@ -1,0 +1,160 @@
+"""One call of a session, as the run loop sees it: where its REPL comes from (the session's live
+worker, lent with ``run.FreshSandbox``'s three methods), its budget, the notes its task message
+gets, and its inputs' descriptions (each big input hashed once per session, not per call)."""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib.util
+import os
+from typing import Any
+
+from rlmkit import events as ev
+from rlmkit.budget import Budget
+from rlmkit.describe import describe_inputs
+from rlmkit.errors import ConfigError, SandboxError
+from rlmkit.sandbox import make_sandbox
+from rlmkit.sandbox.host import WorkerHost
+from rlmkit.threads import in_thread
+
+MAX_VARIABLE_BYTES = 64 * 1024**2  # a bigger pickle is listed as unsaved: it stays live, uncheckpointed
+RESTORED_NOTE = "its variables were put back as of the last finished call (a checkpoint)"
+
+
+def _find_cloudpickle() -> str | None:
+    """The folder cloudpickle is installed in: the worker (no site-packages) imports it from there."""
+    spec = importlib.util.find_spec("cloudpickle")
+    if spec is None or not spec.origin:
+        return None
+    return os.path.dirname(os.path.dirname(spec.origin))
+
+
+PICKLER_DIR = _find_cloudpickle()
+
+
+@functools.lru_cache(maxsize=32)
+def prelude_names(prelude: str) -> frozenset[str]:
+    """Top-level names the prelude defines (SHOW_VARS, FINAL_VAR, imports ...): not model variables."""
+    names: set[str] = set()
+    for node in ast.parse(prelude).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+    return frozenset(names)
+
+
+class SessionCall:
+    """The session's side of one run (``RLM.run_tree(session_call=...)``)."""
+
+    def __init__(self, session: Any, *, number: int, restored: str | None, lost: dict[str, str], notes: str):
+        self.session = session
+        self.notes = notes
+        self.meta: dict[str, Any] = {
+            "id": session.id,
+            "call": number,
+            "restored": restored,
+            "lost": dict(lost),
+        }
+        self.run_budget: Budget | None = None
+        self.skip: set[str] = set()  # inputs, host functions, prelude names: not the model's variables
+        self._launches_seen = session.launches
+
+    # -- what run_tree asks ------------------------------------------------------------
+    def budget(self, per_call: Budget) -> Budget:
+        """The call's own limits, cut to what the session has left."""
+        self.session.check_budget()
+        limits = per_call.limits()
+        for name, remaining in self.session.budget_left().items():
+            if remaining is not None:
+                limits[name] = remaining if limits[name] is None else min(limits[name], remaining)
+        self.run_budget = Budget(**limits).start()
+        return self.run_budget
+
+    def describe_inputs(self, variables: dict[str, Any]) -> tuple[list, Any]:
+        cache = self.session.described
+        fresh = {name: value for name, value in variables.items() if cache.get(name, (None,))[0] is not value}
+        infos, finish = describe_inputs(fresh)
+        for info in infos:
+            cache[info.name] = (fresh[info.name], info)
+        return [cache[name][1] for name in variables], finish
+
+    # -- the lease (run.FreshSandbox's methods) --------------------------------------------
+    def sandbox(self, settings: Any, budget: Any) -> WorkerHost:
+        session = self.session
+        if session.sandbox is None:
+            sandbox = make_sandbox(settings.sandbox, settings.sandbox_limits(budget))
+            if not isinstance(sandbox, WorkerHost):
+                raise ConfigError(
+                    f"a session needs a worker sandbox such as 'process', not {settings.sandbox!r}"
+                )
+            sandbox.on_launch, sandbox.relaunch_note = session.restore_into, RESTORED_NOTE
+            session.sandbox = sandbox
+        session.sandbox.limits = settings.sandbox_limits(budget)
+        return session.sandbox
+
+    async def start(self, name: str, sandbox: WorkerHost, variables: dict[str, Any], functions: dict,
+                    prelude: str) -> None:  # fmt: skip
+        self.skip = {*variables, *functions, *prelude_names(prelude)}
+        launching = not sandbox.alive()
+        if launching:
+            ev.emit(ev.SandboxStarting(sandbox))
+        try:
+            await in_thread(self._start, sandbox, variables, functions, prelude, launching)
+        except Exception as exc:
+            raise SandboxError(f"sandbox {name!r} failed to start: {exc}") from exc
+        if launching:
+            ev.emit(ev.SandboxStarted(sandbox))
+        self._note_restores()
+
+    def _start(self, sandbox: WorkerHost, variables: dict[str, Any], functions: dict, prelude: str,
+               launching: bool) -> None:  # fmt: skip
+        session = self.session
+        if launching:
+            sandbox.close()  # a dead or idle-stopped worker's leftovers
+            sandbox.start(variables, functions, prelude)  # its on_launch puts the checkpoint back
+        else:
+            changed = {n: v for n, v in variables.items() if not _same(session.sent.get(n, _NOTHING), v)}
+            if sandbox.update(changed, functions, prelude):  # it died just before: rebuilt now
+                self.meta["restored"] = "worker_died"
+        session.sent = dict(variables)
+
+    async def release(self, sandbox: WorkerHost) -> None:
+        """The worker stays: the session checkpoints it once the run is over."""
+        self._note_restores()  # a cell that crashed the worker: it came back from the checkpoint
+
+    def _note_restores(self) -> None:
+        """What any worker launched during this call could not get back, for the caller (the
+        trajectory); the model reads it in the task message or the crashed cell's output."""
+        if self.session.launches != self._launches_seen:
+            self._launches_seen = self.session.launches
+            self.meta["lost"].update(self.session.lost_at_restore)
+
+
+_NOTHING = object()
+
+
+def _same(held: Any, given: Any) -> bool:
+    """The worker holds this value already: the same object, or equal text or number (a str
+    compares at memory speed, far below what crossing again costs)."""
+    if held is given:
+        return True
+    scalar = (str, bytes, int, float, bool)
+    return type(held) is type(given) and isinstance(given, scalar) and held == given
+
+
+def checkpoint_now(session: Any, skip: set[str]) -> list[str]:
+    """Ask the live worker for what changed and keep it (blocking: run it on a thread)."""
+    sandbox = session.sandbox
+    if sandbox is None or not sandbox.alive():
+        return []
+    reply = sandbox.exchange(("snapshot", sorted(skip), PICKLER_DIR, MAX_VARIABLE_BYTES))
+    return session.checkpoint.apply(reply)
+
+
+__all__ = ["MAX_VARIABLE_BYTES", "PICKLER_DIR", "SessionCall", "checkpoint_now", "prelude_names"]

