@@ -100,30 +100,11 @@ def summary(rows: list[dict]) -> dict:
     }
 
 
-def render(result: dict) -> str:
-    """The docs' table for a results file (``--table`` prints it without running anything)."""
-    s, task = result["summary"], result["task"]
-    seeds = [row["seed"] for row in result["rows"]]
-    return "\n".join(
-        [
-            "| task | seeds | right | mean score | median s/run | cut at the call budget |",
-            "| --- | --- | --- | --- | --- | --- |",
-            f"| {task['suite']}, {task['length']:,} characters | {min(seeds)}-{max(seeds)} (n={s['n']}) | "
-            f"{s['right']} | {s['accuracy']:.2f} | {s['median_seconds']:.0f} | {s['cut_at_budget']} |",
-            "",
-            f"`{result['command']}` at {result['commit']}, {result['date']}; {result['model']}; "
-            f"{result['machine']}, load average {', '.join(map(str, result['load_average']))}; "
-            f"{result.get('workers', 1)} seed(s) at a time on {result.get('server', 'the shared server')}.",
-        ]
-    )
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", default="2000-2019", help="e.g. 2000-2019 (each >= 1000)")
     parser.add_argument("--workers", type=int, default=1, help="seeds run at once (<= the server's slots)")
     parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--table", action="store_true", help="print the table of --out and stop")
     parser.add_argument(
         "--threads",
         type=int,
@@ -133,9 +114,6 @@ def main() -> None:
         "default: the machine's shared server",
     )
     args = parser.parse_args()
-    if args.table:
-        print(render(json.loads(args.out.read_text())))
-        return
     seeds = parse_seeds(args.seeds)
     previous = json.loads(args.out.read_text()) if args.out.is_file() else {}
     rows = [row for row in previous.get("rows", []) if row["seed"] in seeds]
