@@ -1,13 +1,15 @@
 """How often ``rlmkit demo`` answers right: the demo's own task and program on held-out seeds.
 
-    nice -n 10 python benchmarks/demo_accuracy.py --seeds 2000-2019 --workers 3
+    nice -n 10 python benchmarks/demo_accuracy.py --seeds 2000-2019 --threads 1
 
 Each seed is exactly what ``rlmkit demo --seed N`` runs (``programs/demo_task.py``) on the
 embedded model, at the demo's temperature (0) and caps. Seeds from 1000 up were never used
-in tuning. ``--workers`` runs seeds side by side on the server's slots (the demo's budget
-caps model calls, not seconds, so a busy machine slows the runs without changing their
-scores). Resumable: rows already in ``--out`` are kept and their seeds not run again; the
-file is rewritten after every seed, stamped with the command, date, commit, machine and load.
+in tuning. One seed at a time by default, as the demo runs: ``--workers N`` runs seeds side
+by side on the server's slots, faster, but batched decoding can change the model's greedy
+replies (a seed answered right alone was answered wrong three at a time). The demo's
+budget caps model calls, not seconds, so a busy machine slows the runs without changing
+their scores. Resumable: rows already in ``--out`` are kept and their seeds not run again;
+the file is rewritten after every seed, stamped with the command, date, commit, machine and load.
 """
 
 from __future__ import annotations
@@ -98,41 +100,30 @@ def summary(rows: list[dict]) -> dict:
     }
 
 
-def render(result: dict) -> str:
-    """The docs' table for a results file (``--table`` prints it without running anything)."""
-    s, task = result["summary"], result["task"]
-    seeds = [row["seed"] for row in result["rows"]]
-    return "\n".join(
-        [
-            "| task | seeds | right | mean score | median s/run | cut at the call budget |",
-            "| --- | --- | --- | --- | --- | --- |",
-            f"| {task['suite']}, {task['length']:,} characters | {min(seeds)}-{max(seeds)} (n={s['n']}) | "
-            f"{s['right']} | {s['accuracy']:.2f} | {s['median_seconds']:.0f} | {s['cut_at_budget']} |",
-            "",
-            f"`{result['command']}` at {result['commit']}, {result['date']}; {result['model']}; "
-            f"{result['machine']}, load average {', '.join(map(str, result['load_average']))}; "
-            f"{result.get('workers', 1)} seed(s) at a time.",
-        ]
-    )
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", default="2000-2019", help="e.g. 2000-2019 (each >= 1000)")
     parser.add_argument("--workers", type=int, default=1, help="seeds run at once (<= the server's slots)")
     parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--table", action="store_true", help="print the table of --out and stop")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="serve the model from this process's own server with this many llama.cpp threads "
+        "(1 on a crowded machine: 2 threads that keep losing the CPU wait on each other); "
+        "default: the machine's shared server",
+    )
     args = parser.parse_args()
-    if args.table:
-        print(render(json.loads(args.out.read_text())))
-        return
     seeds = parse_seeds(args.seeds)
     previous = json.loads(args.out.read_text()) if args.out.is_file() else {}
     rows = [row for row in previous.get("rows", []) if row["seed"] in seeds]
     done = {row["seed"] for row in rows}
-    from rlmkit.local import local_lm
+    from rlmkit.local import LocalServerConfig, local_lm
 
-    lm = local_lm(cache=False, temperature=0.0, max_tokens=EMBEDDED_MAX_TOKENS)
+    own = {"config": LocalServerConfig(threads=args.threads, parallel=args.workers), "private": True}
+    lm = local_lm(
+        **(own if args.threads else {}), cache=False, temperature=0.0, max_tokens=EMBEDDED_MAX_TOKENS
+    )
     lock = threading.Lock()
     started = stamp(sys.argv[1:])  # the commit that ran; the load is sampled again at each write
 
@@ -147,6 +138,7 @@ def main() -> None:
                 "task": {"suite": DEMO_SUITE, "length": DEMO_LENGTH, "max_calls": DEMO_MAX_CALLS},
                 "model": "embedded (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, llama.cpp, CPU)",
                 "workers": args.workers,
+                "server": f"own, {args.threads} thread(s)" if args.threads else "the machine's shared one",
                 "summary": summary(rows),
                 "rows": sorted(rows, key=lambda row: row["seed"]),
             }

@@ -157,7 +157,8 @@ def demo() -> str:
         f"{sum(s >= 0.999 for s in scores)} of {len(rows)} fully right, median "
         f"{statistics.median(row['seconds'] for row in rows):.0f} s per run, "
         f"{sum((row['error'] or '').startswith('BudgetExceeded') for row in rows)} cut at the "
-        f"{task['max_seconds']:.0f} s deadline.",
+        f"{task['max_calls']}-call budget; {result.get('workers', 1)} seed(s) at a time; model server: "
+        f"{result.get('server', 'the shared one')}.",
         "",
         "| seed | needle depth | gold | answer | score | seconds | turns |",
         "| ---: | ---: | --- | --- | ---: | ---: | ---: |",
