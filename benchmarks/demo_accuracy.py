@@ -71,11 +71,14 @@ def stamp(argv: list[str]) -> dict:
     }
 
 
-def run_seed(lm, seed: int) -> dict:
+def run_seed(lm, seed: int, *, hold_unread_answers: bool = False) -> dict:
     example = demo_example(seed)
     started = time.monotonic()
+    rlm = demo_rlm(lm)
+    if hold_unread_answers:  # a knob to try on training seeds; the demo itself runs without it
+        rlm.hold_unread_answers = True
     try:
-        prediction = demo_rlm(lm)(**example.inputs)
+        prediction = rlm(**example.inputs)
         answer, trajectory, error = prediction.answer, prediction.trajectory, None
     except rlmkit.errors.RunError as exc:
         answer, trajectory, error = None, exc.trajectory, f"{type(exc).__name__}: {exc}"[:200]
@@ -144,6 +147,11 @@ def main() -> None:
         action="store_true",
         help="run tuning seeds (below 1000) to try a change; needs an --out other than the held-out file",
     )
+    parser.add_argument(
+        "--hold-unread-answers",
+        action="store_true",
+        help="run the demo's program with hold_unread_answers=True (the demo runs without it)",
+    )
     args = parser.parse_args()
     seeds = parse_seeds(args.seeds, training=args.training)
     if args.training and args.out.resolve() == RESULTS.resolve():
@@ -161,7 +169,7 @@ def main() -> None:
     started = stamp(sys.argv[1:])  # the commit that ran; the load is sampled again at each write
 
     def measure(seed: int) -> None:
-        row = run_seed(lm, seed)
+        row = run_seed(lm, seed, hold_unread_answers=args.hold_unread_answers)
         with lock:  # one writer at a time: the file always holds every finished seed
             rows.append(row)
             print(json.dumps(row, default=str), flush=True)

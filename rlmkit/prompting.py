@@ -100,8 +100,10 @@ TYPED_CALL_DOC = (
 # Feedback after a turn.
 ANSWER_ACCEPTED = "Answer accepted."
 ANSWER_HELD = (
-    "Answer held back: the same turn printed the output above, which you had not read when you "
-    "answered. Read it now. If it supports your answer, give the same answer again; if not, keep working."
+    "Answer held back: you answered {shown} in the same turn that printed the output above, before "
+    "reading it. Read that output and the question again. A count, a position or a yes/no found on "
+    "the way is not the answer unless the question asks for it. If {shown} answers the question, give "
+    "it again; if the output shows the answer, give that; otherwise keep working."
 )
 ANSWER_REJECTED = "Answer rejected: {error}"
 NO_CODE_BLOCK = "Your reply had no ```repl code block. Write Python code in a ```repl block."

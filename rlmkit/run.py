@@ -265,7 +265,8 @@ async def _turn(
         printed = any(block.stdout or block.stderr for block in turn.blocks)
         if hold.holds(state.submitted, printed):  # the model answers again once it has read the output
             turn.held, state.submitted = state.submitted, None
-            outputs = [out for out in outputs if out != ANSWER_ACCEPTED] + [ANSWER_HELD]
+            shown = ", ".join(f"{name}={bounded(repr(value), 200)}" for name, value in turn.held.items())
+            outputs = [out for out in outputs if out != ANSWER_ACCEPTED] + [ANSWER_HELD.format(shown=shown)]
     if not parsed.code_blocks and parsed.final is None and parsed.final_var is None:
         outputs.append(NO_CODE_BLOCK)
     if state.submitted is None and (nudge := progress.after(completion.text, parsed.code_blocks)):

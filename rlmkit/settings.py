@@ -39,7 +39,7 @@ class RunSettings:
     blocks_per_turn: int | None = None
     # An answer given in a turn whose code also printed output waits until the model has read
     # that output and answers the same again (guards.AnswerHold). Off by default: it costs a turn
-    # whenever a model prints and answers together; the embedded model's preset turns it on.
+    # whenever a model prints and answers together.
     hold_unread_answers: bool = False
     sandbox: str = "process"
     protocol: Protocol = field(default_factory=lambda: get_protocol("submit"))
