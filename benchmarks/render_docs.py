@@ -159,9 +159,19 @@ def demo() -> str:
         f"{sum((row['error'] or '').startswith('BudgetExceeded') for row in rows)} cut at the "
         f"{task['max_calls']}-call budget; {result.get('workers', 1)} seed(s) at a time; model server: "
         f"{result.get('server', 'the shared one')}.",
+    ]
+    held = "right_without_hold" in result.get("summary", {})
+    if held:  # the run without the hold ends at its first held answer (temperature 0)
+        lines[-1] += (
+            f" {result['summary']['held']} run(s) had an answer held until the model read its output "
+            f"(`hold_unread_answers`); had each ended at its first held answer, "
+            f"{result['summary']['right_without_hold']} of {len(rows)} would be fully right."
+        )
+    lines += [
         "",
-        "| seed | needle depth | gold | answer | score | seconds | turns |",
-        "| ---: | ---: | --- | --- | ---: | ---: | ---: |",
+        "| seed | needle depth | gold | answer | score | seconds | turns |"
+        + (" first held answer |" if held else ""),
+        "| ---: | ---: | --- | --- | ---: | ---: | ---: |" + (" --- |" if held else ""),
     ]
     for row in rows:
         depth = "-" if row.get("depth") is None else f"{row['depth']:.2f}"
@@ -169,6 +179,7 @@ def demo() -> str:
         lines.append(
             f"| {row['seed']} | {depth} | {str(row['gold']).replace('|', '/')[:60]} | {answer} | "
             f"{row['score']:.2f} | {row['seconds']:.0f} | {row['turns']} |"
+            + (f" {str(row.get('held', '-')).replace('|', '/')[:60]} |" if held else "")
         )
     return "\n".join(lines)
 
