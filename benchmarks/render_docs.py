@@ -31,6 +31,7 @@ RESULTS = HERE / "results"
 DOCS = ROOT / "docs"
 sys.path[:0] = [str(ROOT), str(HERE)]
 
+import pool_cost
 import provenance
 import report
 import sessions_report
@@ -156,10 +157,21 @@ def demo() -> str:
         f"{sum(s >= 0.999 for s in scores)} of {len(rows)} fully right, median "
         f"{statistics.median(row['seconds'] for row in rows):.0f} s per run, "
         f"{sum((row['error'] or '').startswith('BudgetExceeded') for row in rows)} cut at the "
-        f"{task['max_seconds']:.0f} s deadline.",
+        f"{task['max_calls']}-call budget; {result.get('workers', 1)} seed(s) at a time; model server: "
+        f"{result.get('server', 'the shared one')}.",
+    ]
+    held = "right_without_hold" in result.get("summary", {})
+    if held:  # the run without the hold ends at its first held answer (temperature 0)
+        lines[-1] += (
+            f" {result['summary']['held']} run(s) had an answer held until the model read its output "
+            f"(`hold_unread_answers`); had each ended at its first held answer, "
+            f"{result['summary']['right_without_hold']} of {len(rows)} would be fully right."
+        )
+    lines += [
         "",
-        "| seed | needle depth | gold | answer | score | seconds | turns |",
-        "| ---: | ---: | --- | --- | ---: | ---: | ---: |",
+        "| seed | needle depth | gold | answer | score | seconds | turns |"
+        + (" first held answer |" if held else ""),
+        "| ---: | ---: | --- | --- | ---: | ---: | ---: |" + (" --- |" if held else ""),
     ]
     for row in rows:
         depth = "-" if row.get("depth") is None else f"{row['depth']:.2f}"
@@ -167,6 +179,7 @@ def demo() -> str:
         lines.append(
             f"| {row['seed']} | {depth} | {str(row['gold']).replace('|', '/')[:60]} | {answer} | "
             f"{row['score']:.2f} | {row['seconds']:.0f} | {row['turns']} |"
+            + (f" {str(row.get('held', '-')).replace('|', '/')[:60]} |" if held else "")
         )
     return "\n".join(lines)
 
@@ -239,8 +252,20 @@ def security() -> str:
     return body
 
 
+def train_student() -> str:
+    """The distillation recipe: a student before and after training on the embedded model's runs."""
+    import train_student_report
+
+    return train_student_report.block()
+
+
 def sessions() -> str:
     return sessions_report.render(json.loads((RESULTS / "sessions.json").read_text()))
+
+
+def pool() -> str:
+    results = json.loads((RESULTS / "pool_cost.json").read_text())
+    return provenance.stamp(results["meta"]) + "\n\n" + pool_cost.render(results)
 
 
 RENDERERS: dict[str, Callable[[], str]] = {
@@ -251,7 +276,9 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "demo": demo,
     "gepa": gepa,
     "security": security,
+    "train-student": train_student,
     "sessions": sessions,
+    "pool": pool,
 }
 
 

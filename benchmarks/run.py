@@ -233,3 +233,7 @@ def save(results: dict[str, Any], out: Path) -> None:
     results["verdicts"] = verdicts(results)
     (out / "results.json").write_text(json.dumps(results, indent=1))
     (out / "README_TABLE.md").write_text(report.render(results) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -28,21 +28,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(ROOT), str(HERE)]
 
-from benchmarks.train_student_report import RESULTS, render_docs  # noqa: E402
+import provenance  # noqa: E402
+
+from benchmarks.train_student_report import RESULTS  # noqa: E402
 
 STAGES = ("student", "teacher", "dataset", "speed", "before", "train", "after", "loop", "reference")
 
@@ -198,6 +198,9 @@ class Pipeline:
         from optimizers.students import training_source
 
         r = self.recipe
+        source = dict(self.training or training_source(self.student_path()))
+        # TRL's own progress bar: one job here takes up to an hour
+        source["options"] = {**source.get("options", {}), "trainer": {"disable_tqdm": False}}
         job = TrainJob(
             kind="sft",
             dataset=self.cache / "dataset",
@@ -208,7 +211,7 @@ class Pipeline:
             lora=LoRA(rank=r.lora_rank, alpha=2 * r.lora_rank),
             max_seq_len=r.max_seq_len,
             max_completion_tokens=1024,  # the teacher's reply cap
-            **(self.training or training_source(self.student_path())),
+            **source,
         )
         job_file = self.cache / "train-job.toml"
         job_file.write_text(job.dump_toml())
@@ -243,17 +246,31 @@ class Pipeline:
             "--jobs", str(r.loop_jobs), "--eval-n", str(r.loop_eval_n), "--test-n", str(r.loop_test_n),
             "--eval-length", str(r.length), "--eval-iterations", str(r.eval_iterations),
             "--eval-max-tokens", str(r.eval_max_tokens), "--lengths", str(r.length),
-            "--steps", "4,8,16", "--timeout", "3600",
+            # LoRA only: llama.cpp serves a LoRA on the GGUF base; a full fine-tune would need a GGUF
+            # of its own. Steps and batches sized for one job of at most an hour here.
+            "--steps", "4,8,16", "--lora-ranks", "8,16", "--batch-sizes", "1", "--timeout", "3600",
         )  # fmt: skip
         subprocess.run(command, check=True)  # resumes from --out by itself
         jobs = [json.loads(line) for line in (out / "jobs.jsonl").read_text().splitlines() if line.strip()]
         test = json.loads((out / "test.json").read_text()) if (out / "test.json").exists() else None
-        keep = ("index", "state", "proposal", "reward", "pre", "post", "wall_s", "reason")
-        return {
+        keep = ("index", "state", "proposal", "reward", "pre", "post", "wall_s", "reason", "artifact")
+        result = {
             "command": _shown(command),
             "jobs": [{k: job.get(k) for k in keep} for job in jobs],
             "test": test,
         }
+        done = [job for job in jobs if job["state"] == "done" and job.get("artifact")]
+        if test and len(done) > 1:  # does the loop's choice beat its worst job on the test seeds too?
+            from optimizers.students import adapter_gguf
+
+            worst = min(done, key=lambda job: job["reward"])
+            adapter = adapter_gguf(Path(worst["artifact"]), path)
+            result["worst_job"] = worst["index"]
+            # the seeds and program train-loop scores its chosen job on (its --test-n examples)
+            result["worst_on_test"] = self.evaluate_student(
+                "loop-worst", adapter, seed=20_000, n=r.loop_test_n
+            )
+        return result
 
     def stage_reference(self) -> dict[str, Any]:
         from rlmkit.local import local_lm
@@ -265,18 +282,21 @@ class Pipeline:
         )
 
     # -- evaluation ------------------------------------------------------------------
-    def evaluate_student(self, label: str, adapter: Path | None) -> dict[str, Any]:
+    def evaluate_student(
+        self, label: str, adapter: Path | None, seed: int | None = None, n: int | None = None
+    ) -> dict[str, Any]:
         from optimizers.students import serve_student, student_lm
         from rlmkit.local import LocalServerConfig
 
         config = LocalServerConfig(parallel=self.recipe.workers)
         with serve_student(self.student_path(), lora=adapter, config=config) as server:
             lm = student_lm(server, max_tokens=self.recipe.eval_max_tokens, temperature=0.0)
-            return self.evaluate_with(
-                label, lm, model=f"{self.recipe.student}" + (" + LoRA" if adapter else "")
-            )
+            model = f"{self.recipe.student}" + (" + LoRA" if adapter else "")
+            return self.evaluate_with(label, lm, model=model, seed=seed, n=n)
 
-    def evaluate_with(self, label: str, lm: Any, model: str) -> dict[str, Any]:
+    def evaluate_with(
+        self, label: str, lm: Any, model: str, seed: int | None = None, n: int | None = None
+    ) -> dict[str, Any]:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         from programs.evaluate import evaluate
@@ -284,7 +304,8 @@ class Pipeline:
         from programs.tasks import generate
 
         r = self.recipe
-        examples = generate(r.suite, n=r.test_n, length=r.length, seed=r.test_seed)
+        seed = r.test_seed if seed is None else seed
+        examples = generate(r.suite, n=r.test_n if n is None else n, length=r.length, seed=seed)
 
         def factory():
             return build_program("rlm", r.suite, lm=lm, max_iterations=r.eval_iterations)
@@ -292,7 +313,7 @@ class Pipeline:
         config = {  # what a score depends on; training knobs may change without voiding finished runs
             "suite": r.suite,
             "length": r.length,
-            "seed": r.test_seed,
+            "seed": seed,
             "model": model,
             "iterations": r.eval_iterations,
             "max_tokens": r.eval_max_tokens,
@@ -326,7 +347,7 @@ class Pipeline:
         return {
             "model": model,
             "suite": r.suite,
-            "seeds": [r.test_seed, r.test_seed + r.test_n - 1],
+            "seeds": [seed, seed + len(examples) - 1],
             **result.summary(),
             "scores": {row.id: row.score for row in result.rows},  # paired: the same ids in every arm
         }
@@ -343,19 +364,13 @@ def _shown(command: list[str]) -> str:
 
 
 # ---------------------------------------------------------------- the results file
-def write_results(pipeline: Pipeline, command: str, path: Path = RESULTS) -> dict[str, Any]:
+def write_results(pipeline: Pipeline, meta: dict[str, Any], path: Path = RESULTS) -> dict[str, Any]:
+    """The results file from the finished stages; ``meta``: provenance.record's stamp of this run."""
     stages = {name: pipeline.done(name) for name in STAGES}
     missing = [name for name, value in stages.items() if value is None]
     in_progress = {name: pipeline.progress(name) for name in missing if pipeline.progress(name)}
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
-    ).stdout.strip()
     data = {
-        "command": command,
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": commit,
-        "machine": f"{platform.machine()}, {_cpus()} CPU cores, {platform.system()}",
-        "load_average": [round(x, 2) for x in os.getloadavg()],  # shared machines run everything slower
+        **meta,
         "recipe": asdict(pipeline.recipe),
         "partial": bool(missing),
         "missing_stages": missing,
@@ -365,10 +380,6 @@ def write_results(pipeline: Pipeline, command: str, path: Path = RESULTS) -> dic
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1, default=str) + "\n")
     return data
-
-
-def _cpus() -> int:
-    return os.cpu_count() or 1
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -381,18 +392,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     pipeline = Pipeline(Recipe(), args.cache)
-    command = "python benchmarks/train_student.py --cache CACHE" + (
-        f" --stages {args.stages}" if args.stages != ",".join(STAGES) else ""
-    )
+    load_at_start = os.getloadavg()[0]
+    argv = ["--cache", "CACHE"] + (["--stages", args.stages] if args.stages != ",".join(STAGES) else [])
+
+    def meta() -> dict[str, Any]:
+        return provenance.record("benchmarks/train_student.py", argv, load_at_start)
+
     if not args.report_only:
         for name in [s.strip() for s in args.stages.split(",") if s.strip()]:
             if name not in STAGES:
                 parser.error(f"unknown stage {name!r}; stages: {', '.join(STAGES)}")
             pipeline.run_stage(name)
-            write_results(pipeline, command, args.results)  # partial results survive an interruption
-    data = write_results(pipeline, command, args.results)
+            write_results(pipeline, meta(), args.results)  # partial results survive an interruption
+    write_results(pipeline, meta(), args.results)
     if args.results == RESULTS:
-        render_docs(data)
+        import render_docs
+
+        render_docs.main([])
 
 
 if __name__ == "__main__":

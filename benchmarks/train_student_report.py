@@ -1,20 +1,18 @@
-"""The distillation results as a docs section, rendered from ``benchmarks/results/train_student.json``.
+"""The distillation results as the ``train-student`` block of ``docs/guide/training.md``,
+rendered from ``benchmarks/results/train_student.json`` by ``benchmarks/render_docs.py``.
 
-    python benchmarks/train_student.py --cache CACHE --report-only   # rewrites the JSON and this section
-
-The section lives between two markers in ``docs/guide/training.md``; everything else in that
-page is left as it is.
+    python benchmarks/train_student.py --cache CACHE --report-only   # the JSON from the cache
+    python benchmarks/render_docs.py                                  # every docs block from its JSON
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "train_student.json"
-DOCS = ROOT / "docs" / "guide" / "training.md"
-START, END = "<!-- train_student:start -->", "<!-- train_student:end -->"
 ARMS = (
     ("before", "student, untrained"),
     ("after", "student, trained"),
@@ -22,18 +20,19 @@ ARMS = (
 )
 
 
+def block() -> str:
+    """The docs block: the results file rendered, or how to produce it."""
+    if not RESULTS.exists():
+        return "Not measured yet: run `python benchmarks/train_student.py --cache CACHE`."
+    return section(json.loads(RESULTS.read_text()))
+
+
 def section(data: dict[str, Any]) -> str:
     stages = data["stages"]
     recipe = data["recipe"]
-    lines = [
-        START,
-        "## Distilling the embedded model into a small student",
-        "",
-        f"Rendered from `benchmarks/results/train_student.json` (command `{data['command']}`, "
-        f"{data['date']}, commit {data['commit']}, {data['machine']}, load average "
-        f"{data.get('load_average', ['?'])[0]} when written).",
-        "",
-    ]
+    from provenance import stamp
+
+    lines = [stamp(data), ""]
     if data["partial"]:
         lines += [
             f"**Partial run:** these stages have not finished yet: {', '.join(data['missing_stages'])}. "
@@ -100,25 +99,24 @@ def section(data: dict[str, Any]) -> str:
             reward = "—" if job.get("reward") is None else f"{job['reward']:+.3f}"
             lines.append(f"| {job['index']} | {job['state']} | {shown} | {reward} |")
         if test := loop.get("test"):
-            lines += ["", f"Chosen job #{test['job']} on the test seeds: gain {test['reward']:+.3f}."]
+            post = ", ".join(f"{family} {score:.3f}" for family, score in test["post"].items())
+            lines += ["", f"Chosen job #{test['job']} on the test seeds: {post}, gain {test['reward']:+.3f}."]
+        if worst := loop.get("worst_on_test"):
+            low, high = worst["ci95"]
+            lines.append(
+                f"Worst job #{loop['worst_job']} on the same test seeds: {worst['mean']:.3f} "
+                f"[{low:.3f}, {high:.3f}] (n={worst['n']})."
+            )
     if speed := stages.get("speed"):
+
+        def served(row: dict[str, Any]) -> str:
+            load = f", load average {row['load']:.1f}" if "load" in row else ""
+            return f"{row['tok_s']} tokens/s after {row['load_s']:.0f} s of loading{load}"
+
         lines += [
             "",
-            f"Serving the student ({speed['max_tokens']} tokens, greedy): llama.cpp "
-            f"{speed['llama_cpp']['tok_s']} tokens/s, in-process transformers "
-            f"{speed['transformers']['tok_s']} tokens/s.",
+            f"Serving the student ({speed['max_tokens']} tokens, greedy): llama.cpp on the GGUF "
+            f"{served(speed['llama_cpp'])}; in-process transformers on it dequantised "
+            f"{served(speed['transformers'])}.",
         ]
-    lines.append(END)
     return "\n".join(lines) + "\n"
-
-
-def render_docs(data: dict[str, Any], docs: Path = DOCS) -> Path:
-    text = docs.read_text() if docs.exists() else ""
-    new = section(data)
-    if START in text and END in text:
-        head, rest = text.split(START, 1)
-        text = head + new + rest.split(END, 1)[1].lstrip("\n")
-    else:
-        text = text.rstrip("\n") + "\n\n" + new
-    docs.write_text(text)
-    return docs

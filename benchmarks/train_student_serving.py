@@ -7,6 +7,7 @@ tokens each generated over the wall time of the request (prompt reading included
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ def _llama_cpp(path: Path, max_tokens: int) -> dict[str, Any]:
         reply = lm.complete(PROMPT, max_tokens=max_tokens, temperature=0.0)
         wall = time.perf_counter() - started
     tokens = reply.usage.completion_tokens
-    return {"llama_cpp": {"load_s": round(load_s, 1), "tokens": tokens, "tok_s": round(tokens / wall, 2)}}
+    return {"llama_cpp": _row(load_s, tokens, wall)}
 
 
 def _hf(path: Path, max_tokens: int) -> dict[str, Any]:
@@ -51,4 +52,14 @@ def _hf(path: Path, max_tokens: int) -> dict[str, Any]:
     reply = model({"messages": PROMPT, "max_tokens": max_tokens})
     wall = time.perf_counter() - started
     tokens = reply["usage"]["completion_tokens"]
-    return {"transformers": {"load_s": round(load_s, 1), "tokens": tokens, "tok_s": round(tokens / wall, 2)}}
+    return {"transformers": _row(load_s, tokens, wall)}
+
+
+def _row(load_s: float, tokens: int, wall: float) -> dict[str, Any]:
+    # the load average beside each figure: on a shared machine it moves more than either path does
+    return {
+        "load_s": round(load_s, 1),
+        "tokens": tokens,
+        "tok_s": round(tokens / wall, 2),
+        "load": os.getloadavg()[0],
+    }

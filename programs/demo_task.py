@@ -30,7 +30,6 @@ DEMO_MAX_CALLS = 30
 DEMO_DISPLAY_OUTPUT_CHARS = 2_000
 # A small model writes short turns; a provider's model keeps its own max_tokens.
 EMBEDDED_MAX_TOKENS = 400
-CHARS_PER_TOKEN = 4.0  # English prose in Qwen2.5's tokenizer: about 4 characters a token
 
 
 def demo_example(seed: int = DEMO_SEED, length: int = DEMO_LENGTH):
@@ -57,5 +56,7 @@ def demo_rlm(model: Any, *, max_iterations: int = DEMO_MAX_ITERATIONS, log_dir: 
 
 
 def window_multiple(context_chars: int, window_tokens: int) -> float:
-    """How many times the model's window the context fills (estimated at ``CHARS_PER_TOKEN``)."""
+    """How many times the model's window the context fills (at the baseline's characters a token)."""
+    from programs.baseline import CHARS_PER_TOKEN
+
     return context_chars / CHARS_PER_TOKEN / window_tokens

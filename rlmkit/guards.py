@@ -8,6 +8,8 @@ keeps them on track.
 - ``input_guard``: REPL code that restores a rebound input variable and says so.
 - ``check_values``: ``SUBMIT(answer=str)`` hands over a type, not an answer: refuse it.
 - ``Progress``: the same code (or reply) twice gets one nudge; again, and the next turn must answer.
+- ``AnswerHold``: an answer given in a turn that also printed output is held back until the model
+  has read that output and gives the same answer again (``hold_unread_answers``).
 """
 
 from __future__ import annotations
@@ -143,10 +145,38 @@ class Progress:
         return NUDGE
 
 
+# -- answers given before reading ------------------------------------------------------
+
+
+@dataclass
+class AnswerHold:
+    """Small models often write a search or count and the finishing call in one cell, so the
+    answer is whatever the code returned before the model saw a line of its output (a zero
+    count, a wrong match). Such an answer is held once: the turn's output is shown, and the
+    same answer given again, or any answer from a turn that printed nothing, is taken."""
+
+    held: dict[str, Any] | None = None
+
+    def holds(self, outputs: dict[str, Any], printed: bool) -> bool:
+        """True when ``outputs`` must wait: its turn ``printed`` and it is not a confirmation."""
+        if not printed or (self.held is not None and _same(outputs, self.held)):
+            return False
+        self.held = outputs
+        return True
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # values whose == raises or is ambiguous (arrays): compare what they show
+        return repr(a) == repr(b)
+
+
 __all__ = [
     "RESTORE_CALL",
     "SUBCALL_MAX_TOKENS",
     "TURN_MAX_TOKENS",
+    "AnswerHold",
     "Progress",
     "call_model",
     "check_values",

@@ -70,7 +70,8 @@ ANSWER_NOW = {
     ),
 }
 
-# Guard rails (rlmkit/guards.py): a repeated turn, a rebound input, a type submitted as an answer.
+# Guard rails (rlmkit/guards.py): a repeated turn, a rebound input, a type submitted as an answer,
+# an answer given before the model read what its own turn printed.
 NUDGE = (
     "You sent the same code as before, so it does the same thing again. Change approach: look at "
     "the data with a different slice or search, or, if your answer is ready, SUBMIT it now."
@@ -98,6 +99,12 @@ TYPED_CALL_DOC = (
 
 # Feedback after a turn.
 ANSWER_ACCEPTED = "Answer accepted."
+ANSWER_HELD = (
+    "Answer held back: you answered {shown} in the same turn that printed the output above, before "
+    "reading it. Read that output and the question again. A count, a position or a yes/no found on "
+    "the way is not the answer unless the question asks for it. If {shown} answers the question, give "
+    "it again; if the output shows the answer, give that; otherwise keep working."
+)
 ANSWER_REJECTED = "Answer rejected: {error}"
 NO_CODE_BLOCK = "Your reply had no ```repl code block. Write Python code in a ```repl block."
 REPLY_CUT = "Your reply was cut at the output limit. Keep replies short: a little code per turn."

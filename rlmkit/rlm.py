@@ -69,6 +69,7 @@ class RLM(DSPyRLMSurface, dspy.Module):
         max_tokens: int | None = TURN_MAX_TOKENS,
         sub_max_tokens: int | None = SUBCALL_MAX_TOKENS,
         blocks_per_turn: int | None = None,
+        hold_unread_answers: bool = False,
         use_preset: bool = True,
         # dspy.RLM's keywords, with dspy's meaning (rlmkit/dspy_compat/)
         max_iters: int | None = None,
@@ -98,6 +99,7 @@ class RLM(DSPyRLMSurface, dspy.Module):
             max_tokens=max_tokens,
             sub_max_tokens=sub_max_tokens,
             blocks_per_turn=blocks_per_turn,
+            hold_unread_answers=hold_unread_answers,
             sandbox=sandbox,
             protocol=protocol,
             limits=limits or SandboxLimits(),

@@ -17,9 +17,10 @@ from typing import Any
 
 from rlmkit import events as ev
 from rlmkit.errors import BudgetExceeded, LMError, MaxIterationsError, RunError, SandboxError
-from rlmkit.guards import RESTORE_CALL, Progress, call_model, input_guard
+from rlmkit.guards import RESTORE_CALL, AnswerHold, Progress, call_model, input_guard
 from rlmkit.prompting import (
     ANSWER_ACCEPTED,
+    ANSWER_HELD,
     ANSWER_REJECTED,
     NO_CODE_BLOCK,
     REPLY_CUT,
@@ -102,11 +103,11 @@ async def run_loop(state: RunState, variables: dict[str, Any], aliases: dict[str
                 + state.task_notes,
             ),
         ]
-        new_messages, keep, progress = list(messages), 0, Progress()
+        new_messages, keep, progress, hold = list(messages), 0, Progress(), AnswerHold()
         for index in range(settings.max_iterations + 1):
             # the one extra "answer now" turn, or earlier when the model keeps repeating itself
             last = index == settings.max_iterations or progress.force_answer
-            turn = await _turn(state, sandbox, messages, new_messages, keep, index, last, progress)
+            turn = await _turn(state, sandbox, messages, new_messages, keep, index, last, progress, hold)
             if state.submitted is not None:
                 traj.outputs = state.submitted
                 traj.status = "ok"
@@ -169,7 +170,7 @@ class FreshSandbox:
     ) -> None:
         ev.emit(ev.SandboxStarting(sandbox))
         try:
-            await in_thread(sandbox.start, variables, functions, prelude)
+            await sandbox.astart(variables, functions, prelude)
         except SandboxError:
             raise  # already says what failed (a DSPy interpreter factory's, say)
         except Exception as exc:
@@ -191,6 +192,7 @@ async def _turn(
     index: int,
     last: bool,
     progress: Progress,
+    hold: AnswerHold,
 ) -> Turn:
     traj, tree = state.trajectory, state.tree
     settings, fields = state.spec.settings, state.spec.validator.fields
@@ -259,6 +261,12 @@ async def _turn(
             break
     if state.submitted is None:
         outputs += _take_answer(state, protocol.answer(parsed, sandbox.get, fields, turn_over=True))
+    if state.submitted is not None and settings.hold_unread_answers and not last:
+        printed = any(block.stdout or block.stderr for block in turn.blocks)
+        if hold.holds(state.submitted, printed):  # the model answers again once it has read the output
+            turn.held, state.submitted = state.submitted, None
+            shown = ", ".join(f"{name}={bounded(repr(value), 200)}" for name, value in turn.held.items())
+            outputs = [out for out in outputs if out != ANSWER_ACCEPTED] + [ANSWER_HELD.format(shown=shown)]
     if not parsed.code_blocks and parsed.final is None and parsed.final_var is None:
         outputs.append(NO_CODE_BLOCK)
     if state.submitted is None and (nudge := progress.after(completion.text, parsed.code_blocks)):

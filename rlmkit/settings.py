@@ -37,6 +37,10 @@ class RunSettings:
     # Code blocks run per root turn (None: all). 1 also stops the reply at its first block's
     # closing fence: small models otherwise write a block, then its invented output, then SUBMIT.
     blocks_per_turn: int | None = None
+    # An answer given in a turn whose code also printed output waits until the model has read
+    # that output and answers the same again (guards.AnswerHold). Off by default: it costs a turn
+    # whenever a model prints and answers together.
+    hold_unread_answers: bool = False
     sandbox: str = "process"
     protocol: Protocol = field(default_factory=lambda: get_protocol("submit"))
     # No budget given: a default call cap guards the wallet (Budget() explicitly: no cap).

@@ -113,6 +113,9 @@ class Turn(BaseModel):
     blocks: list[CodeBlock] = Field(default_factory=list)
     feedback: str | None = None  # what the model is told after this turn (the next user message)
     final: bool = False  # this turn ended the run
+    held: dict[str, Any] | None = (
+        None  # an answer given before its turn's output was read (hold_unread_answers)
+    )
 
 
 class RunMeta(BaseModel):

@@ -19,6 +19,13 @@ from rlmkit.prompting import TYPED_CALL_DOC, TYPED_CALL_SYSTEM
 from rlmkit.signature import OutputValidator, describe_outputs, field_desc, make_signature, type_name
 from rlmkit.trajectory import bounded
 
+# The functions the REPL provides under every protocol (rlmkit's and dspy's spellings): a sub-call
+# or tool by one of these names would replace it.
+REPL_FUNCTIONS = frozenset(
+    {"llm_query", "llm_query_batched", "rlm_query", "rlm_query_batched"}
+    | {"SUBMIT", "FINAL", "FINAL_VAR", "SHOW_VARS", "answer"}
+)
+
 
 class TypedSubcall:
     """A dspy.Signature used as a function in the REPL: ``classify(text=...) -> validated value``."""
@@ -94,19 +101,8 @@ def make_typed_subcalls(
     """Split user sub-calls into typed ones (dspy.Signature) and plain tools (callables)."""
     typed: dict[str, TypedSubcall] = {}
     tools: dict[str, Callable[..., Any]] = {}
-    reserved = {
-        "llm_query",
-        "llm_query_batched",
-        "rlm_query",
-        "rlm_query_batched",
-        "SUBMIT",
-        "FINAL",
-        "FINAL_VAR",
-        "answer",
-        "SHOW_VARS",
-    }
     for name, value in (subcalls or {}).items():
-        if name in reserved:
+        if name in REPL_FUNCTIONS:
             raise UserError(f"sub-call name {name!r} is reserved by rlmkit")
         if isinstance(value, (str, type)) and (isinstance(value, str) or issubclass(value, dspy.Signature)):
             typed[name] = TypedSubcall(name, value)

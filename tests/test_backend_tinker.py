@@ -166,5 +166,5 @@ def test_bad_tinker_jobs(tmp_path, monkeypatch):
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "tinker" else real(name, *a)
     )
-    with pytest.raises(MissingDependencyError, match=r"rlmkit\[tinker\]"):
+    with pytest.raises(MissingDependencyError, match=r"pip install -e '\.\[tinker\]'"):
         get_backend("tinker").validate(job)

@@ -75,16 +75,22 @@ def test_demo_prints_each_cell_before_the_next_turn_is_answered(tmp_path):
     assert list(tmp_path.glob("run-*/*.jsonl"))
 
 
-def test_the_plain_call_line_compares_the_context_with_the_embedded_window():
+def test_the_plain_call_line_compares_the_context_with_the_models_window():
     from programs.cli.demo import _plain_call_line
     from programs.demo_task import DEMO_LENGTH
-    from rlmkit.local import LocalServerConfig
+    from rlmkit.local import LOCAL_MODEL_NAME, LocalServerConfig
+
+    class Model:
+        def __init__(self, model):
+            self.model = model
 
     window = LocalServerConfig().ctx
-    line = _plain_call_line(DEMO_LENGTH, model=None, embedded=True)
+    line = _plain_call_line(DEMO_LENGTH, Model(LOCAL_MODEL_NAME))
     assert f"{DEMO_LENGTH // 4 / window:.1f}x the model's {window:,}-token window" in line
     assert "cannot read it at once" in line
-    assert "it fits" in _plain_call_line(4 * window // 2, model=None, embedded=True)
+    assert "it fits" in _plain_call_line(4 * window // 2, Model(LOCAL_MODEL_NAME))
+    assert "128,000-token window" in _plain_call_line(DEMO_LENGTH, Model("openai/gpt-4o-mini"))
+    assert "window is not known" in _plain_call_line(DEMO_LENGTH, Model("openai/scripted"))
 
 
 def test_the_demo_task_is_the_same_for_a_seed_and_moves_the_needle_between_seeds():

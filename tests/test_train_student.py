@@ -10,7 +10,7 @@ import re
 import pytest
 
 from benchmarks.train_student import STAGES, Pipeline, Recipe, write_results
-from benchmarks.train_student_report import END, START, render_docs
+from benchmarks.train_student_report import section
 from rlmkit.testing.server import ScriptedServer
 
 # A teacher that solves the needle in two root turns (compile's defaults drop one-turn runs).
@@ -73,33 +73,23 @@ def test_an_evaluation_arm_scores_held_out_examples_and_resumes(tmp_path, served
     assert again["scores"] == arm["scores"] and len(served_teacher.requests) == requests
 
 
-def test_a_partial_run_says_what_is_missing_and_the_docs_section_is_replaced_in_place(tmp_path):
+def test_a_partial_run_says_what_is_missing_and_renders_only_finished_stages(tmp_path):
     pipeline = Pipeline(tiny_recipe(), tmp_path / "cache", log=lambda _: None)
+    student = {"name": "s", "file": "s.gguf", "packages": ["p"], "architecture": "qwen2", "size": 3}
     (tmp_path / "cache" / "stages" / "student.json").write_text(
-        json.dumps(
-            {
-                "name": "s",
-                "file": "s.gguf",
-                "packages": ["p"],
-                "architecture": "qwen2",
-                "size": 3,
-                "sha256": "ab",
-            }
-            | {"wall_s": 1.0}
-        )
+        json.dumps(student | {"sha256": "ab", "wall_s": 1})
     )
     before = tmp_path / "cache" / "eval" / "before"
     before.mkdir(parents=True)
     (before / "results.jsonl").write_text('{"id": "a", "score": 0.0}\n{"id": "b", "sc')  # a torn last line
 
-    data = write_results(pipeline, "python benchmarks/train_student.py", tmp_path / "r.json")
+    meta = {"date": "2026-01-01 00:00 UTC", "commit": "abc", "command": "python benchmarks/train_student.py"}
+    data = write_results(pipeline, meta, tmp_path / "r.json")
+    assert json.loads((tmp_path / "r.json").read_text()) == data
     assert data["partial"] and data["missing_stages"] == [s for s in STAGES if s != "student"]
     assert data["in_progress"]["before"] == {"finished_runs": 1, "of": 2, "scores": [0.0]}
 
-    docs = tmp_path / "training.md"
-    docs.write_text("# Training\n\nKept prose.\n")
-    render_docs(data, docs)
-    render_docs(data, docs)
-    text = docs.read_text()
-    assert text.count(START) == 1 and text.count(END) == 1 and "Kept prose." in text
-    assert "Partial run" in text and "| student, untrained | — | not run yet | — |" in text
+    text = section(data)
+    assert text.startswith("*Measured 2026-01-01 00:00 UTC; commit abc;")
+    assert "Partial run" in text and "`before` in progress: 1 of 2 runs finished" in text
+    assert "| student, untrained | — | not run yet | — |" in text and "Training:" not in text

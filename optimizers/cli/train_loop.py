@@ -59,6 +59,8 @@ def train_loop(
     held_out: str = typer.Option("", help="families withheld from every job, evaluated only"),
     lengths: str = typer.Option("2000,8000", help="context lengths of the runs a job may train on"),
     steps: str = typer.Option("2,10,50", help="optimizer steps a job may take (size them to --timeout)"),
+    lora_ranks: str = typer.Option("0,8,16", help="LoRA ranks a job may use; 0 trains every weight"),
+    batch_sizes: str = typer.Option("1,2,4", help="batch sizes a job may use"),
     proposer: str = typer.Option("optuna", help="optuna | lm"),
     jobs: int = typer.Option(4, min=1, help="how many jobs to run in total (a re-run resumes)"),
     backend: str = typer.Option("trl-sft", help="training backend adapter"),
@@ -89,6 +91,8 @@ def _run(
     held_out,
     lengths,
     steps,
+    lora_ranks,
+    batch_sizes,
     proposer,
     jobs,
     backend,
@@ -122,6 +126,8 @@ def _run(
         backends=[backend],
         lengths=[int(x) for x in _split(lengths)],
         steps=[int(x) for x in _split(steps)],
+        lora_ranks=[int(x) for x in _split(lora_ranks)],
+        batch_sizes=[int(x) for x in _split(batch_sizes)],
     )
     if proposer == "optuna":
         job_writer = OptunaProposer(space, f"sqlite:///{out / 'study.db'}")

@@ -50,7 +50,8 @@ def serve_transformers(max_tokens: int) -> Callable[[Any], tuple[Any, Any]]:
 
 
 def serve_llama_cpp(gguf: Path, max_tokens: int) -> Callable[[Any], tuple[Any, Any]]:
-    """Serve a GGUF base with llama.cpp, a trained adapter converted to a GGUF LoRA on top."""
+    """Serve a GGUF base with llama.cpp, a trained adapter converted to a GGUF LoRA on top. A full
+    fine-tune (LoRA rank 0) is no adapter: keep rank 0 out of the job space (``--lora-ranks``)."""
 
     def serve(model: Any) -> tuple[Any, Any]:
         from optimizers.students import serve_gguf

@@ -138,7 +138,7 @@ def _run(
     short = {"max_tokens": EMBEDDED_MAX_TOKENS} if embedded else {}
     # no cache: a first run is a real run, not a replay of an earlier one
     model = lm_from_flag(lm, api_base, temperature=0.0, cache=False, **short)
-    console.print(_plain_call_line(len(example.context), model, embedded))
+    console.print(_plain_call_line(len(example.context), model))
     stream_dir = out / f"run-{time.strftime('%Y%m%d-%H%M%S')}"
     rlm = demo_rlm(model, max_iterations=max_iterations, log_dir=stream_dir)
     console.print(f"program: {_program_line(model)}")
@@ -175,23 +175,20 @@ def _one_line(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
-def _window_tokens(model, embedded: bool) -> int | None:
-    """The model's context window in tokens: the embedded server's, or litellm's model info."""
-    if embedded:
-        from rlmkit.local import LocalServerConfig
+def _window_tokens(model) -> int | None:
+    """The model's context window in tokens (the baseline's rule), or None when nobody knows it."""
+    from programs.baseline import window_tokens_of
+    from rlmkit.errors import UserError
 
-        return LocalServerConfig().ctx
     try:
-        from rlmkit.models.transports.litellm import import_litellm  # its bundled model map: no network
-
-        return import_litellm().get_model_info(model.model).get("max_input_tokens")
-    except Exception:  # litellm knows no window for this model: say nothing rather than guess
+        return window_tokens_of(model)
+    except UserError:  # not in litellm's model map: say nothing rather than guess
         return None
 
 
-def _plain_call_line(context_chars: int, model, embedded: bool) -> str:
+def _plain_call_line(context_chars: int, model) -> str:
     """What a plain call would face: the context against the model's window."""
-    window = _window_tokens(model, embedded)
+    window = _window_tokens(model)
     if not window:
         return f"the context is about {context_chars // 4:,} tokens; the model's window is not known"
     times = window_multiple(context_chars, window)
@@ -212,7 +209,7 @@ def _measured_accuracy() -> str | None:
     seeds = [row["seed"] for row in result.get("rows", [])]
     span = f"seeds {min(seeds)}-{max(seeds)}" if seeds else "held-out seeds"
     return (
-        f"measured: this demo answers right on {summary['right']} of {summary['n']} {span} "
+        f"measured: this demo answers right on {summary['right']} of {summary['n']} held-out {span} "
         f"(mean score {summary['accuracy']:.2f}; {result.get('command', '')}, {result.get('date', '')})"
     )
 

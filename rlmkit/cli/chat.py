@@ -44,7 +44,10 @@ def chat(
     api_base: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL.")] = None,
     sandbox: Annotated[str, typer.Option(help="REPL sandbox backend.")] = "process",
 ) -> None:
-    """An interactive session over PATH...: the files load once, the model's variables stay."""
+    """Ask questions about files in one long-lived session.
+
+    The files in PATH... load once; the model's variables stay between questions.
+    """
     import rlmkit
 
     with exit_on_error():

@@ -11,21 +11,10 @@ from __future__ import annotations
 import keyword
 from collections.abc import Iterable
 
+from rlmkit.typed_subcalls import REPL_FUNCTIONS
+
 # Functions the REPL provides (rlmkit's and dspy's spellings) and builtins it relies on.
-REPL_NAMES = frozenset(
-    {
-        "llm_query",
-        "llm_query_batched",
-        "rlm_query",
-        "rlm_query_batched",
-        "SUBMIT",
-        "FINAL",
-        "FINAL_VAR",
-        "SHOW_VARS",
-        "answer",
-        "print",
-    }
-)
+REPL_NAMES = REPL_FUNCTIONS | {"print"}
 # What an input may not be called: the functions every protocol's REPL has, and print.
 INPUT_RESERVED = frozenset(
     {"llm_query", "llm_query_batched", "rlm_query", "rlm_query_batched", "SUBMIT", "print"}

@@ -19,13 +19,20 @@ EMBEDDED_MAX_TOKENS = 1024
 EMBEDDED_INPUT_CHARS = 16_000
 
 
-def local_lm(config: LocalServerConfig | None = None, *, progress=None, **lm_kwargs: Any):
+def local_lm(
+    config: LocalServerConfig | None = None, *, progress=None, private: bool = False, **lm_kwargs: Any
+):
     """An LM backed by the embedded model (started on first call, stopped at exit).
 
     ``lm_kwargs`` go to ``rlmkit.LM`` (temperature, max_tokens, cache, ...). Concurrency
     defaults to the server's parallel slots, so requests never queue inside llama.cpp.
+    ``private=True`` serves it from this process's own server with ``config`` (a measurement
+    that needs, say, one llama.cpp thread on a crowded machine) instead of the machine's
+    shared one, whose configuration is whichever process started it first.
     """
-    server = machine_server(ensure_model(progress=progress), config)  # one per machine, shared
+    model = ensure_model(progress=progress)
+    # one per machine, shared; or this process's own
+    server = shared_server(model, config) if private else machine_server(model, config)
     return served_lm(server, LOCAL_MODEL_NAME, **lm_kwargs)
 
 

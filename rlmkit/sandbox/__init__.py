@@ -3,7 +3,8 @@
 ``make_sandbox(name, limits)`` builds one by name:
 - ``process`` (default): a confined worker process per run (see ``confine.py`` for what is
   and is not a security boundary; ``sandbox.protections`` says what is active here). Its
-  conversation with the worker is ``host.WorkerHost``'s; ``process.py`` only launches it.
+  conversation with the worker is ``host.WorkerHost``'s; ``process.py`` only launches it (forked
+  by a fork server, ``forkserver.py``), and a run takes it pre-started from a pool (``pool.py``).
 - ``inline``: ``exec`` in the host process, for debugging only. No isolation at all.
 - ``monty``: pydantic-monty's Rust interpreter (optional extra ``monty``), when installed.
 """

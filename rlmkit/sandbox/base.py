@@ -94,6 +94,12 @@ class Sandbox(ABC):
         ``classify.batched`` on top of the host functions). Variables cross exactly once.
         """
 
+    async def astart(
+        self, variables: dict[str, Any], functions: dict[str, HostFunction], prelude: str = ""
+    ) -> None:
+        """``start`` from the run's event loop: here on a thread, as it may block."""
+        await in_thread(self.start, variables, functions, prelude)
+
     @abstractmethod
     def run(self, code: str) -> CellResult:
         """Run one cell; never raises for errors in the code (they go into the result)."""

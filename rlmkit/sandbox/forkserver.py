@@ -100,7 +100,7 @@ class ForkServer:
             return None if self.alive else -9
 
     def close(self) -> None:
-        """Stop the fork server (a forked host's copy: only its socket is closed)."""
+        """Stop the fork server: it ends when its socket closes, and its workers with it."""
         self.alive = False
         try:
             self._sock.close()
@@ -108,9 +108,9 @@ class ForkServer:
             pass
 
     def forget(self) -> None:
+        """In a forked host: the fork server is the parent's; only this copy of its socket closes."""
         self.alive = False
         self._sock.close()
-        self._errlog.close()
 
 
 class ForkedProcess:

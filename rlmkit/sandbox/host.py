@@ -16,102 +16,31 @@ is stopped at once and ``run()`` raises that error on the host.
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import pickle
 import threading
 import time
-from abc import ABC, abstractmethod
-from collections.abc import Generator, Hashable
+from collections.abc import Generator
 from typing import Any
 
 from rlmkit.errors import ContextError, Finish, RunError, SandboxError
-from rlmkit.sandbox import loop_io, pool, wire
+from rlmkit.sandbox import loop_io, wire
 from rlmkit.sandbox.base import CellResult, HostFunction, Sandbox, SandboxLimits, check_names
+from rlmkit.sandbox.launcher import Launcher, Worker
+from rlmkit.threads import in_thread
 
 START_TIMEOUT_S = 30.0
 GET_TIMEOUT_S = 60.0
 MAX_VALUE_BYTES = 256 * 1024**2  # largest pickled value get() accepts from the worker
 RECV, CALL, DEATH, DONE = "recv", "call", "death", "done"  # a cell's conversation's steps (_drive)
+# ``astart`` writes inputs up to this size from the event loop (about 2 ms of writing); bigger ones
+# are written from a thread, so the loop is never held up while the first request goes out
+LOOP_START_MAX_CHARS = 4_000_000
 
 
 def max_frame(limits: SandboxLimits) -> int:
     """What a worker may send in one frame (a cell's output, a value for get()): bounded, so model
     code writing to the pipe itself cannot make the host allocate without limit."""
     return max(MAX_VALUE_BYTES, 8 * limits.max_output_chars + (1 << 20))
-
-
-class Worker(ABC):
-    """One launched worker: its pipe, and how to interrupt, describe and stop it."""
-
-    channel: wire.Channel
-    pid: int | None = None
-    workdir: str | None = None
-
-    @abstractmethod
-    def interrupt(self) -> None:
-        """Raise KeyboardInterrupt in the running cell (a worker that ignores it is stopped)."""
-
-    @abstractmethod
-    def describe_exit(self, wait_s: float) -> str | None:
-        """How the worker ended ("exited with status 1", "killed by SIGKILL"), waiting up to
-        ``wait_s``; None when it is still alive."""
-
-    @abstractmethod
-    def stderr_tail(self) -> str:
-        """The end of what the worker wrote to stderr, or "(no output)"."""
-
-    @abstractmethod
-    def stop(self) -> None:
-        """Kill the worker and remove what it left behind. Idempotent."""
-
-    # True when ``stop_nowait`` never blocks, so the event loop may call it in place
-    stops_at_once = False
-
-    def stop_nowait(self) -> None:
-        """Kill the worker now; removing what it left behind may finish in the background."""
-        self.stop()
-
-    def alive(self) -> bool:
-        """False once the worker is known to have ended (a pool skips such a worker)."""
-        return True
-
-    def forget(self) -> None:
-        """Let go of the worker without stopping it: a forked child's copy of its parent's worker."""
-
-
-class Launcher(ABC):
-    """Starts ``worker.py`` under ``limits`` and connects its pipe; the worker then says ``ready``.
-
-    ``acquire`` is how a sandbox gets its worker: a pre-started one of the same configuration
-    when its pool has one (``pool.py``), else a new one from ``launch``. A launcher whose
-    workers may be pooled says how to tell configurations apart (``pool_key``)."""
-
-    @abstractmethod
-    def launch(self, limits: SandboxLimits) -> Worker:
-        """Start a new worker under ``limits``."""
-
-    def pool_key(self, limits: SandboxLimits) -> Hashable | None:
-        """What sets this launcher's workers apart under ``limits`` (equal keys: interchangeable
-        workers), or None when they must not be pooled."""
-        return None
-
-    def acquire(self, limits: SandboxLimits) -> Worker:
-        """A worker for one run (or one restart) that nothing else has used: a pooled one or a new
-        one. Either way the pool is refilled in the background, after a new one is on its way."""
-        key = self.pool_key(limits)
-        worker = None if key is None else pool.take(key)
-        if worker is None:
-            worker = self.launch(limits)
-        if key is not None:
-            pool.refill(key, functools.partial(self.launch, dataclasses.replace(limits)))
-        return worker
-
-    def prewarm(self, limits: SandboxLimits) -> None:
-        """Start filling the pool for ``limits`` now, so that even the first run finds a worker."""
-        key = self.pool_key(limits)
-        if key is not None:
-            pool.refill(key, functools.partial(self.launch, dataclasses.replace(limits)))
 
 
 class WorkerHost(Sandbox):
@@ -161,31 +90,69 @@ class WorkerHost(Sandbox):
             self._launch()
 
     def _launch(self) -> None:
-        t0 = time.monotonic()
-        self._worker = self.launcher.acquire(self.limits)
-        self._chan = self._worker.channel
+        self._drive(self._starting(self.launcher.acquire(self.limits)))
+
+    async def astart(
+        self, variables: dict[str, Any], functions: dict[str, HostFunction], prelude: str = ""
+    ) -> None:
+        """``start`` from the run's event loop. With a pooled worker and inputs small enough to write
+        at once, the inputs and the prelude go out here in one burst and the worker takes them in
+        while the first model request is out; the loop then waits on the pipe, with no thread and
+        no hand-over of the GIL between. Otherwise (a new worker to start, big inputs to write) the
+        start runs on a thread, as ``start``."""
+        check_names(variables, functions)
+        strings = [v for v in variables.values() if isinstance(v, str)]
+        worker = None
+        small = len(strings) == len(variables) and sum(map(len, strings)) <= LOOP_START_MAX_CHARS
+        if small and self.on_launch is None:  # a session's hook may block: it runs on a thread
+            worker = self.launcher.take(self.limits, refill=False)
+        if worker is None:
+            await in_thread(self.start, variables, functions, prelude)
+            return
         try:
-            msg = self._chan.recv_plain(time.monotonic() + START_TIMEOUT_S)
+            with self._lock:
+                self.close()
+                self._variables, self._functions, self._prelude = dict(variables), dict(functions), prelude
+                await self._adrive(self._starting(worker))
+        finally:  # the replacement starts once this start is done, not competing with it for CPU
+            self.launcher.prewarm(self.limits)
+
+    def _starting(self, worker: Worker) -> Generator:
+        """A worker's start, as a conversation (see ``_drive``): its ready message; the functions,
+        the inputs and the prelude sent in one burst (the worker reads them in order); then its
+        answers. The inputs cross once."""
+        t0 = time.monotonic()
+        self._worker, self._chan = worker, worker.channel
+        try:
+            msg = yield RECV, time.monotonic() + START_TIMEOUT_S
             if msg[0] != "ready":
                 raise SandboxError(f"the REPL worker could not start: {msg[1]}")
             self._protections = msg[1]
-            self._send_inputs()
+            self._send_variables(self._variables)
+            if self._prelude:
+                self._chan.send(("run", self._prelude))
+            self._check_loaded((yield RECV, time.monotonic() + START_TIMEOUT_S)[1])
+            if self._prelude:
+                self._in_prelude = True  # a worker dying here is not restarted (it would die again)
+                try:
+                    result = yield from self._cell(self._prelude, sent=True)
+                finally:
+                    self._in_prelude = False
+                self._check_prelude(result)
             if self.on_launch is not None:
                 self.on_launch(self)
         except (SandboxError, ContextError):
             self.close()
             raise
         except (wire.ChannelTimeout, EOFError, OSError) as exc:
-            detail = self._worker.stderr_tail()
+            detail = worker.stderr_tail()
             self.close()
             raise SandboxError(f"the REPL worker could not start ({type(exc).__name__}): {detail}") from None
         self.startup_s = time.monotonic() - t0
 
-    def _send_inputs(self) -> None:
-        self._send_variables(self._variables)
-        self._run_prelude()
-
     def _send_variables(self, variables: dict[str, Any]) -> None:
+        """The host functions' docs and ``variables`` into the worker, then ``loaded``: the worker
+        answers with what it could not rebuild (``_check_loaded``), after whatever follows."""
         chan = self._chan
         chan.send(("functions", {name: (fn.__doc__ or "") for name, fn in self._functions.items()}))
         sent: dict[int, str] = {}  # id -> first name: an input under two names crosses once
@@ -206,12 +173,19 @@ class WorkerHost(Sandbox):
                     f"variable {name!r} ({type(value).__name__}) cannot be sent into the sandbox: {exc}"
                 ) from None
         chan.send(("loaded",))
-        errors = chan.recv_plain(time.monotonic() + START_TIMEOUT_S)[1]
+
+    @staticmethod
+    def _check_loaded(errors: list[str]) -> None:
         if errors:
             raise ContextError(
                 "variables could not be rebuilt inside the sandbox (it has only the "
                 "standard library): " + "; ".join(errors)
             )
+
+    @staticmethod
+    def _check_prelude(result: CellResult) -> None:
+        if result.error or result.restarted:
+            raise SandboxError(f"the sandbox prelude failed:\n{result.error}")
 
     def _run_prelude(self) -> None:
         if self._prelude:
@@ -220,8 +194,7 @@ class WorkerHost(Sandbox):
                 result = self._drive(self._cell(self._prelude))
             finally:
                 self._in_prelude = False
-            if result.error or result.restarted:
-                raise SandboxError(f"the sandbox prelude failed:\n{result.error}")
+            self._check_prelude(result)
 
     def update(self, variables: dict[str, Any], functions: dict[str, HostFunction], prelude: str) -> bool:
         """A live worker's next run (a session's next call): ``variables`` (only those that
@@ -234,6 +207,7 @@ class WorkerHost(Sandbox):
             if self._chan is not None:
                 try:
                     self._send_variables(variables)
+                    self._check_loaded(self._chan.recv_plain(time.monotonic() + START_TIMEOUT_S)[1])
                     self._run_prelude()
                     return False
                 except (wire.ChannelTimeout, EOFError, OSError):
@@ -368,7 +342,7 @@ class WorkerHost(Sandbox):
                 action = _advance(conversation, reply, None)
         return action[1]
 
-    def _cell(self, code: str, after: str | None = None) -> Generator:
+    def _cell(self, code: str, after: str | None = None, sent: bool = False) -> Generator:
         result = CellResult()
         t_start = time.monotonic()
         timeout = self.limits.cell_timeout
@@ -376,7 +350,8 @@ class WorkerHost(Sandbox):
         interrupted_until: float | None = None
         fatal: BaseException | None = None
         try:
-            self._chan.send(("run", code) if after is None else ("run", code, after))
+            if not sent:
+                self._chan.send(("run", code) if after is None else ("run", code, after))
         except OSError:  # it died between cells (e.g. killed from outside): this cell never ran
             return (yield DEATH, result, t_start, None, False)
         while True:

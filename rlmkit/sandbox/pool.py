@@ -31,12 +31,24 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from rlmkit.errors import ConfigError
 
-if TYPE_CHECKING:
-    from rlmkit.sandbox.host import Worker
+
+class Worker(Protocol):
+    """What a pool needs of a worker (``host.Worker`` has it; no import, so no cycle)."""
+
+    pid: int | None
+
+    def alive(self) -> bool: ...
+
+    def stop(self) -> None: ...
+
+    def stop_nowait(self) -> None: ...
+
+    def forget(self) -> None: ...
+
 
 log = logging.getLogger("rlmkit")
 EXIT_WAIT_S = 5.0  # at exit, how long a spawn under way may take to land (then it is stopped)

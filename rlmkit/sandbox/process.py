@@ -21,7 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from rlmkit.sandbox import pool, wire
 from rlmkit.sandbox.base import SandboxLimits
 from rlmkit.sandbox.forkserver import ForkedProcess, ForkServer, ForkServerGone
-from rlmkit.sandbox.host import Launcher, Worker, WorkerHost, max_frame
+from rlmkit.sandbox.host import WorkerHost, max_frame
+from rlmkit.sandbox.launcher import Launcher, Worker
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
 # Shared libraries and data the interpreter may load lazily (read-only inside the worker).
@@ -98,9 +99,17 @@ def _kill(proc: subprocess.Popen | ForkedProcess) -> None:
 
 
 def _kill_and_clean(
-    proc: subprocess.Popen | ForkedProcess | None, fds: list[int], workdir: str | None, errlog
+    proc: subprocess.Popen | ForkedProcess | None,
+    fds: list[int],
+    workdir: str | None,
+    errlog,
+    owner: int | None = None,
 ) -> None:
-    """Module-level so a weakref finalizer can run it after the sandbox object is gone."""
+    """Module-level so a weakref finalizer can run it after the sandbox object is gone. In a forked
+    copy of the host (``owner`` is another pid) the worker is the parent's: it is left alone, even
+    when the fork came between the finalizer's registration and ``_forget_after_fork``'s view."""
+    if owner is not None and owner != os.getpid():
+        return
     if proc is not None:
         _kill(proc)
         proc.wait()
@@ -117,6 +126,12 @@ def _kill_and_clean(
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def _clean_up(*args) -> None:
+    """The finalizer: ``_kill_and_clean`` as it is when the worker stops, not when it started (a
+    pooled worker starts long before its run)."""
+    _kill_and_clean(*args)
+
+
 class ProcessWorker(Worker):
     """A worker process on this machine; its finalizer kills it even if the sandbox is dropped."""
 
@@ -124,7 +139,7 @@ class ProcessWorker(Worker):
                  errlog) -> None:  # fmt: skip
         self.proc, self.channel, self.pid, self.workdir = proc, channel, proc.pid, workdir
         self._errlog = errlog
-        self._finalizer = weakref.finalize(self, _kill_and_clean, proc, fds, workdir, errlog)
+        self._finalizer = weakref.finalize(self, _clean_up, proc, fds, workdir, errlog, os.getpid())
         _live_workers.add(self)
 
     def interrupt(self) -> None:
@@ -164,7 +179,8 @@ class ProcessWorker(Worker):
                 os.close(fd)
             except OSError:
                 pass
-        self._errlog.close()
+        # its stderr file stays open: a buffered file's lock may have been held by another thread
+        # at the fork, and closing it here could wait for that lock forever
 
     stops_at_once = True
 
@@ -184,8 +200,8 @@ def _start(config: dict, env: dict[str, str], errlog) -> subprocess.Popen | Fork
     """Start one worker (on the spawn thread): forked by the fork server, which is started on first
     use and again if it stopped; exec'd, as the fork server itself is, when there is none."""
     global _fork_server
-    for _ in range(2):
-        if FORK_SERVER and (_fork_server is None or not _fork_server.alive):
+    for _ in range(2 if FORK_SERVER else 0):
+        if _fork_server is None or not _fork_server.alive:
             try:
                 _fork_server = ForkServer(
                     WORKER, {k: v for k, v in env.items() if k not in ("HOME", "TMPDIR")}
@@ -193,8 +209,6 @@ def _start(config: dict, env: dict[str, str], errlog) -> subprocess.Popen | Fork
             except OSError:
                 _fork_server = None
                 break
-        if not FORK_SERVER or _fork_server is None:  # off (again) or failed: exec, even if one is up
-            break
         try:
             return _fork_server.spawn(config, [config["rfd"], config["wfd"], errlog.fileno()])
         except ForkServerGone:

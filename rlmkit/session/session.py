@@ -94,6 +94,10 @@ class Session:
         self._written: dict[str, Any] = {}  # input name -> the text already in the directory
         self._pending_restore: str | None = None  # why the next call's REPL is rebuilt, if it is
         self._busy = threading.Lock()
+        # Taking _busy and saying why it is held happen under _gate, so a call can tell the idle
+        # stop (a brief close it waits out) from another call (which it refuses at once).
+        self._gate = threading.Lock()
+        self._idle_stopping = False
         self._idle: threading.Timer | None = None
         self.closed = False
 
@@ -156,8 +160,8 @@ class Session:
         rollout_id = current_rollout_id.get() if rollout_id is None else rollout_id
         if self.closed:
             raise SessionClosedError("this session is closed")
-        if not self._busy.acquire(blocking=False):
-            raise SessionBusyError("a session runs one call at a time; this one is still running another")
+        if not self._take_turn():
+            await in_thread(self._busy.acquire)  # the idle stop is closing the worker: wait it out
         try:
             self._cancel_idle()
             self.check_budget()
@@ -254,8 +258,8 @@ class Session:
     def save(self, directory: str | Path) -> Path:
         """Write the session (inputs once, the variables' pickles, history) to ``directory``, which
         it then checkpoints into after every call."""
-        if not self._busy.acquire(blocking=False):
-            raise SessionBusyError("cannot save while a call is running")
+        if not self._take_turn("cannot save while a call is running"):
+            self._busy.acquire()
         try:
             directory = Path(directory)
             if directory != self.directory:
@@ -307,15 +311,31 @@ class Session:
             self._idle.cancel()
             self._idle = None
 
+    def _take_turn(
+        self, busy: str = "a session runs one call at a time; this one is still running another"
+    ) -> bool:
+        """Take the session's one turn: True when taken, False when the idle stop holds it (the
+        caller waits for it), SessionBusyError when a call does."""
+        with self._gate:
+            if self._busy.acquire(blocking=False):
+                return True
+            if not self._idle_stopping:
+                raise SessionBusyError(busy)
+            return False
+
     def _stop_idle(self) -> None:
-        if not self._busy.acquire(blocking=False):
-            return  # a call began meanwhile
+        with self._gate:
+            if not self._busy.acquire(blocking=False):
+                return  # a call began meanwhile
+            self._idle_stopping = True
         try:
             if self.sandbox is not None and self.sandbox.alive():
                 self.sandbox.close()
                 self._pending_restore = "idle"
         finally:
-            self._busy.release()
+            with self._gate:
+                self._idle_stopping = False
+                self._busy.release()
 
     @property
     def worker_running(self) -> bool:
