@@ -252,6 +252,45 @@ def security() -> str:
     return body
 
 
+def soak() -> str:
+    """soak.py's leak and overhead targets, judged in its own results file."""
+    results = json.loads((RESULTS / "soak.json").read_text())
+    meta = dict(results["meta"])
+    meta.setdefault("load", f"{meta.get('load_avg_at_start', ['?'])[0]} at the start")
+    t = results["targets"]
+    verdict = {True: "met", False: "**missed**"}
+    hostile = sum(sum(o.values()) for k, o in results["outcomes"].items() if k != "benign")
+    lines = [
+        provenance.stamp(meta),
+        "",
+        f"{results['runs']:,} runs, {hostile} of them with a hostile cell; "
+        f"{len(results['failures'])} failures, {len(results['host_harm'])} harms to the host.",
+        "",
+        "| what | after the first hundred runs | at most, later | target | verdict |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for key, what in (
+        ("children", "child processes"),
+        ("fds", "open descriptors"),
+        ("temp_dirs", "temp folders"),
+    ):
+        row = t[key]
+        lines.append(
+            f"| {what} | {row['after_warmup']} | {row['max_later']} | no growth | {verdict[row['ok']]} |"
+        )
+    rss = t["rss"]
+    lines.append(
+        f"| host RSS | {rss['after_warmup_mib']} MiB | {rss['max_later_mib']} MiB | +10% "
+        f"| {verdict[rss['ok']]} (end: {rss['growth_final']:+.1%}) |"
+    )
+    o = t["overhead"]
+    lines.append(
+        f"| per-run overhead | p50 {o['p50_ms']} ms | p99 {o['p99_ms']} ms | p99 at most 3x p50 "
+        f"| {verdict[o['ok']]} ({o['p99_over_p50']}x) |"
+    )
+    return "\n".join(lines)
+
+
 def train_student() -> str:
     """The distillation recipe: a student before and after training on the embedded model's runs."""
     import train_student_report
@@ -276,6 +315,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "demo": demo,
     "gepa": gepa,
     "security": security,
+    "soak": soak,
     "train-student": train_student,
     "sessions": sessions,
     "pool": pool,
