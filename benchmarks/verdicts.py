@@ -1,4 +1,4 @@
-"""rlmkit's targets (issue 16), checked against a results dict: one plain sentence per target."""
+"""rlmkit's performance targets, checked against a results dict: one plain sentence per target."""
 
 from __future__ import annotations
 

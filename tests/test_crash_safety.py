@@ -1,4 +1,4 @@
-"""Crash safety (issue 10, section 3): kill -9 in the middle loses no finished work.
+"""Crash safety: kill -9 in the middle loses no finished work.
 
 - ``rlmkit eval`` killed mid-run: every example in ``results.jsonl`` has its whole trajectory,
   no JSONL line a reader chokes on, no sandbox worker outlives the host, and the re-run
