@@ -1,4 +1,4 @@
-"""Load (issue 10, section 4): ``rlmkit eval`` with 32 examples at once, each fanning out
+"""Load: ``rlmkit eval`` with 32 examples at once, each fanning out
 batched sub-calls, against a model server that injects every kind of fault.
 
 Two rounds of 32 run back to back through the real command (``rlmkit eval needle --workers

@@ -1,4 +1,4 @@
-"""Hostile code straight against the process sandbox (issue 10, section 1).
+"""Hostile code straight against the process sandbox.
 
 Every case in ``rlmkit.testing.hostile_cases`` must be contained (its check passes), leave the
 host's bait untouched (``HostileEnv.harm()`` is empty), be contained in bounded time, and leave

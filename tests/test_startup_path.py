@@ -1,4 +1,4 @@
-"""What stands between a call and its first model request (issue 16's start-up and memory targets).
+"""What stands between a call and its first model request (the start-up and memory targets).
 
 A big input's sha256 is computed in a thread while the first request is out, from the str's own
 buffer when it is ASCII (no encoded copy); the start record is still written first, and whole.

@@ -1,4 +1,4 @@
-"""Hostile code through the whole RLM (issue 10, section 1).
+"""Hostile code through the whole RLM.
 
 ``tests/test_sandbox_security.py`` throws each hostile case at the sandbox directly. Here a
 scripted root model emits the case as its code, through the real ``rlmkit.RLM`` with the
