@@ -33,6 +33,7 @@ from rlmkit.testing import is_root_request
 from rlmkit.trajectory import read_runs
 from tests.conftest import Script
 from tests.fault_processes import CONTEXT, NO_TMPFS, REPLIES, root_turn
+from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 START_S = 120.0  # for a fresh interpreter to import rlmkit on a loaded 2-core machine
@@ -51,16 +52,6 @@ def _gone(pid: int) -> bool:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return True
-
-
-def _wait_until(condition, timeout: float, what: str) -> float:
-    """Poll ``condition`` until it holds; returns when (monotonic), fails after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not within {timeout:.1f} s")
-        time.sleep(0.01)
-    return time.monotonic()
 
 
 # ------------------------------------------------------------------ the model server dies
@@ -150,7 +141,7 @@ def test_host_sigterm_mid_run(serve, tmp_path):
         sent = time.monotonic()
         host.send_signal(signal.SIGTERM)
         assert host.wait(timeout=10) == -signal.SIGTERM
-        gone = _wait_until(lambda: _gone(worker), 5.0, "the worker outlived its host")
+        gone = wait_for(lambda: _gone(worker), "the worker outlived its host", 5.0)
         assert gone - sent < 1.0, f"the worker was gone {gone - sent:.2f} s after SIGTERM"
     finally:
         release.set()
@@ -172,7 +163,7 @@ def test_worker_killed_between_cells(serve):
             pid = int(re.search(r"worker (\d+)", body["messages"][-1]["content"]).group(1))
             os.kill(pid, signal.SIGKILL)  # from outside, while the run waits on the model
             killed.append(pid)
-            _wait_until(lambda: _gone(pid), 5.0, "the killed worker did not exit")
+            wait_for(lambda: _gone(pid), "the killed worker did not exit", 5.0)
         return REPLIES[min(root_turn(body), len(REPLIES) - 1)]
 
     server, lm = serve(Script(root))

@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 
 import psutil
 import pytest
@@ -16,18 +15,10 @@ import pytest
 from rlmkit.errors import ConfigError
 from rlmkit.sandbox import SandboxLimits, pool
 from rlmkit.sandbox.process import ProcessLauncher, ProcessSandbox
+from tests.waiting import wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _unique = itertools.count(1)
-
-
-def wait_until(predicate, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 @pytest.fixture
@@ -134,8 +125,8 @@ def test_the_pool_is_bounded_refilled_and_emptied_when_idle(limits):
     assert pool._idle_now(key) == 1
     gone = pool.idle_pids()
     pool.configure(idle_s=0.2)
-    assert wait_until(lambda: pool._idle_now(key) == 0)
-    assert wait_until(lambda: not any(psutil.pid_exists(p) and _running(p) for p in gone))
+    wait_for(lambda: pool._idle_now(key) == 0)
+    wait_for(lambda: not any(psutil.pid_exists(p) and _running(p) for p in gone))
 
 
 def _running(pid: int) -> bool:
@@ -164,7 +155,7 @@ def test_a_pooled_worker_that_died_while_idle_is_skipped(limits):
     pool.configure(size=1)
     (victim,) = warm(limits) & set(_pids_of(limits))
     os.kill(victim, 9)
-    assert wait_until(lambda: not _running(victim))
+    wait_for(lambda: not _running(victim))
     sb = started(limits)
     try:
         assert sb.pid != victim and sb.run("print(context)").stdout == "x\n"
@@ -276,7 +267,7 @@ def test_idle_workers_are_reaped_when_their_host_ends(how):
         if how == "killed":
             host.kill()
         assert host.wait(30) == (0 if how == "exit" else -9)
-        assert wait_until(lambda: not any(map(_running, pids)))
+        wait_for(lambda: not any(map(_running, pids)))
         if how == "exit":  # a killed host cannot clean up; its workers still die with it
             assert not any(map(os.path.exists, workdirs))
     finally:

@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import dspy
@@ -20,6 +19,7 @@ import pytest
 import rlmkit
 from rlmkit.errors import BudgetExceeded, SessionBusyError, SessionClosedError, SessionFileError
 from rlmkit.sandbox.host import WorkerHost
+from tests.waiting import wait_for
 
 CONTEXT = "GET /a 200\nGET /b 500\nGET /c 500\n" * 100
 
@@ -63,13 +63,6 @@ SCRIPT = {
     ],
     "again": [repl("SUBMIT(answer=str(len(fails)) + ' ' + path(fails[0]))")],
 }
-
-
-def wait_for(condition, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached before the deadline"
-        time.sleep(0.01)
 
 
 def test_variables_persist_and_the_prompt_lists_them():
