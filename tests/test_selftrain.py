@@ -204,3 +204,13 @@ def test_the_embedded_model_takes_an_adapter_by_argument_or_environment(tmp_path
     # the served name (part of every cache key) differs per adapter and from the base
     names = {served_alias(None), served_alias(one), served_alias(two)}
     assert len(names) == 3
+
+
+def test_a_folder_filled_by_another_recipe_is_refused(tmp_path):
+    store = StageStore(tmp_path / "work", tmp_path / "archive")
+    store.keep_recipe(tiny_recipe().model_dump(mode="json"))
+    store.keep_recipe(tiny_recipe().model_dump(mode="json"))  # the same recipe: resumes
+    other = tiny_recipe().model_copy(update={"samples": 8})
+    with pytest.raises(UserError, match="holds the stages of another recipe"):
+        store.keep_recipe(other.model_dump(mode="json"))
+    assert StageStore(tmp_path / "fresh", tmp_path / "archive").recipe()["samples"] == 2

@@ -79,6 +79,7 @@ class SelfTrain:
         """Run the stages ``only`` selects, in order, keeping those done before. With
         ``eval_threads`` the two arms of a suite run side by side, each on its own server: an
         interruption then leaves them at about the same example, so what finished is paired."""
+        self.store.keep_recipe(self.recipe.model_dump(mode="json"))
         planned = [stage for stage in self.stages() if only(stage[0])]
         done: dict[str, dict[str, Any]] = {}
         while planned:

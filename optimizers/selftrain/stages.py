@@ -19,11 +19,31 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rlmkit.errors import UserError
+
 
 class StageStore:
     def __init__(self, work: Path, archive: Path | None = None):
         self.work, self.archive = Path(work), Path(archive) if archive else None
         (self.work / "stages").mkdir(parents=True, exist_ok=True)
+
+    def keep_recipe(self, recipe: dict[str, Any]) -> None:
+        """Record the recipe the stages belong to; a folder filled by another recipe is refused
+        (its finished stages would be kept and mixed with the new recipe's)."""
+        for folder in filter(None, (self.work, self.archive)):
+            path = folder / "recipe.json"
+            if path.exists() and json.loads(path.read_text()) != recipe:
+                raise UserError(
+                    f"{folder} holds the stages of another recipe ({path}); use another folder, or "
+                    "delete it to start again"
+                )
+            _write_whole(path, json.dumps(recipe, indent=1) + "\n")
+
+    def recipe(self) -> dict[str, Any] | None:
+        for folder in filter(None, (self.archive, self.work)):
+            if (folder / "recipe.json").exists():
+                return json.loads((folder / "recipe.json").read_text())
+        return None
 
     def folder(self, name: str) -> Path:
         return self.work / name
