@@ -63,11 +63,19 @@ class ScriptedRunner:
         return subprocess.run(command, capture_output=True).returncode
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def served():
     server = ScriptedServer(solver).start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory, served):
+    """One whole tiny run (two LoRA steps are most of its time), shared by the tests that read it."""
+    folder = tmp_path_factory.mktemp("selftrain")
+    run, runner = tiny_run(folder, served.url)
+    return folder, run, runner, run.run()
 
 
 def tiny_recipe() -> Recipe:
@@ -99,9 +107,8 @@ def tiny_run(tmp_path, url: str, *, work: str = "work") -> tuple[SelfTrain, Scri
     return run, runner
 
 
-def test_every_stage_runs_once_measures_both_arms_paired_and_resumes(tmp_path, served):
-    run, runner = tiny_run(tmp_path, served.url)
-    done = run.run()
+def test_every_stage_runs_once_measures_both_arms_paired_and_resumes(finished):
+    tmp_path, run, runner, done = finished
 
     assert list(done) == [
         "sample-needle-2k", "dataset", "train", "adapter",
@@ -131,9 +138,8 @@ def test_every_stage_runs_once_measures_both_arms_paired_and_resumes(tmp_path, s
     assert run.run() == done and len(runner.commands) == ran  # all kept: nothing runs again
 
 
-def test_a_fresh_work_folder_resumes_from_the_archive_alone(tmp_path, served):
-    first, _ = tiny_run(tmp_path, served.url)
-    done = first.run(only=lambda name: not name.startswith("eval"))
+def test_a_fresh_work_folder_resumes_from_the_archive_alone(finished, served):
+    tmp_path, _, _, done = finished
     packed = {p.name for p in (tmp_path / "archive").iterdir()}
     assert {"train.tar.gz", "adapter.tar.gz", "dataset.json"} <= packed
 
@@ -145,8 +151,7 @@ def test_a_fresh_work_folder_resumes_from_the_archive_alone(tmp_path, served):
     assert any(n.endswith("log_history.json") for n in names)
 
     again, runner = tiny_run(tmp_path, served.url, work="elsewhere")
-    kept = again.run(only=lambda name: not name.startswith("eval"))
-    assert kept == done and runner.commands == []
+    assert again.run() == done and runner.commands == []
     assert (tmp_path / "elsewhere" / "adapter" / "adapter.gguf").is_file()  # unpacked for the eval stages
 
 
