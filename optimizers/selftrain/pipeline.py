@@ -11,6 +11,7 @@ import json
 import math
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -81,6 +82,7 @@ class SelfTrain:
         interruption then leaves them at about the same example, so what finished is paired."""
         self.store.keep_recipe(self.recipe.model_dump(mode="json"))
         planned = [stage for stage in self.stages() if only(stage[0])]
+        self.log("stages: " + ", ".join(name for name, _, _ in planned))
         done: dict[str, dict[str, Any]] = {}
         while planned:
             together = 2 if self.recipe.eval_threads and planned[0][0].startswith("eval-base-") else 1
@@ -93,11 +95,11 @@ class SelfTrain:
     def _run_one(self, stage: tuple[str, Callable[[Path], dict[str, Any]], tuple[str, ...]]) -> dict:
         name, function, skip = stage
         kept = self.store.record(name)
-        self.log(f"[{name}] " + ("done before, kept" if kept else "running"))
+        self.log(f"[{name}] " + ("done before, kept" if kept else f"running (started {_now()})"))
         if kept:
             return kept
         record = self.store.run(name, function, skip=skip)
-        self.log(f"[{name}] finished in {record['wall_s']:.0f} s")
+        self.log(f"[{name}] finished in {record['wall_s'] / 60:.1f} min")
         return record
 
     def shown(self, command: list[str]) -> str:
@@ -276,6 +278,10 @@ def read_rows(folder: Path) -> list[dict[str, Any]]:
 
 def count_lines(path: Path) -> int:
     return sum(1 for line in path.read_text().splitlines() if line.strip()) if path.exists() else 0
+
+
+def _now() -> str:
+    return time.strftime("%H:%M", time.localtime())
 
 
 def _bind(function: Callable[..., dict[str, Any]], *args: Any) -> Callable[[Path], dict[str, Any]]:
