@@ -9,6 +9,7 @@ import subprocess
 
 import pytest
 
+from optimizers.backends.testing import write_tiny_gguf
 from optimizers.selftrain import Recipe, StageStore, SuitePlan, paired_compare
 from optimizers.selftrain.pipeline import SelfTrain, StageFailed
 from rlmkit.errors import ConfigError, LocalModelError, UserError
@@ -24,20 +25,6 @@ SUBMIT = "```repl\nSUBMIT(answer=found)\n```"
 
 def solver(body: dict) -> str:
     return LOOK if not any(m["role"] == "assistant" for m in body["messages"]) else SUBMIT
-
-
-def tiny_gguf(path, architecture: str, blocks: int):
-    import gguf
-    import numpy as np
-
-    writer = gguf.GGUFWriter(str(path), architecture)
-    writer.add_block_count(blocks)
-    writer.add_tensor("token_embd.weight", np.zeros((4, 8), np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
 
 
 class ScriptedRunner:
@@ -98,7 +85,7 @@ def tiny_run(tmp_path, url: str, *, work: str = "work") -> tuple[SelfTrain, Scri
         build_tiny_qwen(model)
     base = tmp_path / "base.gguf"  # what the adapter is served on: the tiny model's layout (qwen3, 2 blocks)
     if not base.exists():
-        tiny_gguf(base, "qwen3", blocks=2)
+        write_tiny_gguf(base, "qwen3", blocks=2)
     runner = ScriptedRunner(url)
     store = StageStore(tmp_path / work, tmp_path / "archive")
     run = SelfTrain(
@@ -184,8 +171,8 @@ def test_bad_input_is_refused_before_any_stage(tmp_path):
     with pytest.raises(UserError, match="training seeds 0..1999 reach the held-out seeds"):
         make_recipe(train=(SuitePlan(suite="needle", n=2000),))
     with pytest.raises(ConfigError, match="transformers cannot dequantise"):
-        check_architecture(tiny_gguf(tmp_path / "x.gguf", "rwkv6", blocks=1))
-    assert check_architecture(tiny_gguf(tmp_path / "q.gguf", "qwen2", blocks=1)) == "qwen2"
+        check_architecture(write_tiny_gguf(tmp_path / "x.gguf", "rwkv6", blocks=1))
+    assert check_architecture(write_tiny_gguf(tmp_path / "q.gguf", "qwen2", blocks=1)) == "qwen2"
     with pytest.raises(ConfigError, match="unknown training backend"):
         check_backend("no-such-backend")
 
@@ -200,8 +187,8 @@ def test_the_embedded_model_takes_an_adapter_by_argument_or_environment(tmp_path
     (tmp_path / "peft.safetensors").write_bytes(b"not a gguf")
     with pytest.raises(LocalModelError, match="is not a GGUF file"):
         resolve_adapter(tmp_path / "peft.safetensors")
-    one = tiny_gguf(tmp_path / "one.gguf", "qwen2", blocks=1)
-    two = tiny_gguf(tmp_path / "two.gguf", "qwen2", blocks=2)
+    one = write_tiny_gguf(tmp_path / "one.gguf", "qwen2", blocks=1)
+    two = write_tiny_gguf(tmp_path / "two.gguf", "qwen2", blocks=2)
     monkeypatch.setenv(ENV, str(one))
     assert resolve_adapter() == one.resolve()
     monkeypatch.setenv(ENV, "none")
