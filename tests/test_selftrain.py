@@ -5,12 +5,14 @@ the same run resumed from its work folder and from its archive alone, running no
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
 
 from optimizers.backends.testing import write_tiny_gguf
 from optimizers.selftrain import Recipe, StageStore, SuitePlan, paired_compare
+from optimizers.selftrain.paired import report_cells
 from optimizers.selftrain.pipeline import SelfTrain, StageFailed
 from rlmkit.errors import ConfigError, LocalModelError, UserError
 from rlmkit.testing.server import ScriptedServer
@@ -206,3 +208,45 @@ def test_a_folder_filled_by_another_recipe_is_refused(tmp_path):
     with pytest.raises(UserError, match="holds the stages of another recipe"):
         store.keep_recipe(other.model_dump(mode="json"))
     assert StageStore(tmp_path / "fresh", tmp_path / "archive").recipe()["samples"] == 2
+
+
+def test_an_unfinished_stage_is_snapshotted_and_resumed_run_by_run(tmp_path):
+    store = StageStore(tmp_path / "work", tmp_path / "archive")
+    folder = store.folder("eval-base-needle-2k")
+    folder.mkdir(parents=True)
+    (folder / "results.jsonl").write_text('{"id": "a", "score": 1.0}\n')
+    assert store.snapshot("eval-base-needle-2k").name == "eval-base-needle-2k.partial.tar.gz"
+
+    seen = []
+
+    def stage(folder):  # what an evaluation does: it finds the runs finished before and adds its own
+        seen.append((folder / "results.jsonl").read_text())
+        return {"rows": 2}
+
+    again = StageStore(tmp_path / "fresh", tmp_path / "archive")
+    assert again.run("eval-base-needle-2k", stage)["rows"] == 2
+    assert seen == ['{"id": "a", "score": 1.0}\n']
+    assert not (
+        tmp_path / "archive" / "eval-base-needle-2k.partial.tar.gz"
+    ).exists()  # the whole one replaced it
+    assert again.snapshot("eval-base-needle-2k") is None  # finished: nothing to snapshot
+
+
+def test_unfinished_arms_are_compared_on_the_examples_both_finished(tmp_path):
+    run = SelfTrain(tiny_recipe(), StageStore(tmp_path / "work"), tmp_path / "base.gguf")
+    row = {
+        "status": "ok",
+        "failure": None,
+        "iterations": 2,
+        "wall_s": 1.0,
+        "prompt_tokens": 5,
+        "completion_tokens": 1,
+    }
+    for arm, scores in (("base", {"x": 0.0, "y": 1.0}), ("adapter", {"x": 1.0})):
+        folder = run.store.folder(f"eval-{arm}-needle-2k")
+        folder.mkdir(parents=True)
+        lines = [json.dumps(row | {"id": i, "score": v}) for i, v in scores.items()]
+        (folder / "results.jsonl").write_text("\n".join(lines) + "\n")
+    [compared] = run.comparison()
+    assert (compared["n"], compared["gain"], compared["finished"]) == (1, 1.0, False)
+    assert report_cells(compared)[0] == "needle-2k (unfinished: runs so far)"

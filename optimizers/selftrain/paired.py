@@ -71,7 +71,7 @@ def report_cells(row: dict) -> list[str]:
     low, high = row["ci95"]
     b, a = row["base_per_example"], row["adapter_per_example"]
     return [
-        row["suite"],
+        row["suite"] + ("" if row.get("finished", True) else " (unfinished: runs so far)"),
         "yes" if row["trained_on"] else "no",
         str(row["n"]),
         f"{row['base_mean']:.2f}",
