@@ -49,6 +49,11 @@ SPECS: dict[str, ProgramSpec] = {
 }
 
 
+# A task's program labels every distinct record with a sub-call, often far more than dspy.RLM's
+# 50 per call; the run's Budget (500 LM calls unless given) is the cap its scores were measured under.
+NO_PER_CALL_CAP = None
+
+
 def program_for(suite: str, *, lm: Any = None, sub_lm: Any = None, **rlm_kwargs: Any) -> rlmkit.RLM:
     """The RLM for ``suite``; ``rlm_kwargs`` go to ``rlmkit.RLM`` (max_depth, budget, log_dir ...)."""
     get_suite(suite)  # unknown suite -> UnknownSuiteError before anything is built
@@ -59,6 +64,7 @@ def program_for(suite: str, *, lm: Any = None, sub_lm: Any = None, **rlm_kwargs:
             f"program=ProgramRecipe(signature, instructions) in programs/tasks/{suite}.py"
         )
     instructions = f"{spec.signature.instructions.strip()}\n{spec.instructions}"
+    rlm_kwargs.setdefault("max_llm_calls", NO_PER_CALL_CAP)
     return rlmkit.RLM(
         spec.signature,
         lm=lm,
@@ -78,4 +84,5 @@ def plain_for(suite: str, *, lm: Any = None, sub_lm: Any = None, **rlm_kwargs: A
     names = ", ".join(f"`{name}`" for name in signature.input_fields)
     outputs = ", ".join(f"`{name}`" for name in signature.output_fields)
     neutral = signature.with_instructions(f"Given the fields {names}, produce the fields {outputs}.")
+    rlm_kwargs.setdefault("max_llm_calls", NO_PER_CALL_CAP)
     return rlmkit.RLM(neutral, lm=lm, sub_lm=sub_lm, **rlm_kwargs)
