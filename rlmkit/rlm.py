@@ -331,6 +331,7 @@ class RLM(DSPyRLMSurface, dspy.Module):
         state.hash_inputs = hash_inputs
         if session_call is not None:
             state.sandbox_lease, state.task_notes = session_call, session_call.notes
+            state.call_inputs = session_call.asked
             session_call.meta = state.trajectory.meta.session  # what it learns later lands there
         return state
 
