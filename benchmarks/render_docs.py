@@ -247,9 +247,9 @@ def gepa() -> str:
 def security() -> str:
     """security.md as security_table.py wrote it, less its title (the page has its own)."""
     body = (RESULTS / "security.md").read_text().split("\n", 1)[1].strip()
-    if ", commit " not in body.split("\n\n", 1)[0]:
-        body += "\n\n*Commit and load average not recorded by this run.*"
-    return body
+    commit = re.search(r", commit ([^,;)]+)", body.split("\n\n", 1)[0])
+    label = provenance.not_current({"commit": commit.group(1) if commit else None})
+    return f"{label.strip()}\n\n{body}" if label else body
 
 
 def soak() -> str:
