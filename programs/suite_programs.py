@@ -76,8 +76,9 @@ def program_for(suite: str, *, lm: Any = None, sub_lm: Any = None, **rlm_kwargs:
 
 
 def plain_for(suite: str, *, lm: Any = None, sub_lm: Any = None, **rlm_kwargs: Any) -> rlmkit.RLM:
-    """The suite's typed signature with no task knowledge: neutral instructions in place of the
-    signature's and the strategy's, and no typed sub-calls. What an RLM does with a task nobody
+    """The suite's typed signature with neutral instructions in place of the signature's and the
+    strategy's, and no typed sub-calls. What it keeps of the suite: the field names, their types
+    and each field's description (the prompt shows the outputs' ones). What an RLM does with a task nobody
     wrote it for; ``program_for`` beside it shows what the written strategy adds."""
     get_suite(suite)
     signature = SPECS[suite].signature
