@@ -152,6 +152,12 @@ def main() -> None:
         action="store_true",
         help="run the demo's program with hold_unread_answers=True (the demo runs without it)",
     )
+    parser.add_argument(
+        "--adapter",
+        default="default",
+        help="GGUF LoRA adapter on the embedded model: a path, 'none' (the base model), or 'default' "
+        "($RLMKIT_LOCAL_ADAPTER, else the adapter this build ships, if any)",
+    )
     args = parser.parse_args()
     seeds = parse_seeds(args.seeds, training=args.training)
     if args.training and args.out.resolve() == RESULTS.resolve():
@@ -159,11 +165,18 @@ def main() -> None:
     previous = json.loads(args.out.read_text()) if args.out.is_file() else {}
     rows = [row for row in previous.get("rows", []) if row["seed"] in seeds]
     done = {row["seed"] for row in rows}
-    from rlmkit.local import LocalServerConfig, local_lm
+    from rlmkit.local import LocalServerConfig, local_lm, resolve_adapter
+
+    adapter = resolve_adapter(args.adapter)
+    adapter_name = adapter.name if adapter else None  # the file, not this machine's path to it
 
     own = {"config": LocalServerConfig(threads=args.threads, parallel=args.workers), "private": True}
     lm = local_lm(
-        **(own if args.threads else {}), cache=False, temperature=0.0, max_tokens=EMBEDDED_MAX_TOKENS
+        **(own if args.threads else {}),
+        adapter=args.adapter,
+        cache=False,
+        temperature=0.0,
+        max_tokens=EMBEDDED_MAX_TOKENS,
     )
     lock = threading.Lock()
     started = stamp(sys.argv[1:])  # the commit that ran; the load is sampled again at each write
@@ -179,6 +192,7 @@ def main() -> None:
                 "seeds": "training (tuning seeds, below 1000)" if args.training else "held out",
                 "task": {"suite": DEMO_SUITE, "length": DEMO_LENGTH, "max_calls": DEMO_MAX_CALLS},
                 "model": "embedded (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, llama.cpp, CPU)",
+                "adapter": adapter_name,
                 "workers": args.workers,
                 "server": f"own, {args.threads} thread(s)" if args.threads else "the machine's shared one",
                 "summary": summary(rows),

@@ -298,6 +298,13 @@ def train_student() -> str:
     return train_student_report.block()
 
 
+def self_train() -> str:
+    """The embedded model before and after training on its own filtered runs, paired."""
+    import self_train_report
+
+    return self_train_report.block()
+
+
 def sessions() -> str:
     return sessions_report.render(json.loads((RESULTS / "sessions.json").read_text()))
 
@@ -344,6 +351,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "security": security,
     "soak": soak,
     "train-student": train_student,
+    "self-train": self_train,
     "sessions": sessions,
     "pool": pool,
     "dspy-rlm-tests": dspy_rlm_tests,

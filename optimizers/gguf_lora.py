@@ -37,9 +37,10 @@ def base_layout(base: Path) -> tuple[str, int]:
     return architecture, int(fields[f"{architecture}.block_count"].contents())
 
 
-def convert_adapter(adapter_dir: Path, out: Path, *, base: Path) -> Path:
+def convert_adapter(adapter_dir: Path, out: Path, *, base: Path, half: bool = False) -> Path:
     """Write ``adapter_dir`` (peft: adapter_config.json + adapter_model.safetensors) as a GGUF
-    adapter for the GGUF model ``base`` it was trained from."""
+    adapter for the GGUF model ``base`` it was trained from. ``half``: store float16 (half the
+    file; llama.cpp computes the LoRA product in float32 either way)."""
     import gguf
     import numpy as np
     from safetensors.numpy import load_file
@@ -63,7 +64,8 @@ def convert_adapter(adapter_dir: Path, out: Path, *, base: Path) -> Path:
         base = names.get_name(match["module"] + ".weight", try_suffixes=(".weight",))
         if base is None:
             raise ConfigError(f"no GGUF tensor for {match['module']} in architecture {architecture}")
-        writer.add_tensor(f"{base}.lora_{match['side'].lower()}", np.ascontiguousarray(value, np.float32))
+        dtype = np.float16 if half else np.float32
+        writer.add_tensor(f"{base}.lora_{match['side'].lower()}", np.ascontiguousarray(value, dtype))
         count += 1
     if not count:
         raise ConfigError(f"{adapter_dir} holds no LoRA weights")

@@ -1,2 +1,2 @@
 """The verbs ``optimizers`` adds to ``rlmkit`` (``optimize``, ``compile``, ``train``, ``train-loop``),
-registered as ``rlmkit.commands`` entry points in pyproject.toml; each module exposes ``register(app)``."""
+(and ``self-train``), registered as ``rlmkit.commands`` entry points in pyproject.toml; each module exposes ``register(app)``."""

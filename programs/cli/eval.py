@@ -22,8 +22,9 @@ from rich.markup import escape
 
 from programs.tasks import FAMILIES  # plain data and generators: cheap to import for --help
 from rlmkit import events as ev
+from rlmkit.cli.common import EMBEDDED_FLAGS, exit_on_error, lm_from_flag
 from rlmkit.cli.common import console as err
-from rlmkit.cli.common import exit_on_error, lm_from_flag
+from rlmkit.errors import UserError
 
 
 def eval_command(
@@ -40,6 +41,19 @@ def eval_command(
     ),
     api_base: str = typer.Option(
         None, "--api-base", help="OpenAI-compatible server URL for --lm and --sub-lm."
+    ),
+    adapter: str = typer.Option(
+        None,
+        "--adapter",
+        help="With --lm local: a GGUF LoRA adapter applied to the embedded model, or 'none' for the "
+        "base model (default: $RLMKIT_LOCAL_ADAPTER, else the adapter this build ships, if any).",
+    ),
+    local_threads: int = typer.Option(
+        None,
+        "--local-threads",
+        min=1,
+        help="With --lm local: serve the model from this command's own server with this many llama.cpp "
+        "threads and --workers slots (default: the machine's shared server).",
     ),
     sub_lm: str = typer.Option(None, "--sub-lm", help="Model for sub-calls (default: the root model)."),
     program: str = typer.Option(
@@ -112,6 +126,8 @@ def _run(
     knob,
     lm,
     api_base,
+    adapter,
+    local_threads,
     sub_lm,
     program,
     max_depth,
@@ -136,6 +152,14 @@ def _run(
     knobs = parse_knobs(suite, knob or [])
     examples = generate(suite, n=n, length=length, seed=seed, **knobs)
     sampling = {"temperature": temperature} if temperature is not None else {}
+    if (adapter is not None or local_threads) and lm not in EMBEDDED_FLAGS:
+        raise UserError("--adapter and --local-threads apply to the embedded model only (--lm local)")
+    if adapter is not None:
+        sampling["adapter"] = adapter
+    if local_threads:
+        from rlmkit.local import LocalServerConfig
+
+        sampling.update(config=LocalServerConfig(threads=local_threads, parallel=workers), private=True)
     root = lm_from_flag(lm, api_base, **sampling)
     sub = lm_from_flag(sub_lm, api_base, **sampling) if sub_lm else None
 
@@ -164,6 +188,8 @@ def _run(
     }
     if temperature is not None:  # only when set: older run folders keep their config hash
         config["temperature"] = temperature
+    if adapter is not None:
+        config["adapter"] = adapter
     out = Path(out) if out else Path("runs") / f"eval-{suite}-{length}-s{seed}"
     columns = (
         TextColumn("{task.description}"),

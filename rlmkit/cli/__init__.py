@@ -4,7 +4,7 @@ The runtime's own verbs (``lm``, ``local``, ``view``, ``chat``) live here, one m
 ``register(app)``. Every other verb is found through the ``rlmkit.commands`` entry-point
 group: a package registers ``name = "package.module:register"`` in its pyproject, so the
 runtime never imports the packages built on it (``programs`` adds eval and demo,
-``optimizers`` adds optimize, compile, train and train-loop).
+``optimizers`` adds optimize, compile, train, train-loop and self-train).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ COMMAND_GROUP = "rlmkit.commands"
 RUNTIME_VERBS = ("lm", "local", "view", "chat")
 # The order `rlmkit --help` lists the verbs in: the first thing to run first, then the path a
 # user takes (evaluate, tune, compile, train). Names only: the runtime imports none of them.
-HELP_ORDER = ("demo", "chat", "eval", "optimize", "compile", "train", "train-loop", "view")
+HELP_ORDER = ("demo", "chat", "eval", "optimize", "compile", "train", "train-loop", "self-train", "view")
 
 _app = typer.Typer(
     name="rlmkit",

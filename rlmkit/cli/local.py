@@ -39,17 +39,41 @@ def serve(
     ] = 0,
     ctx: Annotated[int, typer.Option(help="Total context tokens, shared by the slots.")] = 16384,
     parallel: Annotated[int, typer.Option(help="Parallel request slots.")] = 4,
+    threads: Annotated[
+        int | None,
+        typer.Option(
+            help="llama.cpp threads (default: one per core). 1 on a machine busy with other work: "
+            "threads that keep losing their core wait on each other at every step."
+        ),
+    ] = None,
+    adapter: Annotated[
+        str,
+        typer.Option(
+            help="GGUF LoRA adapter applied to the model: a path, 'none' for the base model, or "
+            "'default' ($RLMKIT_LOCAL_ADAPTER, else the adapter this build ships, if any)."
+        ),
+    ] = "default",
 ) -> None:
     """Start the machine's model server (or find the running one) and keep it up until `rlmkit local stop`."""
-    from rlmkit.local import LOCAL_MODEL_NAME, LocalServerConfig, ensure_model, machine_server
+    from rlmkit.local import (
+        LOCAL_MODEL_NAME,
+        LocalServerConfig,
+        ensure_model,
+        machine_server,
+        resolve_adapter,
+    )
 
     with exit_on_error(code=1):
+        lora = resolve_adapter(adapter)  # a missing or non-GGUF file fails before the model loads
         with model_progress("assembling + verifying") as progress:
             path = ensure_model(progress=progress)
         with console.status("starting the model server"):
-            server = machine_server(path, LocalServerConfig(ctx=ctx, parallel=parallel, port=port), pin=True)
+            sizes = {"threads": threads} if threads else {}
+            config = LocalServerConfig(ctx=ctx, parallel=parallel, port=port, **sizes)
+            server = machine_server(path, config, pin=True, lora=lora)
+    with_adapter = f" with adapter {escape(str(server.lora))}" if server.lora else ""
     console.print(
-        f"serving {LOCAL_MODEL_NAME} at api_base={server.url}  (pid {server.pid}, "
+        f"serving {LOCAL_MODEL_NAME}{with_adapter} at api_base={server.url}  (pid {server.pid}, "
         f"logs: {escape(str(server.log_path))}); every rlmkit process on this machine uses it"
     )
     console.print("`rlmkit local stop` stops it.")

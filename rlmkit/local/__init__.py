@@ -7,12 +7,18 @@ an ordinary ``rlmkit.LM`` pointed at it, so it goes through the same LM layer as
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
 from typing import Any
 
-from rlmkit.local.machine import MachineServer, machine_server
+from rlmkit.local.adapter import DEFAULT as DEFAULT_ADAPTER
+from rlmkit.local.adapter import resolve_adapter, served_alias
+from rlmkit.local.machine import AdapterMismatch, MachineServer, machine_server
 from rlmkit.local.model_file import EMBEDDED_MODEL, ModelSpec, ensure_model, models_dir
 from rlmkit.local.preset import SHIPPED_PROGRAM, shipped_program
 from rlmkit.local.server import MODEL_ALIAS, LocalServer, LocalServerConfig, shared_server
+
+log = logging.getLogger("rlmkit.local")
 
 LOCAL_MODEL_NAME = f"openai/{MODEL_ALIAS}"
 EMBEDDED_MAX_TOKENS = 1024
@@ -20,7 +26,12 @@ EMBEDDED_INPUT_CHARS = 16_000
 
 
 def local_lm(
-    config: LocalServerConfig | None = None, *, progress=None, private: bool = False, **lm_kwargs: Any
+    config: LocalServerConfig | None = None,
+    *,
+    progress=None,
+    private: bool = False,
+    adapter: str | Path | None = DEFAULT_ADAPTER,
+    **lm_kwargs: Any,
 ):
     """An LM backed by the embedded model (started on first call, stopped at exit).
 
@@ -29,11 +40,21 @@ def local_lm(
     ``private=True`` serves it from this process's own server with ``config`` (a measurement
     that needs, say, one llama.cpp thread on a crowded machine) instead of the machine's
     shared one, whose configuration is whichever process started it first.
+    ``adapter``: a GGUF LoRA adapter applied to the model, ``None`` for the base model alone;
+    by default ``$RLMKIT_LOCAL_ADAPTER`` or the adapter this build ships (see ``adapter.py``).
+    When the machine's server runs with another adapter, this process serves its own.
     """
     model = ensure_model(progress=progress)
-    # one per machine, shared; or this process's own
-    server = shared_server(model, config) if private else machine_server(model, config)
-    return served_lm(server, LOCAL_MODEL_NAME, **lm_kwargs)
+    lora = resolve_adapter(adapter)
+    server = None
+    if not private:  # one per machine, shared
+        try:
+            server = machine_server(model, config, lora=lora)
+        except AdapterMismatch as exc:
+            log.info("%s; serving this process's own", exc)
+    if server is None:
+        server = shared_server(model, config, lora=lora, alias=served_alias(lora))
+    return served_lm(server, f"openai/{served_alias(lora)}", **lm_kwargs)
 
 
 def served_lm(server: LocalServer | MachineServer, model: str, **lm_kwargs: Any):
@@ -61,6 +82,7 @@ __all__ = [
     "SHIPPED_PROGRAM",
     "ModelSpec",
     "ensure_model",
+    "resolve_adapter",
     "local_lm",
     "machine_server",
     "models_dir",

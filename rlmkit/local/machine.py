@@ -5,11 +5,13 @@ several copies of the model (about 0.3 tok/s each). Instead the first process st
 detached server and the others find it:
 
     $RLMKIT_HOME/local-server/lock          flock: one process at a time looks, starts or retires
-    $RLMKIT_HOME/local-server/server.json   {"pid", "url", "ctx", "parallel", ...} of the live server
+    $RLMKIT_HOME/local-server/server.json   {"pid", "url", "ctx", "parallel", "lora", ...} of the live server
     $RLMKIT_HOME/local-server/clients/PID   processes using it; ``pinned`` keeps it up with none
 
 The server exits on SIGTERM (``rlmkit local stop``), or once no registered process is alive
-and nothing pins it. Its configuration is whatever the first process asked for.
+and nothing pins it. Its configuration is whatever the first process asked for; its LoRA
+adapter is part of what it is, so a process wanting another adapter is told so
+(``AdapterMismatch``) and serves its own.
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlmkit.errors import LocalModelError
+from rlmkit.local.adapter import served_alias
 from rlmkit.local.model_file import models_dir
-from rlmkit.local.server import MODEL_ALIAS, LocalServerConfig
+from rlmkit.local.server import LocalServerConfig
 
 PIN = "pinned"
 
@@ -45,6 +48,11 @@ class MachineServer:
     pid: int
     config: LocalServerConfig
     log_path: Path
+    lora: Path | None = None
+
+
+class AdapterMismatch(LocalModelError):
+    """The machine's server runs with another LoRA adapter than the one asked for."""
 
 
 @contextlib.contextmanager
@@ -96,7 +104,7 @@ def announce(state: str | Path, url: str, args: dict) -> None:
     info = {
         "pid": os.getpid(),
         "url": url,
-        **{k: args[k] for k in ("ctx", "parallel", "threads", "backend", "log")},
+        **{k: args[k] for k in ("ctx", "parallel", "threads", "backend", "log", "lora")},
     }
     tmp = state / f"server.json.{os.getpid()}"
     tmp.write_text(json.dumps(info))
@@ -132,25 +140,38 @@ def machine_server(
     *,
     backend: str = "xllamacpp",
     pin: bool = False,
+    lora: Path | None = None,
 ) -> MachineServer:
     """The machine's server: found, or started (detached) if none is running. Registers this
-    process as a client (or pins the server) so it stays up while this process lives."""
+    process as a client (or pins the server) so it stays up while this process lives.
+
+    ``lora``: the GGUF adapter it must serve with; a running server with another one raises
+    ``AdapterMismatch`` (before this process registers)."""
     state, config = state_dir(), config or LocalServerConfig()
+    wanted = str(lora or "")
     with _locked(state):
+        info = _info(state)
+        if info is not None and info.get("lora", "") != wanted:
+            running = info.get("lora") or "no adapter"
+            raise AdapterMismatch(
+                f"the machine's model server (pid {info['pid']}) runs with {running}, not "
+                f"{wanted or 'no adapter'}; `rlmkit local stop` ends it"
+            )
         entry = state / "clients" / (PIN if pin else str(os.getpid()))
         entry.touch()
         if not pin:
             atexit.register(entry.unlink, missing_ok=True)
-        info = _info(state) or _start(state, Path(model_path), config, backend)
+        info = info or _start(state, Path(model_path), config, backend, wanted)
     return MachineServer(
         url=info["url"],
         pid=int(info["pid"]),
         log_path=Path(info["log"]),
         config=LocalServerConfig(ctx=info["ctx"], parallel=info["parallel"], threads=info["threads"]),
+        lora=Path(info["lora"]) if info.get("lora") else None,
     )
 
 
-def _start(state: Path, model_path: Path, config: LocalServerConfig, backend: str) -> dict:
+def _start(state: Path, model_path: Path, config: LocalServerConfig, backend: str, lora: str) -> dict:
     log_path = state.parent / "logs" / "local-server.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     cmd = [
@@ -170,11 +191,13 @@ def _start(state: Path, model_path: Path, config: LocalServerConfig, backend: st
         "--threads",
         str(config.threads),
         "--alias",
-        MODEL_ALIAS,
+        served_alias(Path(lora) if lora else None),
         "--state",
         str(state),
         "--backend",
         backend,
+        "--lora",
+        lora,
     ]
     proc = subprocess.Popen(
         cmd,

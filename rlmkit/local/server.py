@@ -136,15 +136,22 @@ class LocalServer:
         self.stop()
 
 
-_shared: LocalServer | None = None
+_shared: dict[tuple[Path, Path | None], LocalServer] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_server(model_path: Path, config: LocalServerConfig | None = None) -> LocalServer:
-    """The process-wide server, started on first call and stopped at interpreter exit."""
-    global _shared
+def shared_server(
+    model_path: Path,
+    config: LocalServerConfig | None = None,
+    lora: Path | None = None,
+    alias: str = MODEL_ALIAS,
+) -> LocalServer:
+    """This process's own server for the model (and LoRA adapter), started on first call and
+    stopped at interpreter exit."""
+    key = (Path(model_path), Path(lora) if lora else None)
     with _shared_lock:
-        if _shared is None or not _shared.running:
-            _shared = LocalServer(model_path, config).start()
-            atexit.register(_shared.stop)
-        return _shared
+        server = _shared.get(key)
+        if server is None or not server.running:
+            server = _shared[key] = LocalServer(model_path, config, alias=alias, lora=lora).start()
+            atexit.register(server.stop)
+        return server

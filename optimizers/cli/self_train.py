@@ -1,0 +1,174 @@
+"""``rlmkit self-train SUITE...``: a model's own filtered runs fine-tune it; both measured, paired.
+
+    rlmkit self-train needle --lm local --samples 4 --out runs/self-train
+    rlmkit self-train needle:20000:16 aggregation:20000:8 --held-out multihop:20000:10 --out DIR
+    rlmkit self-train needle --out DIR --archive results/self-train   # each finished stage packed
+
+Stages (see ``optimizers.selftrain``): sample each suite on training seeds, compile SFT and DPO
+data, train a LoRA, convert it for llama.cpp, then run base and adapter greedily on held-out
+seeds. Interrupted, it resumes: finished stages are kept, and half-finished evaluations resume
+example by example. Wiring only: the suites are checked here, where programs and optimizers meet.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from rlmkit.cli.common import console, exit_on_error
+from rlmkit.errors import UserError
+
+
+def parse_plan(text: str, *, length: int, n: int):
+    """``suite[:length[:n]]`` -> a SuitePlan (the suite is checked against the registry)."""
+    from optimizers.selftrain import SuitePlan
+    from programs.tasks import FAMILIES
+
+    suite, *rest = text.split(":")
+    if suite not in FAMILIES:
+        raise UserError(f"unknown suite {suite!r}; choose from {', '.join(FAMILIES)}")
+    try:
+        values = [int(part) for part in rest]
+    except ValueError:
+        raise UserError(f"{text!r}: write suite, suite:length or suite:length:n") from None
+    return SuitePlan(suite=suite, length=(values + [length])[0], n=(values[1:] + [n])[0])
+
+
+def self_train_command(
+    suites: Annotated[list[str], typer.Argument(help="Suites to sample and train on: suite[:length[:n]].")],
+    out: Annotated[Path, typer.Option("--out", help="Work folder: every stage's output.")],
+    archive: Annotated[
+        Path | None, typer.Option("--archive", help="Also pack each finished stage here (small; commit it).")
+    ] = None,
+    lm: Annotated[
+        str, typer.Option("--lm", help="The model sampled and trained ('local': the embedded one).")
+    ] = "local",
+    held_out: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--held-out", help="Suites measured but not trained on: suite[:length[:n]] (repeatable)."
+        ),
+    ] = None,
+    n: Annotated[int, typer.Option("--n", help="Training examples per suite (seeds 0..n-1).")] = 16,
+    length: Annotated[
+        int, typer.Option("--length", help="Context characters, where a suite names none.")
+    ] = 20_000,
+    samples: Annotated[int, typer.Option("--samples", min=1, help="Runs per training example.")] = 4,
+    temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature.")] = 0.8,
+    test_n: Annotated[int, typer.Option("--test-n", help="Held-out examples per trained suite.")] = 30,
+    max_iterations: Annotated[int, typer.Option("--max-iterations", help="Root turns per run.")] = 8,
+    workers: Annotated[int, typer.Option("--workers", help="Runs at once.")] = 4,
+    max_steps: Annotated[int, typer.Option("--max-steps", help="Cap on optimizer steps.")] = 64,
+    lr: Annotated[float, typer.Option("--lr", help="Learning rate.")] = 1e-4,
+    lora_rank: Annotated[int, typer.Option("--lora-rank", help="LoRA rank.")] = 8,
+    precision: Annotated[str, typer.Option("--precision", help="auto, bf16 or fp32.")] = "auto",
+    backend: Annotated[
+        str, typer.Option("--backend", help="Training backend: trl-sft (CPU or CUDA, whichever torch sees).")
+    ] = "trl-sft",
+    stages: Annotated[
+        str | None,
+        typer.Option("--stages", help="Only stages whose name starts with one of these (comma-separated)."),
+    ] = None,
+) -> None:
+    """Train a model on its own good runs; measure it.
+
+    Samples runs on training seeds, keeps the good ones (compile sft), trains a LoRA, and runs the
+    model with and without it on held-out seeds, paired."""
+    from optimizers.selftrain import StageStore
+    from optimizers.selftrain.checks import check_architecture, check_backend, check_room
+    from optimizers.selftrain.pipeline import SelfTrain
+
+    with exit_on_error():
+        # Everything that can be wrong is found here, before an hour of sampling.
+        recipe = make_recipe(
+            lm=lm,
+            train=tuple(parse_plan(s, length=length, n=n) for s in suites),
+            held_out=tuple(parse_plan(s, length=length, n=10) for s in held_out or []),
+            samples=samples,
+            temperature=temperature,
+            max_iterations=max_iterations,
+            workers=workers,
+            backend=backend,
+            max_steps=max_steps,
+            lr=lr,
+            lora_rank=lora_rank,
+            precision=precision,
+            test_n=test_n,
+        )
+        base = base_gguf(lm)
+        check_architecture(base)
+        check_backend(backend)
+        check_room(base, out)
+        wanted = [s.strip() for s in stages.split(",")] if stages else None
+        run = SelfTrain(recipe, StageStore(out, archive), base, log=console.print)
+        run.run(only=lambda name: wanted is None or any(name.startswith(w) for w in wanted))
+        Console().print(report_table(run.comparison()))
+
+
+def make_recipe(**fields):
+    """A Recipe, or the first thing wrong with it as a UserError (one line, no pydantic dump)."""
+    from pydantic import ValidationError
+
+    from optimizers.selftrain import Recipe
+
+    try:
+        return Recipe(**fields)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        raise UserError(
+            f"{where + ': ' if where else ''}{error['msg'].removeprefix('Value error, ')}"
+        ) from None
+
+
+def base_gguf(lm: str) -> Path:
+    """The GGUF file the recipe trains: the embedded model's, or a GGUF path given as --lm."""
+    if lm == "local":
+        from rlmkit.local import ensure_model
+
+        return ensure_model()
+    path = Path(lm)
+    if path.suffix != ".gguf" or not path.is_file():
+        raise UserError("--lm takes 'local' (the embedded model) or a path to a GGUF model file")
+    return path
+
+
+def report_table(rows: list[dict]) -> Table:
+    table = Table(title="self-training: base vs adapter on held-out seeds (greedy, paired)")
+    for column in (
+        "suite",
+        "trained on",
+        "n",
+        "base",
+        "adapter",
+        "gain [95% CI]",
+        "wins/losses",
+        "turns",
+        "s/example",
+    ):
+        table.add_column(column)
+    for row in rows:
+        low, high = row["ci95"]
+        b, a = row["base_per_example"], row["adapter_per_example"]
+        table.add_row(
+            row["suite"],
+            "yes" if row["trained_on"] else "no",
+            str(row["n"]),
+            f"{row['base_mean']:.2f}",
+            f"{row['other_mean']:.2f}",
+            f"{row['gain']:+.2f} [{low:+.2f}, {high:+.2f}]",
+            f"{row['wins']}/{row['losses']}",
+            f"{b['iterations']:.1f} -> {a['iterations']:.1f}",
+            f"{b['wall_s']:.0f} -> {a['wall_s']:.0f}",
+        )
+    if not rows:
+        table.caption = "no suite has both arms measured yet"
+    return table
+
+
+def register(app: typer.Typer) -> None:
+    app.command("self-train")(self_train_command)

@@ -1,0 +1,282 @@
+"""The recipe's stages, in order, each a verb of rlmkit run as a subprocess (see ``__init__``).
+
+Stage functions take their folder and return their record; ``SelfTrain.run`` hands them to the
+``StageStore``, which skips any that finished before. Nothing here imports a task suite: the
+suites are reached through ``rlmkit eval``, so this package stays below ``programs``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from optimizers.selftrain.paired import paired_compare
+from optimizers.selftrain.recipe import Recipe, SuitePlan
+from optimizers.selftrain.stages import StageStore
+from rlmkit.errors import RLMKitError
+
+ARMS = ("base", "adapter")
+
+
+class StageFailed(RLMKitError):
+    """A stage's command exited with an error; everything finished before it is kept."""
+
+
+def rlmkit_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "rlmkit", *args]
+
+
+def shown(command: list[str], work: Path | None = None) -> str:
+    """``python -m rlmkit ARGS`` as a user types it, the work folder written ``OUT``."""
+    text = " ".join(["rlmkit", *command[3:]])
+    return text.replace(str(work), "OUT") if work is not None else text
+
+
+class SelfTrain:
+    """One self-training run: ``recipe`` over ``store``; ``base_gguf`` is the model file trained
+    (the embedded model's when the recipe's lm is 'local') and the base its adapter is served on.
+
+    ``train_from``: TrainJob's ``base_model`` and ``options`` when training should read another
+    copy of the same weights (default: transformers dequantises ``base_gguf``). ``runner`` runs
+    one command and returns its exit status (default: a subprocess in this terminal)."""
+
+    def __init__(
+        self,
+        recipe: Recipe,
+        store: StageStore,
+        base_gguf: Path,
+        *,
+        log: Callable[[str], None] = print,
+        runner: Callable[[list[str]], int] | None = None,
+        train_from: dict[str, Any] | None = None,
+    ):
+        self.recipe, self.store, self.base_gguf, self.log = recipe, store, Path(base_gguf), log
+        self.runner = runner or (lambda command: subprocess.run(command).returncode)
+        self.train_from = train_from or {
+            "base_model": str(self.base_gguf.parent),
+            "options": {"gguf_file": self.base_gguf.name},
+        }
+
+    # -- the plan ---------------------------------------------------------------------
+    def stages(self) -> Iterator[tuple[str, Callable[[Path], dict[str, Any]], tuple[str, ...]]]:
+        """(name, function, files left out of the archive), in the order they run."""
+        for plan in self.recipe.train:
+            yield f"sample-{plan.label}", _bind(self.sample, plan), ()
+        yield "dataset", self.dataset, ()
+        yield "train", self.train, ("adapter/*.safetensors", "trainer", "data")
+        yield "adapter", self.adapter, ()
+        for plan in self.recipe.measured():  # both arms of a suite before the next suite
+            for arm in ARMS:
+                yield f"eval-{arm}-{plan.label}", _bind(self.evaluate, plan, arm), ()
+
+    def run(self, only: Callable[[str], bool] = lambda name: True) -> dict[str, dict[str, Any]]:
+        """Run the stages ``only`` selects, in order, keeping those done before. With
+        ``eval_threads`` the two arms of a suite run side by side, each on its own server: an
+        interruption then leaves them at about the same example, so what finished is paired."""
+        self.store.keep_recipe(self.recipe.model_dump(mode="json"))
+        planned = [stage for stage in self.stages() if only(stage[0])]
+        done: dict[str, dict[str, Any]] = {}
+        while planned:
+            together = 2 if self.recipe.eval_threads and planned[0][0].startswith("eval-base-") else 1
+            batch, planned = planned[:together], planned[together:]
+            with ThreadPoolExecutor(max_workers=len(batch)) as pool:
+                for name, record in zip([b[0] for b in batch], pool.map(self._run_one, batch)):
+                    done[name] = record
+        return done
+
+    def _run_one(self, stage: tuple[str, Callable[[Path], dict[str, Any]], tuple[str, ...]]) -> dict:
+        name, function, skip = stage
+        kept = self.store.record(name)
+        self.log(f"[{name}] " + ("done before, kept" if kept else "running"))
+        if kept:
+            return kept
+        record = self.store.run(name, function, skip=skip)
+        self.log(f"[{name}] finished in {record['wall_s']:.0f} s")
+        return record
+
+    def shown(self, command: list[str]) -> str:
+        adapter = str(self.adapter_path())
+        return shown([part.replace(adapter, "ADAPTER") for part in command], self.store.work)
+
+    def _call(self, command: list[str]) -> None:
+        self.log("$ " + shown(command))
+        code = self.runner(command)
+        if code != 0:
+            raise StageFailed(f"`{shown(command)}` exited with status {code}; rerun to resume")
+
+    # -- stages -----------------------------------------------------------------------
+    def eval_command(
+        self, plan: SuitePlan, out: Path, *extra: str, iterations: int | None = None
+    ) -> list[str]:
+        r = self.recipe
+        return rlmkit_command(
+            "eval", plan.suite, "--n", str(plan.n), "--length", str(plan.length), "--lm", r.lm,
+            "--program", r.program, "--max-iterations", str(iterations or r.max_iterations),
+            "--workers", str(r.workers), "--out", str(out), *extra,
+        )  # fmt: skip
+
+    def sample(self, plan: SuitePlan, folder: Path) -> dict[str, Any]:
+        r = self.recipe
+        command = self.eval_command(
+            plan, folder, "--seed", str(r.sample_seed), "--samples", str(r.samples),
+            "--temperature", str(r.temperature),
+        )  # fmt: skip
+        self._call(command)  # resumes from its folder by itself
+        rows = read_rows(folder)
+        right = [row for row in rows if row["score"] > 0]
+        return {
+            "command": self.shown(command),
+            "suite": plan.suite,
+            "length": plan.length,
+            "seeds": [r.sample_seed, r.sample_seed + plan.n - 1],
+            "runs": len(rows),
+            "scored_above_0": len(right),
+            "success_rate": len(right) / len(rows) if rows else 0.0,
+            "examples_with_a_success": len({row["id"] for row in right}),
+        }
+
+    def dataset(self, folder: Path) -> dict[str, Any]:
+        runs = [str(self.store.folder(f"sample-{plan.label}") / "trajectories") for plan in self.recipe.train]
+        record: dict[str, Any] = {}
+        for kind in ("sft", "dpo"):
+            command = rlmkit_command("compile", kind, *runs, "--out", str(folder / kind))
+            if kind == "dpo":  # a by-product no stage trains on yet: none is a count, not a failure
+                self.log("$ " + shown(command))
+                if self.runner(command) != 0:
+                    record[kind] = {"command": self.shown(command), "counts": {}, "note": "no row survived"}
+                    continue
+            else:
+                self._call(command)
+            manifest = json.loads((folder / kind / "manifest.json").read_text())
+            record[kind] = {"command": self.shown(command), "counts": manifest["counts"]}
+        return record
+
+    def train(self, folder: Path) -> dict[str, Any]:
+        from optimizers.backends.base import LoRA, TrainJob
+        from optimizers.backends.trl_common import precision
+
+        r = self.recipe
+        rows = count_lines(self.store.folder("dataset") / "sft" / "train.jsonl")
+        if rows == 0:
+            raise StageFailed("the compiled SFT dataset has no training rows: no run passed the filters")
+        steps = min(r.max_steps, math.ceil(rows * r.epochs))
+        job = TrainJob(
+            kind="sft",
+            dataset=self.store.folder("dataset") / "sft",
+            base_model=self.train_from["base_model"],
+            output_dir=folder,
+            lr=r.lr,
+            steps=steps,
+            batch_size=1,
+            lora=LoRA(rank=r.lora_rank, alpha=2 * r.lora_rank),
+            max_seq_len=r.max_seq_len,
+            max_completion_tokens=1024,
+            options={
+                **self.train_from.get("options", {}),
+                "precision": r.precision,
+                "trainer": {"disable_tqdm": False},  # TRL's own bar, with its time estimate
+            },
+        )
+        chosen = precision(job)
+        self.log(f"[train] {steps} steps on {rows} rows, {chosen} (the CPU's native bf16 when it has it)")
+        job_file = folder / "self-train-job.toml"
+        job_file.write_text(job.dump_toml())
+        command = rlmkit_command("train", "--backend", r.backend, str(job_file))
+        self._call(command)
+        history = json.loads((folder / "log_history.json").read_text())
+        losses = [entry["loss"] for entry in history if "loss" in entry]
+        return {
+            "command": self.shown(command),
+            "rows": rows,
+            "steps": steps,
+            "precision": chosen,
+            "losses": losses,
+            "train_runtime_s": next((e["train_runtime"] for e in history if "train_runtime" in e), None),
+        }
+
+    def adapter(self, folder: Path) -> dict[str, Any]:
+        from optimizers.gguf_lora import convert_adapter
+
+        trained = self.store.folder("train") / "adapter"
+        out = convert_adapter(trained, folder / "adapter.gguf", base=self.base_gguf, half=True)
+        return {
+            "file": out.name,
+            "bytes": out.stat().st_size,
+            "sha256": hashlib.sha256(out.read_bytes()).hexdigest(),
+            "base": self.base_gguf.name,
+        }
+
+    def adapter_path(self) -> Path:
+        return self.store.folder("adapter") / "adapter.gguf"
+
+    def evaluate(self, plan: SuitePlan, arm: str, folder: Path) -> dict[str, Any]:
+        r = self.recipe
+        adapter = "none" if arm == "base" else str(self.adapter_path())
+        command = self.eval_command(
+            plan, folder, "--seed", str(r.test_seed), "--temperature", "0", "--adapter", adapter,
+            iterations=r.eval_iterations,
+        )  # fmt: skip
+        if r.eval_threads:
+            command += ["--local-threads", str(r.eval_threads)]
+        self._call(command)
+        rows = read_rows(folder)
+        return {
+            "command": self.shown(command),
+            "arm": arm,
+            "suite": plan.suite,
+            "length": plan.length,
+            "seeds": [r.test_seed, r.test_seed + plan.n - 1],
+            "rows": [
+                {k: row[k] for k in ("id", "score", "status", "failure", "iterations", "wall_s")}
+                | {"tokens": row["prompt_tokens"] + row["completion_tokens"]}
+                for row in rows
+            ],
+        }
+
+    # -- the report ------------------------------------------------------------------
+    def comparison(self) -> list[dict[str, Any]]:
+        """Per measured suite: both arms' paired result, where both have finished."""
+        out = []
+        for plan in self.recipe.measured():
+            arms = {arm: self.store.record(f"eval-{arm}-{plan.label}") for arm in ARMS}
+            if not all(arms.values()):
+                continue
+            scores = {arm: {row["id"]: row["score"] for row in rec["rows"]} for arm, rec in arms.items()}
+            paired = paired_compare(scores["base"], scores["adapter"])
+            trained = any(p.suite == plan.suite and p.length == plan.length for p in self.recipe.train)
+            out.append(
+                {
+                    "suite": plan.label,
+                    "trained_on": trained,
+                    **paired.model_dump(),
+                    **{f"{arm}_per_example": per_example(rec["rows"]) for arm, rec in arms.items()},
+                }
+            )
+        return out
+
+
+def per_example(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Mean turns, tokens and seconds per example."""
+    n = max(1, len(rows))
+    return {key: sum(row[key] for row in rows) / n for key in ("iterations", "tokens", "wall_s")}
+
+
+def read_rows(folder: Path) -> list[dict[str, Any]]:
+    path = folder / "results.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def count_lines(path: Path) -> int:
+    return sum(1 for line in path.read_text().splitlines() if line.strip()) if path.exists() else 0
+
+
+def _bind(function: Callable[..., dict[str, Any]], *args: Any) -> Callable[[Path], dict[str, Any]]:
+    return lambda folder: function(*args, folder)

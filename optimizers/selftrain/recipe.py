@@ -1,0 +1,72 @@
+"""Every knob of a self-training run, in one frozen record that the results file repeats.
+
+Seeds: training examples come from seeds below 1000 (``sample_seed``), held-out ones from 1000
+up (``test_seed``), so nothing the model trained on is ever scored."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+HELD_OUT_SEEDS = 1000  # seeds from here up are never sampled for training
+
+
+class SuitePlan(BaseModel):
+    """One task suite at one context length: ``n`` examples from ``seed`` on."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    suite: str
+    length: int = Field(20_000, ge=1_000, description="characters of context per example")
+    n: int = Field(16, ge=1, description="examples")
+
+    @property
+    def label(self) -> str:
+        return f"{self.suite}-{self.length // 1000}k"
+
+
+class Recipe(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    lm: str = Field("local", description="the model sampled and trained: 'local' is the embedded one")
+    train: tuple[SuitePlan, ...] = Field(min_length=1, description="suites sampled and trained on")
+    held_out: tuple[SuitePlan, ...] = Field((), description="suites measured but not trained on")
+    program: str = Field("plain", description="the program run: the suite's signature, generic prompt")
+    # sampling (training seeds)
+    samples: int = Field(4, ge=1, description="distinct runs per training example")
+    temperature: float = Field(0.8, gt=0, description="sampling temperature (distinct runs)")
+    sample_seed: int = Field(0, ge=0)
+    max_iterations: int = Field(8, ge=1, description="root turns per run (sampling and measuring)")
+    workers: int = Field(4, ge=1, description="runs at once (the server's parallel slots)")
+    eval_iterations: int = Field(6, ge=1, description="root turns per held-out run, both arms")
+    eval_threads: int | None = Field(
+        1,
+        ge=1,
+        description="llama.cpp threads of each arm's own server, the two arms measured side by side "
+        "(None: one after the other on the machine's server)",
+    )
+    # training
+    backend: str = Field("trl-sft", description="rlmkit train --backend")
+    epochs: float = Field(1.0, gt=0, description="passes over the compiled training rows")
+    max_steps: int = Field(64, ge=1, description="cap on optimizer steps (CPU time)")
+    lr: float = Field(1e-4, gt=0)
+    lora_rank: int = Field(8, ge=1)
+    max_seq_len: int = Field(4096, ge=256)
+    precision: str = Field("auto", description="auto | bf16 | fp32 (auto: bf16 where the hardware has it)")
+    # measuring (held-out seeds, greedy, both arms alike)
+    test_seed: int = Field(HELD_OUT_SEEDS, ge=HELD_OUT_SEEDS)
+    test_n: int = Field(30, ge=1, description="held-out examples per trained suite")
+
+    @model_validator(mode="after")
+    def _seeds_apart(self) -> Recipe:
+        for plan in self.train:
+            if self.sample_seed + plan.n > HELD_OUT_SEEDS:
+                raise ValueError(
+                    f"{plan.label}: training seeds {self.sample_seed}..{self.sample_seed + plan.n - 1} "
+                    f"reach the held-out seeds (>= {HELD_OUT_SEEDS})"
+                )
+        return self
+
+    def measured(self) -> list[SuitePlan]:
+        """Every suite both arms are measured on: the trained ones at ``test_n``, then the rest."""
+        trained = [plan.model_copy(update={"n": self.test_n}) for plan in self.train]
+        return trained + list(self.held_out)

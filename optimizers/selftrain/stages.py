@@ -1,0 +1,100 @@
+"""Where the recipe's stages keep what they finished: a work folder, and optionally an archive.
+
+    WORK/stages/NAME.json     the stage's record (command, counts, seconds): present = done
+    WORK/NAME/                what the stage wrote (run folders, a dataset, an adapter)
+    ARCHIVE/NAME.json         the same record, and ARCHIVE/NAME.tar.gz its folder, packed
+
+The archive is small and meant to be committed (trajectories compress about 10x): a fresh
+checkout with an empty WORK unpacks each archived stage instead of running it again. Files a
+stage marks as not archived (a float32 peft adapter a later stage turned into its GGUF form)
+stay in WORK only.
+"""
+
+from __future__ import annotations
+
+import json
+import tarfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rlmkit.errors import UserError
+
+
+class StageStore:
+    def __init__(self, work: Path, archive: Path | None = None):
+        self.work, self.archive = Path(work), Path(archive) if archive else None
+        (self.work / "stages").mkdir(parents=True, exist_ok=True)
+
+    def keep_recipe(self, recipe: dict[str, Any]) -> None:
+        """Record the recipe the stages belong to; a folder filled by another recipe is refused
+        (its finished stages would be kept and mixed with the new recipe's)."""
+        for folder in filter(None, (self.work, self.archive)):
+            path = folder / "recipe.json"
+            if path.exists() and json.loads(path.read_text()) != recipe:
+                raise UserError(
+                    f"{folder} holds the stages of another recipe ({path}); use another folder, or "
+                    "delete it to start again"
+                )
+            _write_whole(path, json.dumps(recipe, indent=1) + "\n")
+
+    def recipe(self) -> dict[str, Any] | None:
+        for folder in filter(None, (self.archive, self.work)):
+            if (folder / "recipe.json").exists():
+                return json.loads((folder / "recipe.json").read_text())
+        return None
+
+    def folder(self, name: str) -> Path:
+        return self.work / name
+
+    def record(self, name: str) -> dict[str, Any] | None:
+        """The finished stage's record (unpacking it from the archive first if only it has it)."""
+        path = self.work / "stages" / f"{name}.json"
+        if not path.exists() and self.archive and (self.archive / f"{name}.json").exists():
+            self._unpack(name)
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def run(self, name: str, stage: Callable[[Path], dict[str, Any]], *, skip: tuple[str, ...] = ()) -> dict:
+        """The stage's record: kept if it finished before, else ``stage(folder)`` runs now.
+
+        ``skip``: names (globs, relative to the folder) left out of the archive."""
+        if (kept := self.record(name)) is not None:
+            return kept
+        folder = self.folder(name)
+        folder.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        record = stage(folder)
+        record["wall_s"] = round(time.monotonic() - started, 1)
+        if self.archive:
+            self._pack(name, folder, skip)
+        path = self.work / "stages" / f"{name}.json"
+        _write_whole(path, json.dumps(record, indent=1, default=str) + "\n")
+        if self.archive:
+            _write_whole(self.archive / f"{name}.json", path.read_text())
+        return record
+
+    def _pack(self, name: str, folder: Path, skip: tuple[str, ...]) -> None:
+        self.archive.mkdir(parents=True, exist_ok=True)
+        left_out = {p for pattern in skip for p in folder.glob(pattern)}
+        tmp = self.archive / f"{name}.tar.gz.partial"
+        with tarfile.open(tmp, "w:gz") as tar:
+            for path in sorted(folder.rglob("*")):
+                if path.is_file() and not (left_out & {path, *path.parents}):
+                    tar.add(path, arcname=str(path.relative_to(self.work)))
+        tmp.replace(self.archive / f"{name}.tar.gz")
+
+    def _unpack(self, name: str) -> None:
+        packed = self.archive / f"{name}.tar.gz"
+        if packed.exists():
+            with tarfile.open(packed) as tar:
+                tar.extractall(self.work, filter="data")  # names stay inside WORK
+        _write_whole(self.work / "stages" / f"{name}.json", (self.archive / f"{name}.json").read_text())
+
+
+def _write_whole(path: Path, text: str) -> None:
+    """Whole or absent: a stage killed while writing its record runs again."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".partial")
+    tmp.write_text(text)
+    tmp.replace(path)

@@ -1,0 +1,216 @@
+"""The self-training recipe on tiny inputs: a scripted model served over HTTP stands in for the
+embedded one, real `rlmkit eval`, `compile` and `train` subprocesses, two LoRA steps on a tiny
+random Qwen, the adapter converted for llama.cpp, both arms measured and compared paired; then
+the same run resumed from its work folder and from its archive alone, running nothing again."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from optimizers.selftrain import Recipe, StageStore, SuitePlan, paired_compare
+from optimizers.selftrain.pipeline import SelfTrain, StageFailed
+from rlmkit.errors import ConfigError, LocalModelError, UserError
+from rlmkit.testing.server import ScriptedServer
+
+# Solves the needle in two root turns (compile's defaults drop one-turn runs).
+LOOK = (
+    "```repl\nimport re\nkey = re.search(r'for (\\S+) mentioned', question).group(1)\n"
+    "found = re.findall(r'magic numbers? for ' + re.escape(key) + r' is: (\\d+)', context)\nprint(found)\n```"
+)
+SUBMIT = "```repl\nSUBMIT(answer=found)\n```"
+
+
+def solver(body: dict) -> str:
+    return LOOK if not any(m["role"] == "assistant" for m in body["messages"]) else SUBMIT
+
+
+def tiny_gguf(path, architecture: str, blocks: int):
+    import gguf
+    import numpy as np
+
+    writer = gguf.GGUFWriter(str(path), architecture)
+    writer.add_block_count(blocks)
+    writer.add_tensor("token_embd.weight", np.zeros((4, 8), np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+class ScriptedRunner:
+    """Runs each stage's real command, with the embedded model swapped for the scripted server
+    (the adapter a command asks for is recorded: a scripted model cannot apply one)."""
+
+    def __init__(self, url: str):
+        self.url, self.commands, self.adapters = url, [], []
+
+    def __call__(self, command: list[str]) -> int:
+        command = list(command)
+        self.commands.append(command)
+        if "--adapter" in command:
+            at = command.index("--adapter")
+            self.adapters.append(command[at + 1])
+            del command[at : at + 2]
+        if "--local-threads" in command:  # the embedded model's own server: not for a scripted model
+            at = command.index("--local-threads")
+            del command[at : at + 2]
+        if "--lm" in command:
+            command[command.index("--lm") + 1 : command.index("--lm") + 2] = ["openai/scripted"]
+            command += ["--api-base", self.url]
+        return subprocess.run(command, capture_output=True).returncode
+
+
+@pytest.fixture
+def served():
+    server = ScriptedServer(solver).start()
+    yield server
+    server.stop()
+
+
+def tiny_recipe() -> Recipe:
+    return Recipe(
+        train=(SuitePlan(suite="needle", length=2_000, n=2),),
+        samples=2,
+        workers=2,
+        max_steps=2,
+        test_n=2,
+        max_iterations=4,
+        precision="fp32",
+    )
+
+
+def tiny_run(tmp_path, url: str, *, work: str = "work") -> tuple[SelfTrain, ScriptedRunner]:
+    from optimizers.backends.testing import build_tiny_qwen
+
+    model = tmp_path / "tiny-qwen"
+    if not model.exists():
+        build_tiny_qwen(model)
+    base = tmp_path / "base.gguf"  # what the adapter is served on: the tiny model's layout (qwen3, 2 blocks)
+    if not base.exists():
+        tiny_gguf(base, "qwen3", blocks=2)
+    runner = ScriptedRunner(url)
+    store = StageStore(tmp_path / work, tmp_path / "archive")
+    run = SelfTrain(
+        tiny_recipe(), store, base, log=lambda _: None, runner=runner, train_from={"base_model": str(model)}
+    )
+    return run, runner
+
+
+def test_every_stage_runs_once_measures_both_arms_paired_and_resumes(tmp_path, served):
+    run, runner = tiny_run(tmp_path, served.url)
+    done = run.run()
+
+    assert list(done) == [
+        "sample-needle-2k", "dataset", "train", "adapter",
+        "eval-base-needle-2k", "eval-adapter-needle-2k",
+    ]  # fmt: skip
+    sample = done["sample-needle-2k"]
+    assert sample["runs"] == 4 and sample["success_rate"] == 1.0 and sample["seeds"] == [0, 1]
+    assert done["dataset"]["sft"]["counts"]["train.jsonl"] >= 1 and "dpo" in done["dataset"]
+    assert done["train"]["steps"] == 2 and done["train"]["precision"] == "fp32" and done["train"]["losses"]
+    assert done["adapter"]["file"] == "adapter.gguf" and len(done["adapter"]["sha256"]) == 64
+    # held-out seeds only, greedy, the base alone and with the adapter on the same examples
+    base, adapter = done["eval-base-needle-2k"], done["eval-adapter-needle-2k"]
+    assert base["seeds"] == [1000, 1001]
+    assert sorted(r["id"] for r in base["rows"]) == sorted(r["id"] for r in adapter["rows"])
+    assert sorted(runner.adapters) == sorted(["none", str(run.adapter_path())])  # the two arms side by side
+    evals = [c for c in runner.commands if c[3] == "eval" and "--adapter" in c]
+    assert all(c[c.index("--temperature") + 1] == "0" for c in evals)
+    assert (
+        "--adapter ADAPTER" in adapter["command"] and "--out OUT/eval-adapter-needle-2k" in adapter["command"]
+    )
+    assert str(tmp_path) not in adapter["command"]
+
+    [compared] = run.comparison()
+    assert compared["n"] == 2 and compared["gain"] == 0.0 and compared["trained_on"]
+
+    ran = len(runner.commands)
+    assert run.run() == done and len(runner.commands) == ran  # all kept: nothing runs again
+
+
+def test_a_fresh_work_folder_resumes_from_the_archive_alone(tmp_path, served):
+    first, _ = tiny_run(tmp_path, served.url)
+    done = first.run(only=lambda name: not name.startswith("eval"))
+    packed = {p.name for p in (tmp_path / "archive").iterdir()}
+    assert {"train.tar.gz", "adapter.tar.gz", "dataset.json"} <= packed
+
+    import tarfile
+
+    with tarfile.open(tmp_path / "archive" / "train.tar.gz") as tar:
+        names = tar.getnames()
+    assert not any(n.endswith(".safetensors") for n in names)  # the float32 adapter stays behind
+    assert any(n.endswith("log_history.json") for n in names)
+
+    again, runner = tiny_run(tmp_path, served.url, work="elsewhere")
+    kept = again.run(only=lambda name: not name.startswith("eval"))
+    assert kept == done and runner.commands == []
+    assert (tmp_path / "elsewhere" / "adapter" / "adapter.gguf").is_file()  # unpacked for the eval stages
+
+
+def test_a_failed_stage_keeps_the_finished_ones(tmp_path, served):
+    run, runner = tiny_run(tmp_path, served.url)
+    run.runner = lambda command: 1 if command[3] == "compile" else runner(command)
+    with pytest.raises(StageFailed, match="rlmkit compile sft .* exited with status 1; rerun to resume"):
+        run.run()
+    assert run.store.record("sample-needle-2k") is not None and run.store.record("dataset") is None
+
+
+def test_paired_comparison_keeps_examples_together():
+    base = {"a": 0.0, "b": 0.0, "c": 1.0, "d": 1.0}
+    other = {"a": 1.0, "b": 1.0, "c": 1.0, "d": 1.0, "extra": 0.0}  # scored by one arm only: left out
+    result = paired_compare(base, other)
+    assert (result.n, result.gain, result.wins, result.losses) == (4, 0.5, 2, 0)
+    assert 0.0 <= result.ci95[0] <= 0.5 <= result.ci95[1] <= 1.0
+    assert paired_compare(base, other) == result  # seeded
+    with pytest.raises(ValueError, match="share no scored example"):
+        paired_compare({"a": 1.0}, {"b": 1.0})
+
+
+def test_bad_input_is_refused_before_any_stage(tmp_path):
+    from optimizers.cli.self_train import make_recipe, parse_plan
+    from optimizers.selftrain.checks import check_architecture, check_backend
+
+    with pytest.raises(UserError, match="unknown suite 'needel'"):
+        parse_plan("needel", length=20_000, n=4)
+    assert parse_plan("needle:50000:8", length=20_000, n=4) == SuitePlan(suite="needle", length=50_000, n=8)
+    with pytest.raises(UserError, match="training seeds 0..1999 reach the held-out seeds"):
+        make_recipe(train=(SuitePlan(suite="needle", n=2000),))
+    with pytest.raises(ConfigError, match="transformers cannot dequantise"):
+        check_architecture(tiny_gguf(tmp_path / "x.gguf", "rwkv6", blocks=1))
+    assert check_architecture(tiny_gguf(tmp_path / "q.gguf", "qwen2", blocks=1)) == "qwen2"
+    with pytest.raises(ConfigError, match="unknown training backend"):
+        check_backend("no-such-backend")
+
+
+def test_the_embedded_model_takes_an_adapter_by_argument_or_environment(tmp_path, monkeypatch):
+    from rlmkit.local.adapter import ENV, resolve_adapter, served_alias
+
+    monkeypatch.delenv(ENV, raising=False)
+    assert resolve_adapter(None) is None and resolve_adapter("none") is None
+    with pytest.raises(LocalModelError, match="does not exist"):
+        resolve_adapter(tmp_path / "missing.gguf")
+    (tmp_path / "peft.safetensors").write_bytes(b"not a gguf")
+    with pytest.raises(LocalModelError, match="is not a GGUF file"):
+        resolve_adapter(tmp_path / "peft.safetensors")
+    one = tiny_gguf(tmp_path / "one.gguf", "qwen2", blocks=1)
+    two = tiny_gguf(tmp_path / "two.gguf", "qwen2", blocks=2)
+    monkeypatch.setenv(ENV, str(one))
+    assert resolve_adapter() == one.resolve()
+    monkeypatch.setenv(ENV, "none")
+    assert resolve_adapter() is None
+    # the served name (part of every cache key) differs per adapter and from the base
+    names = {served_alias(None), served_alias(one), served_alias(two)}
+    assert len(names) == 3
+
+
+def test_a_folder_filled_by_another_recipe_is_refused(tmp_path):
+    store = StageStore(tmp_path / "work", tmp_path / "archive")
+    store.keep_recipe(tiny_recipe().model_dump(mode="json"))
+    store.keep_recipe(tiny_recipe().model_dump(mode="json"))  # the same recipe: resumes
+    other = tiny_recipe().model_copy(update={"samples": 8})
+    with pytest.raises(UserError, match="holds the stages of another recipe"):
+        store.keep_recipe(other.model_dump(mode="json"))
+    assert StageStore(tmp_path / "fresh", tmp_path / "archive").recipe()["samples"] == 2
