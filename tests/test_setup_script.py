@@ -46,7 +46,14 @@ if [ "$1 $2" = "-m venv" ]; then
 fi
 exit 3
 """
-VENV_PYTHON_STUB = '#!/usr/bin/env bash\necho "venv-python $*" >> "$STUB_LOG"\n'
+VENV_PYTHON_STUB = """#!/usr/bin/env bash
+echo "venv-python $*" >> "$STUB_LOG"
+# asked where the model's engine is installed: a folder holding one extension, when there is one
+if [ "$1" = -c ] && [ -n "${STUB_ENGINE:-}" ]; then echo "$STUB_ENGINE"; fi
+"""
+LDD_STUB = """#!/usr/bin/env bash
+printf '\\tlibc.so.6 => /lib/libc.so.6 (0x1)\\n\\tlibgomp.so.1 => not found\\n'
+"""
 APT_STUB = """#!/usr/bin/env bash
 echo "apt-get $*" >> "$STUB_LOG"
 case " $* " in *" install "*) touch "$STUB_DIR/venv-module" ;; esac
@@ -252,3 +259,15 @@ def test_as_a_user_each_script_runs_or_stops_with_the_exact_apt_command_before_i
             assert test.stdout.splitlines()[-1].endswith(f"the suite with {fresh}/.venv/bin/python")
     else:
         assert setup.returncode == 1 and "sudo apt-get install" in setup.stderr.splitlines()[-1]
+
+
+def test_a_library_the_models_engine_links_and_this_system_lacks_is_named(checkout, tmp_path):
+    engine = tmp_path / "xllamacpp"
+    engine.mkdir()
+    (engine / "xllamacpp.abi3.so").write_bytes(b"")
+    (checkout[1] / "ldd").write_text(LDD_STUB)
+    (checkout[1] / "ldd").chmod(0o755)
+    done, calls = setup(checkout, venv_module=True, STUB_ENGINE=str(engine))
+    assert done.returncode == 1
+    assert "needs shared libraries this system lacks: libgomp.so.1" in done.stderr
+    assert "venv-python -m rlmkit demo" not in calls  # no demo on an engine that cannot load
