@@ -250,9 +250,10 @@ class RLM(DSPyRLMSurface, dspy.Module):
         variables, aliases = self._variables(inputs)
         # a factory's interpreter is made (and checked) first, as dspy.RLM does; if the run fails
         # before its sandbox exists, it is shut down here, else the sandbox shuts it down
-        made = interpreter.make_interpreter(factory) if _is_factory(factory) and not session_call else None
+        fresh = session_call is None  # a session lends its own live REPL instead
+        made = interpreter.make_interpreter(factory) if fresh and interpreter.is_factory(factory) else None
         launch = None
-        if factory is not None and not session_call:  # a session lends its own live REPL
+        if factory is not None and fresh:
             launch = interpreter.launcher(made or factory, self.signature, owned=made is not None)
         try:
             state = self._run_state(
@@ -396,11 +397,6 @@ class RLM(DSPyRLMSurface, dspy.Module):
             self.settings = self.settings.from_state(state["rlm"])
         super().load_state({k: v for k, v in state.items() if k != "rlm"}, *args, **kwargs)
         return self
-
-
-def _is_factory(value: Any) -> bool:
-    """A zero-argument interpreter factory (a class, a function), not the caller's interpreter."""
-    return value is not None and not interpreter.is_interpreter(value)
 
 
 def _size(value: Any) -> int:

@@ -159,3 +159,8 @@ def is_interpreter(value: Any) -> bool:
         and callable(getattr(value, "execute", None))
         and callable(getattr(value, "shutdown", None))
     )
+
+
+def is_factory(value: Any) -> bool:
+    """A zero-argument interpreter factory (a class, a function), not the caller's interpreter."""
+    return value is not None and not is_interpreter(value)
