@@ -147,3 +147,19 @@ def test_a_factorys_return_is_checked_before_the_model_is_resolved(monkeypatch):
         rlmkit.RLM("query -> answer", interpreter_factory=Recorder)(query="q")
     (interp,) = Recorder.made
     assert interp.shut and not interp.started  # made before the model failed, then shut down
+
+
+def test_a_child_run_uses_the_parents_interpreter_factory():
+    def model(messages):
+        task = messages[1]["content"]
+        if "'inner question'" in task:  # the child's task: its question is shown in full
+            return "```repl\nSUBMIT(answer='from the child')\n```"
+        return "```repl\nSUBMIT(answer=rlm_query('inner question', context='c'))\n```"
+
+    rlm = rlmkit.RLM(
+        "context -> answer", lm=rlmkit.FunctionLM(model), max_depth=2, interpreter_factory=LocalInterpreter
+    )
+    pred = rlm(context="outer")
+    (sub,) = pred.trajectory.turns[0].blocks[0].subcalls
+    assert pred.answer == "from the child" and sub.kind == "rlm_query"
+    assert sub.child.meta.sandbox == "interpreter:LocalInterpreter"  # not rlmkit's own sandbox
