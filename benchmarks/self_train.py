@@ -83,6 +83,8 @@ def collect(work: Path = WORK, archive: Path = ARCHIVE) -> dict[str, Any]:
     in_progress = {
         name: len(read_rows(store.folder(name))) for name in missing if read_rows(store.folder(name))
     }
+    for name in in_progress:  # committed with the results, so the next run resumes these runs
+        store.snapshot(name)
     demo = None
     if stages["demo-base"] and stages["demo-adapter"]:
         scores = {

@@ -9,6 +9,8 @@ from typing import Any
 
 from provenance import stamp
 
+from optimizers.selftrain.paired import COLUMNS, report_cells
+
 RESULTS = Path(__file__).resolve().parent / "results" / "self_train.json"
 
 
@@ -69,24 +71,10 @@ def section(data: dict[str, Any]) -> str:
         f"{recipe.get('eval_iterations')} root turns, both arms on the same examples with the same "
         "settings; gain = adapter - base, with a paired bootstrap 95% interval.",
         "",
-        "| suite | trained on | n | base | adapter | gain [95% CI] | wins / losses | turns | s/example |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| " + " | ".join(COLUMNS) + " |",
+        "|" + "---|" * len(COLUMNS),
     ]
-    for row in data["comparison"]:
-        b, a = row["base_per_example"], row["adapter_per_example"]
-        low, high = row["ci95"]
-        cells = [
-            row["suite"],
-            "yes" if row["trained_on"] else "no",
-            str(row["n"]),
-            f"{row['base_mean']:.2f}",
-            f"{row['other_mean']:.2f}",
-            f"{row['gain']:+.2f} [{low:+.2f}, {high:+.2f}]",
-            f"{row['wins']} / {row['losses']}",
-            f"{b['iterations']:.1f} / {a['iterations']:.1f}",
-            f"{b['wall_s']:.0f} / {a['wall_s']:.0f}",
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["| " + " | ".join(report_cells(row)) + " |" for row in data["comparison"]]
     if not data["comparison"]:
         lines.append("| — | — | — | not measured yet | | | | | |")
     if demo := data.get("demo"):

@@ -79,7 +79,8 @@ def test_dataset_reading_rejects_mixed_and_empty_files(tmp_path):
 
 
 def test_registry_and_missing_dependency_names_the_extra(tmp_path, monkeypatch):
-    assert set(BACKENDS) == {"trl-sft", "trl-grpo", "prime-rl", "verifiers", "tinker", "openai-jsonl"}
+    expected = {"trl-sft", "trl-dpo", "trl-grpo", "prime-rl", "verifiers", "tinker", "openai-jsonl"}
+    assert set(BACKENDS) == expected
     with pytest.raises(ConfigError, match="known: trl-sft"):
         get_backend("axolotl")
     real = importlib.util.find_spec

@@ -5,11 +5,14 @@ the same run resumed from its work folder and from its archive alone, running no
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
 
+from optimizers.backends.testing import write_tiny_gguf
 from optimizers.selftrain import Recipe, StageStore, SuitePlan, paired_compare
+from optimizers.selftrain.paired import report_cells
 from optimizers.selftrain.pipeline import SelfTrain, StageFailed
 from rlmkit.errors import ConfigError, LocalModelError, UserError
 from rlmkit.testing.server import ScriptedServer
@@ -24,20 +27,6 @@ SUBMIT = "```repl\nSUBMIT(answer=found)\n```"
 
 def solver(body: dict) -> str:
     return LOOK if not any(m["role"] == "assistant" for m in body["messages"]) else SUBMIT
-
-
-def tiny_gguf(path, architecture: str, blocks: int):
-    import gguf
-    import numpy as np
-
-    writer = gguf.GGUFWriter(str(path), architecture)
-    writer.add_block_count(blocks)
-    writer.add_tensor("token_embd.weight", np.zeros((4, 8), np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
 
 
 class ScriptedRunner:
@@ -63,11 +52,19 @@ class ScriptedRunner:
         return subprocess.run(command, capture_output=True).returncode
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def served():
     server = ScriptedServer(solver).start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory, served):
+    """One whole tiny run (two LoRA steps are most of its time), shared by the tests that read it."""
+    folder = tmp_path_factory.mktemp("selftrain")
+    run, runner = tiny_run(folder, served.url)
+    return folder, run, runner, run.run()
 
 
 def tiny_recipe() -> Recipe:
@@ -90,7 +87,7 @@ def tiny_run(tmp_path, url: str, *, work: str = "work") -> tuple[SelfTrain, Scri
         build_tiny_qwen(model)
     base = tmp_path / "base.gguf"  # what the adapter is served on: the tiny model's layout (qwen3, 2 blocks)
     if not base.exists():
-        tiny_gguf(base, "qwen3", blocks=2)
+        write_tiny_gguf(base, "qwen3", blocks=2)
     runner = ScriptedRunner(url)
     store = StageStore(tmp_path / work, tmp_path / "archive")
     run = SelfTrain(
@@ -99,9 +96,8 @@ def tiny_run(tmp_path, url: str, *, work: str = "work") -> tuple[SelfTrain, Scri
     return run, runner
 
 
-def test_every_stage_runs_once_measures_both_arms_paired_and_resumes(tmp_path, served):
-    run, runner = tiny_run(tmp_path, served.url)
-    done = run.run()
+def test_every_stage_runs_once_measures_both_arms_paired_and_resumes(finished):
+    tmp_path, run, runner, done = finished
 
     assert list(done) == [
         "sample-needle-2k", "dataset", "train", "adapter",
@@ -131,9 +127,8 @@ def test_every_stage_runs_once_measures_both_arms_paired_and_resumes(tmp_path, s
     assert run.run() == done and len(runner.commands) == ran  # all kept: nothing runs again
 
 
-def test_a_fresh_work_folder_resumes_from_the_archive_alone(tmp_path, served):
-    first, _ = tiny_run(tmp_path, served.url)
-    done = first.run(only=lambda name: not name.startswith("eval"))
+def test_a_fresh_work_folder_resumes_from_the_archive_alone(finished, served):
+    tmp_path, _, _, done = finished
     packed = {p.name for p in (tmp_path / "archive").iterdir()}
     assert {"train.tar.gz", "adapter.tar.gz", "dataset.json"} <= packed
 
@@ -145,8 +140,7 @@ def test_a_fresh_work_folder_resumes_from_the_archive_alone(tmp_path, served):
     assert any(n.endswith("log_history.json") for n in names)
 
     again, runner = tiny_run(tmp_path, served.url, work="elsewhere")
-    kept = again.run(only=lambda name: not name.startswith("eval"))
-    assert kept == done and runner.commands == []
+    assert again.run() == done and runner.commands == []
     assert (tmp_path / "elsewhere" / "adapter" / "adapter.gguf").is_file()  # unpacked for the eval stages
 
 
@@ -179,8 +173,8 @@ def test_bad_input_is_refused_before_any_stage(tmp_path):
     with pytest.raises(UserError, match="training seeds 0..1999 reach the held-out seeds"):
         make_recipe(train=(SuitePlan(suite="needle", n=2000),))
     with pytest.raises(ConfigError, match="transformers cannot dequantise"):
-        check_architecture(tiny_gguf(tmp_path / "x.gguf", "rwkv6", blocks=1))
-    assert check_architecture(tiny_gguf(tmp_path / "q.gguf", "qwen2", blocks=1)) == "qwen2"
+        check_architecture(write_tiny_gguf(tmp_path / "x.gguf", "rwkv6", blocks=1))
+    assert check_architecture(write_tiny_gguf(tmp_path / "q.gguf", "qwen2", blocks=1)) == "qwen2"
     with pytest.raises(ConfigError, match="unknown training backend"):
         check_backend("no-such-backend")
 
@@ -195,8 +189,8 @@ def test_the_embedded_model_takes_an_adapter_by_argument_or_environment(tmp_path
     (tmp_path / "peft.safetensors").write_bytes(b"not a gguf")
     with pytest.raises(LocalModelError, match="is not a GGUF file"):
         resolve_adapter(tmp_path / "peft.safetensors")
-    one = tiny_gguf(tmp_path / "one.gguf", "qwen2", blocks=1)
-    two = tiny_gguf(tmp_path / "two.gguf", "qwen2", blocks=2)
+    one = write_tiny_gguf(tmp_path / "one.gguf", "qwen2", blocks=1)
+    two = write_tiny_gguf(tmp_path / "two.gguf", "qwen2", blocks=2)
     monkeypatch.setenv(ENV, str(one))
     assert resolve_adapter() == one.resolve()
     monkeypatch.setenv(ENV, "none")
@@ -214,3 +208,45 @@ def test_a_folder_filled_by_another_recipe_is_refused(tmp_path):
     with pytest.raises(UserError, match="holds the stages of another recipe"):
         store.keep_recipe(other.model_dump(mode="json"))
     assert StageStore(tmp_path / "fresh", tmp_path / "archive").recipe()["samples"] == 2
+
+
+def test_an_unfinished_stage_is_snapshotted_and_resumed_run_by_run(tmp_path):
+    store = StageStore(tmp_path / "work", tmp_path / "archive")
+    folder = store.folder("eval-base-needle-2k")
+    folder.mkdir(parents=True)
+    (folder / "results.jsonl").write_text('{"id": "a", "score": 1.0}\n')
+    assert store.snapshot("eval-base-needle-2k").name == "eval-base-needle-2k.partial.tar.gz"
+
+    seen = []
+
+    def stage(folder):  # what an evaluation does: it finds the runs finished before and adds its own
+        seen.append((folder / "results.jsonl").read_text())
+        return {"rows": 2}
+
+    again = StageStore(tmp_path / "fresh", tmp_path / "archive")
+    assert again.run("eval-base-needle-2k", stage)["rows"] == 2
+    assert seen == ['{"id": "a", "score": 1.0}\n']
+    assert not (
+        tmp_path / "archive" / "eval-base-needle-2k.partial.tar.gz"
+    ).exists()  # the whole one replaced it
+    assert again.snapshot("eval-base-needle-2k") is None  # finished: nothing to snapshot
+
+
+def test_unfinished_arms_are_compared_on_the_examples_both_finished(tmp_path):
+    run = SelfTrain(tiny_recipe(), StageStore(tmp_path / "work"), tmp_path / "base.gguf")
+    row = {
+        "status": "ok",
+        "failure": None,
+        "iterations": 2,
+        "wall_s": 1.0,
+        "prompt_tokens": 5,
+        "completion_tokens": 1,
+    }
+    for arm, scores in (("base", {"x": 0.0, "y": 1.0}), ("adapter", {"x": 1.0})):
+        folder = run.store.folder(f"eval-{arm}-needle-2k")
+        folder.mkdir(parents=True)
+        lines = [json.dumps(row | {"id": i, "score": v}) for i, v in scores.items()]
+        (folder / "results.jsonl").write_text("\n".join(lines) + "\n")
+    [compared] = run.comparison()
+    assert (compared["n"], compared["gain"], compared["finished"]) == (1, 1.0, False)
+    assert report_cells(compared)[0] == "needle-2k (unfinished: runs so far)"

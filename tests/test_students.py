@@ -7,27 +7,14 @@ import hashlib
 
 import pytest
 
+from optimizers.backends.testing import write_tiny_gguf
 from optimizers.students import Student, ensure_student, get_student, gguf_architecture, training_source
 from rlmkit.errors import LocalModelError, UserError
 from rlmkit.local.model_file import ModelSpec, find_parts
 
 
-def tiny_gguf(path, architecture: str, blocks: int = 1):
-    import gguf
-    import numpy as np
-
-    writer = gguf.GGUFWriter(str(path), architecture)
-    writer.add_block_count(blocks)
-    writer.add_tensor("token_embd.weight", np.zeros((4, 8), np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
-
-
 def split_student(tmp_path, architecture: str, declared: str) -> tuple[Student, list]:
-    whole = tiny_gguf(tmp_path / "whole.gguf", architecture).read_bytes()
+    whole = write_tiny_gguf(tmp_path / "whole.gguf", architecture).read_bytes()
     parts = []
     for i, start in enumerate(range(0, len(whole), 100)):
         part = tmp_path / f"part{i:02d}.bin"
@@ -76,7 +63,7 @@ def test_a_lora_adapter_becomes_a_gguf_adapter_named_after_the_base_tensors(tmp_
     config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "down_proj"], task_type="CAUSAL_LM")
     get_peft_model(model, config).save_pretrained(tmp_path / "adapter")
 
-    base = tiny_gguf(tmp_path / "base.gguf", "qwen3", blocks=2)  # what the adapter is served on
+    base = write_tiny_gguf(tmp_path / "base.gguf", "qwen3", blocks=2)  # what the adapter is served on
     out = convert_adapter(tmp_path / "adapter", tmp_path / "adapter.gguf", base=base)
 
     reader = gguf.GGUFReader(str(out))

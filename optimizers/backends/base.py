@@ -323,6 +323,7 @@ def load_object(spec: str) -> Any:
 
 BACKENDS: dict[str, str] = {
     "trl-sft": "optimizers.backends.trl_sft:TRLSFTBackend",
+    "trl-dpo": "optimizers.backends.trl_dpo:TRLDPOBackend",
     "trl-grpo": "optimizers.backends.trl_grpo:TRLGRPOBackend",
     "prime-rl": "optimizers.backends.prime_rl:PrimeRLBackend",
     "verifiers": "optimizers.backends.verifiers_env:VerifiersBackend",

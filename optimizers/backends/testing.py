@@ -91,3 +91,19 @@ def build_tiny_qwen(folder: Path, *, hidden_size: int = 32, layers: int = 2, see
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def write_tiny_gguf(path: Path, architecture: str, blocks: int = 1) -> Path:
+    """A GGUF file with only a header (architecture, block count) and one small tensor: enough for
+    what reads a GGUF's layout (the architecture checks, the LoRA adapter converter)."""
+    import gguf
+    import numpy as np
+
+    writer = gguf.GGUFWriter(str(path), architecture)
+    writer.add_block_count(blocks)
+    writer.add_tensor("token_embd.weight", np.zeros((4, 8), np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path

@@ -19,6 +19,11 @@ TRL_DEPS = (
 )
 
 
+def chat_messages(messages: list[Any]) -> list[dict[str, str]]:
+    """Canonical chat messages as the role/content dicts TRL's conversational datasets hold."""
+    return [{"role": m.role, "content": m.content} for m in messages]
+
+
 def load_model_and_tokenizer(job: TrainJob) -> tuple[Any, Any]:
     """Load the base model from disk only. A GGUF file is dequantized by transformers; its
     quantizer flag is cleared so the trainer accepts the model as an ordinary float one."""

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from optimizers.backends.base import Backend, DatasetError, TrainJob, TrainResult, write_splits
 from optimizers.backends.trl_common import (
     TRL_DEPS,
+    chat_messages,
     finish,
     launch_command,
     load_model_and_tokenizer,
@@ -29,15 +30,13 @@ from rlmkit.errors import ConfigError
 FORMATS = ("prompt_completion", "messages")
 
 
-def _messages(messages: list[Any]) -> list[dict[str, str]]:
-    return [{"role": m.role, "content": m.content} for m in messages]
-
-
 def sft_records(rows: list[Any], layout: str) -> list[dict[str, Any]]:
     """Canonical SFT rows -> TRL's conversational records."""
     if layout == "messages":
-        return [{"messages": _messages(row.messages)} for row in rows]
-    return [{"prompt": _messages(row.prompt), "completion": _messages(row.completion)} for row in rows]
+        return [{"messages": chat_messages(row.messages)} for row in rows]
+    return [
+        {"prompt": chat_messages(row.prompt), "completion": chat_messages(row.completion)} for row in rows
+    ]
 
 
 class TRLSFTBackend(Backend):

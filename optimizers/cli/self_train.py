@@ -138,33 +138,13 @@ def base_gguf(lm: str) -> Path:
 
 
 def report_table(rows: list[dict]) -> Table:
+    from optimizers.selftrain.paired import COLUMNS, report_cells
+
     table = Table(title="self-training: base vs adapter on held-out seeds (greedy, paired)")
-    for column in (
-        "suite",
-        "trained on",
-        "n",
-        "base",
-        "adapter",
-        "gain [95% CI]",
-        "wins/losses",
-        "turns",
-        "s/example",
-    ):
+    for column in COLUMNS:
         table.add_column(column)
     for row in rows:
-        low, high = row["ci95"]
-        b, a = row["base_per_example"], row["adapter_per_example"]
-        table.add_row(
-            row["suite"],
-            "yes" if row["trained_on"] else "no",
-            str(row["n"]),
-            f"{row['base_mean']:.2f}",
-            f"{row['other_mean']:.2f}",
-            f"{row['gain']:+.2f} [{low:+.2f}, {high:+.2f}]",
-            f"{row['wins']}/{row['losses']}",
-            f"{b['iterations']:.1f} -> {a['iterations']:.1f}",
-            f"{b['wall_s']:.0f} -> {a['wall_s']:.0f}",
-        )
+        table.add_row(*report_cells(row))
     if not rows:
         table.caption = "no suite has both arms measured yet"
     return table

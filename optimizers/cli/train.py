@@ -48,7 +48,7 @@ def train_command(
         typer.Option(
             "--backend",
             "-b",
-            help="trl-sft, trl-grpo, prime-rl, verifiers, tinker, openai-jsonl.  "
+            help="trl-sft, trl-dpo, trl-grpo, prime-rl, verifiers, tinker, openai-jsonl.  "
             "[required, except with --list]",
         ),
     ] = None,

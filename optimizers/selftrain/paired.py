@@ -51,3 +51,33 @@ def paired_compare(
         wins=sum(d > 0 for d in diffs),
         losses=sum(d < 0 for d in diffs),
     )
+
+
+COLUMNS = (
+    "suite",
+    "trained on",
+    "n",
+    "base",
+    "adapter",
+    "gain [95% CI]",
+    "wins / losses",
+    "turns",
+    "s/example",
+)
+
+
+def report_cells(row: dict) -> list[str]:
+    """One compared suite (``SelfTrain.comparison``'s row) as the report's cells, in ``COLUMNS`` order."""
+    low, high = row["ci95"]
+    b, a = row["base_per_example"], row["adapter_per_example"]
+    return [
+        row["suite"] + ("" if row.get("finished", True) else " (unfinished: runs so far)"),
+        "yes" if row["trained_on"] else "no",
+        str(row["n"]),
+        f"{row['base_mean']:.2f}",
+        f"{row['other_mean']:.2f}",
+        f"{row['gain']:+.2f} [{low:+.2f}, {high:+.2f}]",
+        f"{row['wins']} / {row['losses']}",
+        f"{b['iterations']:.1f} / {a['iterations']:.1f}",
+        f"{b['wall_s']:.0f} / {a['wall_s']:.0f}",
+    ]

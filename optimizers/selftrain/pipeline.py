@@ -11,6 +11,7 @@ import json
 import math
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -81,6 +82,7 @@ class SelfTrain:
         interruption then leaves them at about the same example, so what finished is paired."""
         self.store.keep_recipe(self.recipe.model_dump(mode="json"))
         planned = [stage for stage in self.stages() if only(stage[0])]
+        self.log("stages: " + ", ".join(name for name, _, _ in planned))
         done: dict[str, dict[str, Any]] = {}
         while planned:
             together = 2 if self.recipe.eval_threads and planned[0][0].startswith("eval-base-") else 1
@@ -93,11 +95,11 @@ class SelfTrain:
     def _run_one(self, stage: tuple[str, Callable[[Path], dict[str, Any]], tuple[str, ...]]) -> dict:
         name, function, skip = stage
         kept = self.store.record(name)
-        self.log(f"[{name}] " + ("done before, kept" if kept else "running"))
+        self.log(f"[{name}] " + ("done before, kept" if kept else f"running (started {_now()})"))
         if kept:
             return kept
         record = self.store.run(name, function, skip=skip)
-        self.log(f"[{name}] finished in {record['wall_s']:.0f} s")
+        self.log(f"[{name}] finished in {record['wall_s'] / 60:.1f} min")
         return record
 
     def shown(self, command: list[str]) -> str:
@@ -232,33 +234,49 @@ class SelfTrain:
             "suite": plan.suite,
             "length": plan.length,
             "seeds": [r.test_seed, r.test_seed + plan.n - 1],
-            "rows": [
-                {k: row[k] for k in ("id", "score", "status", "failure", "iterations", "wall_s")}
-                | {"tokens": row["prompt_tokens"] + row["completion_tokens"]}
-                for row in rows
-            ],
+            "rows": [_row(row) for row in rows],
         }
 
     # -- the report ------------------------------------------------------------------
+    def arm_rows(self, plan: SuitePlan, arm: str) -> tuple[list[dict[str, Any]], bool]:
+        """An arm's per-example rows and whether its stage finished (else the runs done so far)."""
+        name = f"eval-{arm}-{plan.label}"
+        if (record := self.store.record(name)) is not None:
+            return record["rows"], True
+        return [_row(row) for row in read_rows(self.store.folder(name))], False
+
     def comparison(self) -> list[dict[str, Any]]:
-        """Per measured suite: both arms' paired result, where both have finished."""
+        """Per measured suite: both arms compared, paired, on the examples both have finished
+        (``finished`` says whether both stages did, or this is a look at an unfinished pair)."""
         out = []
         for plan in self.recipe.measured():
-            arms = {arm: self.store.record(f"eval-{arm}-{plan.label}") for arm in ARMS}
-            if not all(arms.values()):
+            arms, finished = {}, True
+            for arm in ARMS:
+                arms[arm], done = self.arm_rows(plan, arm)
+                finished &= done
+            scores = {arm: {row["id"]: row["score"] for row in rows} for arm, rows in arms.items()}
+            both = set(scores["base"]) & set(scores["adapter"])
+            if not both:
                 continue
-            scores = {arm: {row["id"]: row["score"] for row in rec["rows"]} for arm, rec in arms.items()}
+            arms = {arm: [row for row in rows if row["id"] in both] for arm, rows in arms.items()}
             paired = paired_compare(scores["base"], scores["adapter"])
             trained = any(p.suite == plan.suite and p.length == plan.length for p in self.recipe.train)
             out.append(
                 {
                     "suite": plan.label,
                     "trained_on": trained,
+                    "finished": finished,
                     **paired.model_dump(),
-                    **{f"{arm}_per_example": per_example(rec["rows"]) for arm, rec in arms.items()},
+                    **{f"{arm}_per_example": per_example(rows) for arm, rows in arms.items()},
                 }
             )
         return out
+
+
+def _row(row: dict[str, Any]) -> dict[str, Any]:
+    """What the report keeps of an evaluation row."""
+    kept = {k: row[k] for k in ("id", "score", "status", "failure", "iterations", "wall_s")}
+    return kept | {"tokens": row["prompt_tokens"] + row["completion_tokens"]}
 
 
 def per_example(rows: list[dict[str, Any]]) -> dict[str, float]:
@@ -276,6 +294,10 @@ def read_rows(folder: Path) -> list[dict[str, Any]]:
 
 def count_lines(path: Path) -> int:
     return sum(1 for line in path.read_text().splitlines() if line.strip()) if path.exists() else 0
+
+
+def _now() -> str:
+    return time.strftime("%H:%M", time.localtime())
 
 
 def _bind(function: Callable[..., dict[str, Any]], *args: Any) -> Callable[[Path], dict[str, Any]]:

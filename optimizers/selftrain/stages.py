@@ -3,6 +3,7 @@
     WORK/stages/NAME.json     the stage's record (command, counts, seconds): present = done
     WORK/NAME/                what the stage wrote (run folders, a dataset, an adapter)
     ARCHIVE/NAME.json         the same record, and ARCHIVE/NAME.tar.gz its folder, packed
+    ARCHIVE/NAME.partial.tar.gz  an unfinished stage's folder as it was (``snapshot``)
 
 The archive is small and meant to be committed (trajectories compress about 10x): a fresh
 checkout with an empty WORK unpacks each archived stage instead of running it again. Files a
@@ -62,33 +63,50 @@ class StageStore:
         if (kept := self.record(name)) is not None:
             return kept
         folder = self.folder(name)
+        partial = self.archive / f"{name}.partial.tar.gz" if self.archive else None
+        if partial and partial.exists() and not folder.exists():
+            self._extract(partial)  # a snapshot of the unfinished stage: its runs resume from there
         folder.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         record = stage(folder)
         record["wall_s"] = round(time.monotonic() - started, 1)
         if self.archive:
             self._pack(name, folder, skip)
+            partial.unlink(missing_ok=True)
         path = self.work / "stages" / f"{name}.json"
         _write_whole(path, json.dumps(record, indent=1, default=str) + "\n")
         if self.archive:
             _write_whole(self.archive / f"{name}.json", path.read_text())
         return record
 
-    def _pack(self, name: str, folder: Path, skip: tuple[str, ...]) -> None:
+    def snapshot(self, name: str) -> Path | None:
+        """Pack an unfinished stage's folder as ``NAME.partial.tar.gz`` (an evaluation's finished
+        runs), so a checkout with the archive resumes it run by run; None if there is nothing."""
+        folder = self.folder(name)
+        if not self.archive or self.record(name) is not None or not folder.is_dir():
+            return None
+        return self._pack(name, folder, (), suffix=".partial.tar.gz")
+
+    def _pack(self, name: str, folder: Path, skip: tuple[str, ...], suffix: str = ".tar.gz") -> Path:
         self.archive.mkdir(parents=True, exist_ok=True)
         left_out = {p for pattern in skip for p in folder.glob(pattern)}
-        tmp = self.archive / f"{name}.tar.gz.partial"
+        out = self.archive / f"{name}{suffix}"
+        tmp = out.with_name(out.name + ".writing")
         with tarfile.open(tmp, "w:gz") as tar:
             for path in sorted(folder.rglob("*")):
                 if path.is_file() and not (left_out & {path, *path.parents}):
                     tar.add(path, arcname=str(path.relative_to(self.work)))
-        tmp.replace(self.archive / f"{name}.tar.gz")
+        tmp.replace(out)
+        return out
+
+    def _extract(self, packed: Path) -> None:
+        with tarfile.open(packed) as tar:
+            tar.extractall(self.work, filter="data")  # names stay inside WORK
 
     def _unpack(self, name: str) -> None:
         packed = self.archive / f"{name}.tar.gz"
         if packed.exists():
-            with tarfile.open(packed) as tar:
-                tar.extractall(self.work, filter="data")  # names stay inside WORK
+            self._extract(packed)
         _write_whole(self.work / "stages" / f"{name}.json", (self.archive / f"{name}.json").read_text())
 
 

@@ -1,0 +1,66 @@
+"""trl-dpo: two real DPO steps with a LoRA on a tiny random Qwen3 built offline, on the rows
+``compile dpo`` writes; the wrong row kind is refused before any model loads."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from optimizers.backends.base import DatasetKindError, TrainJob, get_backend
+from optimizers.backends.testing import build_tiny_qwen, write_dataset
+from optimizers.compile.schema import ChatMessage, DPORow, SFTRow
+
+SYSTEM = ChatMessage(role="system", content="You are a Recursive Language Model with a REPL.")
+
+
+def dpo_row(i: int) -> DPORow:
+    prompt = [SYSTEM, ChatMessage(role="user", content=f"context has {i} numbers; sum them")]
+    return DPORow(
+        id=f"p{i}",
+        task_id=f"t{i}",
+        turn=0,
+        prompt=prompt,
+        chosen=[ChatMessage(role="assistant", content="```repl\nprint(sum(map(int, context.split())))\n```")],
+        rejected=[ChatMessage(role="assistant", content=f"```repl\nSUBMIT(answer={i})\n```")],
+        score_chosen=1.0,
+        score_rejected=0.0,
+    )
+
+
+def job_for(tmp_path, data, model) -> TrainJob:
+    return TrainJob(
+        kind="dpo",
+        dataset=data,
+        base_model=str(model),
+        output_dir=tmp_path / "out",
+        lr=1e-2,
+        steps=2,
+        batch_size=2,
+        max_seq_len=256,
+        max_completion_tokens=64,
+        lora={"rank": 4, "alpha": 8},
+        options={"precision": "fp32"},
+    )
+
+
+def test_two_dpo_steps_save_an_adapter_and_log_the_preference_metrics(tmp_path):
+    model = build_tiny_qwen(tmp_path / "tiny-qwen3")
+    data = write_dataset(tmp_path / "data", {"train": [dpo_row(i) for i in range(4)]})
+    result = get_backend("trl-dpo").run(job_for(tmp_path, data, model))
+
+    assert result.status == "trained" and result.artifact_kind == "lora_adapter"
+    assert result.metrics["steps"] == 2 and result.metrics["first_loss"] > 0
+    assert (result.artifact / "adapter_config.json").is_file()
+    history = json.loads((tmp_path / "out" / "log_history.json").read_text())
+    assert any("rewards/chosen" in entry for entry in history)  # DPO's own metrics, not SFT's
+
+
+def test_sft_rows_are_refused_before_any_model_loads(tmp_path):
+    prompt = [SYSTEM, ChatMessage(role="user", content="q")]
+    completion = [ChatMessage(role="assistant", content="a")]
+    row = SFTRow(id="s", task_id="t", prompt=prompt, completion=completion, messages=prompt + completion)
+    data = write_dataset(tmp_path / "data", {"train": [row]})
+    job = job_for(tmp_path, data, tmp_path / "no-model-needed").model_copy(update={"kind": "sft"})
+    with pytest.raises(DatasetKindError, match="cannot train kind 'sft'"):
+        get_backend("trl-dpo").run(job)
