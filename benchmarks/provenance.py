@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+import re
 import shlex
 import subprocess
 from pathlib import Path
@@ -44,8 +45,27 @@ def record(script: str, argv: list[str], load_at_start: float) -> dict[str, Any]
     }
 
 
+def current(meta: dict[str, Any]) -> bool:
+    """The measurement names the commit it ran on and the tree had no uncommitted changes."""
+    commit = str(meta.get("commit") or "")
+    return bool(re.fullmatch(r"[0-9a-f]{7,40}", commit))
+
+
+def not_current(meta: dict[str, Any]) -> str:
+    """The label a stamp opens with when ``current(meta)`` is false; "" when it is true."""
+    if current(meta):
+        return ""
+    commit = str(meta.get("commit") or "")
+    if commit.endswith("+changes"):
+        why = f"measured with uncommitted changes on top of {commit.removesuffix('+changes')}"
+    else:
+        why = "no commit recorded"
+    return f"**Not current: {why}, so not necessarily the code here.** "
+
+
 def stamp(meta: dict[str, Any]) -> str:
-    """One line: when, at which commit, on what, under which load, by which command."""
+    """One line: when, at which commit, on what, under which load, by which command; opened by
+    a "Not current" label when the commit is not recorded or the tree had uncommitted changes."""
     parts = [
         f"measured {meta.get('date', 'on a date not recorded')}",
         f"commit {meta.get('commit') or 'not recorded'}",
@@ -57,7 +77,7 @@ def stamp(meta: dict[str, Any]) -> str:
         line += f"; `{meta['command']}`"
     if meta.get("note"):
         line += f". {meta['note']}"
-    return f"*{line[0].upper()}{line[1:]}.*"
+    return f"{not_current(meta)}*{line[0].upper()}{line[1:]}.*"
 
 
 def lines_in(path: Path | None) -> int:

@@ -247,9 +247,9 @@ def gepa() -> str:
 def security() -> str:
     """security.md as security_table.py wrote it, less its title (the page has its own)."""
     body = (RESULTS / "security.md").read_text().split("\n", 1)[1].strip()
-    if ", commit " not in body.split("\n\n", 1)[0]:
-        body += "\n\n*Commit and load average not recorded by this run.*"
-    return body
+    commit = re.search(r", commit ([^,;)]+)", body.split("\n\n", 1)[0])
+    label = provenance.not_current({"commit": commit.group(1) if commit else None})
+    return f"{label.strip()}\n\n{body}" if label else body
 
 
 def soak() -> str:
@@ -314,6 +314,33 @@ def pool() -> str:
     return provenance.stamp(results["meta"]) + "\n\n" + pool_cost.render(results)
 
 
+# ------------------------------------------------------------------ DSPy's own dspy.RLM tests
+def dspy_rlm_tests() -> str:
+    """dspy_rlm_tests.py: DSPy's test file for dspy.RLM, run with its import pointing at rlmkit."""
+    result = json.loads((RESULTS / "dspy_rlm_tests.json").read_text())
+    s = result["summary"]
+    not_run = sum(s["public_not_run"].values())
+    lines = [
+        provenance.stamp(result),
+        "",
+        f"`{result['dspy_test_file']}`, dspy {result['dspy_version']} installed: {s['collected']} tests "
+        f"collected. **{s['public']} touch `RLM` and nothing private**; of those, {s['public_run']} ran and "
+        f"**{s['public_passed_rlmkit']} passed on `rlmkit.RLM`** (dspy.RLM itself passed "
+        f"{s['public_passed_dspy']} of the same {s['public_run']}), and {not_run} did not run. "
+        f"Counted apart: {s['private']} tests that reach into dspy.RLM's private methods or attributes, "
+        f"{s['not_touching_rlm']} that never touch `RLM`.",
+    ]
+    if s["public_failed_rlmkit"]:
+        lines += ["", "| failed on rlmkit.RLM | why |", "| --- | --- |"]
+        for test in s["public_failed_rlmkit"]:
+            lines.append(f"| `{test}` | {s['public_failed_known'].get(test, '**not explained**')} |")
+    lines += ["", "| not run | why |", "| --- | --- |"]
+    for test in result["tests"]:
+        if test["public"] and test["not_run"]:
+            lines.append(f"| `{test['test'].replace('|', '/')}` | {test['not_run']} |")
+    return "\n".join(lines)
+
+
 RENDERERS: dict[str, Callable[[], str]] = {
     "speed": speed,
     "quality": quality,
@@ -327,6 +354,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "self-train": self_train,
     "sessions": sessions,
     "pool": pool,
+    "dspy-rlm-tests": dspy_rlm_tests,
 }
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import dspy
 
 import rlmkit
-from programs.suite_programs import ClassifyInstance
+from programs.suite_programs import NO_PER_CALL_CAP, ClassifyInstance
 from signatures import AnswerFromTally, AnswerWithCitations, CollectFacts, TallyRecords
 
 
@@ -53,6 +53,7 @@ class _RLMThenStep(dspy.Module):
 
 class FactsThenAnswer(_RLMThenStep):
     def __init__(self, *, lm: Any = None, sub_lm: Any = None, answer_lm: Any = None, **rlm_kwargs: Any):
+        rlm_kwargs.setdefault("max_llm_calls", NO_PER_CALL_CAP)  # as the suites' own programs
         rlm = rlmkit.RLM(CollectFacts, lm=lm, sub_lm=sub_lm, **rlm_kwargs)
         super().__init__(rlm, AnswerWithCitations, answer_lm if answer_lm is not None else lm)
 
@@ -70,6 +71,7 @@ class FactsThenAnswer(_RLMThenStep):
 
 class TallyThenAnswer(_RLMThenStep):
     def __init__(self, *, lm: Any = None, sub_lm: Any = None, answer_lm: Any = None, **rlm_kwargs: Any):
+        rlm_kwargs.setdefault("max_llm_calls", NO_PER_CALL_CAP)  # one classify per record
         rlm = rlmkit.RLM(
             TallyRecords, lm=lm, sub_lm=sub_lm, subcalls={"classify": ClassifyInstance}, **rlm_kwargs
         )

@@ -37,7 +37,7 @@ class ExampleResult(BaseModel):
 class EvalResult(BaseModel):
     config: dict[str, Any] = Field(default_factory=dict)
     rows: list[ExampleResult] = Field(default_factory=list)
-    plain: EvalResult | None = None  # the same task with no task knowledge, when run beside
+    plain: EvalResult | None = None  # the suite's signature alone (plain_for), when run beside
     baseline: EvalResult | None = None
     out_dir: str | None = None
 

@@ -278,9 +278,10 @@ def evaluate(
 
     ``baseline``: False, or a program (e.g. ``programs.baseline.BaselineLM``) run on the same
     examples for comparison; its rows land in ``result.baseline``. ``plain``: likewise, a program
-    (or factory) with no task knowledge, e.g. ``programs.suite_programs.plain_for(suite)`` beside a
-    suite's own program; its rows land in ``result.plain``. ``samples``: runs per example
-    (each a distinct sample; not part of the config, so raising it on resume adds samples).
+    (or factory) without the suite's instructions and strategy, e.g.
+    ``programs.suite_programs.plain_for(suite)`` beside a suite's own program; its rows land in
+    ``result.plain``. ``samples``: runs per example (each a distinct sample; not part of the
+    config, so raising it on resume adds samples).
     ``on_result`` is called in the caller's thread after each example, ``on_start(to_run, already_done)`` once
     before the first (progress bars). ``ray``: run the examples as Ray tasks (True or
     ``"local"``: a Ray instance started for the call; else a cluster address such as ``"auto"``),

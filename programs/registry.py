@@ -1,5 +1,5 @@
 """Programs by name, for the CLI: ``rlm`` (the suite's own RLM, whose instructions know the
-suite), ``plain`` (the same signature with no task knowledge) and the composed ones."""
+suite), ``plain`` (the same signature with neutral instructions: ``plain_for``) and the composed ones."""
 
 from __future__ import annotations
 

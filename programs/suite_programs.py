@@ -49,6 +49,11 @@ SPECS: dict[str, ProgramSpec] = {
 }
 
 
+# A task's program labels every distinct record with a sub-call, often far more than dspy.RLM's
+# 50 per call; the run's Budget (500 LM calls unless given) is the cap its scores were measured under.
+NO_PER_CALL_CAP = None
+
+
 def program_for(suite: str, *, lm: Any = None, sub_lm: Any = None, **rlm_kwargs: Any) -> rlmkit.RLM:
     """The RLM for ``suite``; ``rlm_kwargs`` go to ``rlmkit.RLM`` (max_depth, budget, log_dir ...)."""
     get_suite(suite)  # unknown suite -> UnknownSuiteError before anything is built
@@ -59,6 +64,7 @@ def program_for(suite: str, *, lm: Any = None, sub_lm: Any = None, **rlm_kwargs:
             f"program=ProgramRecipe(signature, instructions) in programs/tasks/{suite}.py"
         )
     instructions = f"{spec.signature.instructions.strip()}\n{spec.instructions}"
+    rlm_kwargs.setdefault("max_llm_calls", NO_PER_CALL_CAP)
     return rlmkit.RLM(
         spec.signature,
         lm=lm,
@@ -70,12 +76,14 @@ def program_for(suite: str, *, lm: Any = None, sub_lm: Any = None, **rlm_kwargs:
 
 
 def plain_for(suite: str, *, lm: Any = None, sub_lm: Any = None, **rlm_kwargs: Any) -> rlmkit.RLM:
-    """The suite's typed signature with no task knowledge: neutral instructions in place of the
-    signature's and the strategy's, and no typed sub-calls. What an RLM does with a task nobody
+    """The suite's typed signature with neutral instructions in place of the signature's and the
+    strategy's, and no typed sub-calls. What it keeps of the suite: the field names, their types
+    and each field's description (the prompt shows the outputs' ones). What an RLM does with a task nobody
     wrote it for; ``program_for`` beside it shows what the written strategy adds."""
     get_suite(suite)
     signature = SPECS[suite].signature
     names = ", ".join(f"`{name}`" for name in signature.input_fields)
     outputs = ", ".join(f"`{name}`" for name in signature.output_fields)
     neutral = signature.with_instructions(f"Given the fields {names}, produce the fields {outputs}.")
+    rlm_kwargs.setdefault("max_llm_calls", NO_PER_CALL_CAP)
     return rlmkit.RLM(neutral, lm=lm, sub_lm=sub_lm, **rlm_kwargs)

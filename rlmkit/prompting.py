@@ -8,6 +8,7 @@ input never enters a prompt.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -216,11 +217,23 @@ def system_prompt(
 
 
 def task_message(
-    *, inputs: dict[str, Any], aliases: dict[str, str], signature: Any, display: Display, max_iterations: int
+    *,
+    inputs: dict[str, Any],
+    aliases: dict[str, str],
+    signature: Any,
+    display: Display,
+    max_iterations: int,
+    earlier: str = "",
+    current: Collection[str] = (),
 ) -> str:
-    lines = ["Your inputs are loaded in the REPL as variables:"]
-    lines += [describe_input(name, value, display) for name, value in inputs.items()]
+    """The first user message. A session's call reads in chat order: what earlier calls asked
+    and left (``earlier``, ``session_notes``) first, then the inputs, this call's own
+    (``current``) last."""
+    lines = [f"{earlier.strip()}\n"] if earlier.strip() else []
+    lines.append("Your inputs are loaded in the REPL as variables:")
+    lines += [describe_input(name, value, display) for name, value in inputs.items() if name not in current]
     lines += [f"- `{alias}` is the same object as `{name}`." for alias, name in aliases.items()]
+    lines += [describe_input(name, value, display) for name, value in inputs.items() if name in current]
     outputs = "; ".join(f"`{name}`: {desc}" for name, desc in describe_outputs(signature).items())
     lines.append(f"\nProduce: {outputs}.")
     lines.append(f"You have {max_iterations} turns. Start by exploring the inputs with code.")
@@ -268,8 +281,9 @@ def session_notes(
     lost: dict[str, str],
     limit: int,
 ) -> str:
-    """Added to the task message of a session's call: earlier questions and answers (each value
-    cut to ``limit`` chars), the variables earlier calls left in the REPL, and what a rebuild lost."""
+    """Put in front of a session call's inputs in its task message: earlier questions and answers
+    (each value cut to ``limit`` chars), what a rebuild lost, the variables earlier calls left in
+    the REPL."""
     parts = []
     if history:
         lines = ["Earlier calls in this session (oldest first):"]

@@ -38,7 +38,7 @@ from rlmkit.run import run_loop
 from rlmkit.run_state import RunSpec, RunState, Tree
 from rlmkit.sandbox import interpreter
 from rlmkit.sandbox.base import SandboxLimits
-from rlmkit.settings import KNOBS, RunSettings
+from rlmkit.settings import DEFAULT_MAX_LLM_CALLS, KNOBS, RunSettings
 from rlmkit.signature import OutputValidator, make_signature, signature_text
 from rlmkit.sync_loop import run_sync
 from rlmkit.trajectory import RunMeta, Trajectory, TrajectoryLog
@@ -73,7 +73,7 @@ class RLM(DSPyRLMSurface, dspy.Module):
         use_preset: bool = True,
         # dspy.RLM's keywords, with dspy's meaning (rlmkit/dspy_compat/)
         max_iters: int | None = None,
-        max_llm_calls: int | None = None,
+        max_llm_calls: int | None = DEFAULT_MAX_LLM_CALLS,
         max_output_chars: int | None = None,
         verbose: bool = False,
         tools: list[Any] | None = None,
@@ -117,6 +117,7 @@ class RLM(DSPyRLMSurface, dspy.Module):
         # missing key fails now; None follows whatever is configured when the RLM is called.
         self._lm_spec = resolve_lm(lm) if lm is not None else None
         self._sub_lm_spec = resolve_lm(sub_lm) if sub_lm is not None else None
+        self._sub_lm_given = sub_lm  # what ``rlm.sub_lm`` shows: the caller's own object, as dspy.RLM
         root_sig = self.signature.with_instructions(
             instructions if instructions is not None else self.signature.instructions
         )
@@ -168,15 +169,28 @@ class RLM(DSPyRLMSurface, dspy.Module):
 
     @property
     def sub_lm(self) -> Any:
+        """The sub-model as given (``None``: sub-calls go to the root model), the very object
+        passed, as dspy.RLM keeps it. ``resolved_sub_lm()`` is the model sub-calls use."""
+        return self._sub_lm_given
+
+    def resolved_sub_lm(self) -> Any:
+        """The model sub-calls go to: the sub-model, else the root model (resolved now)."""
         from rlmkit.models.defaults import resolve_lm
 
         return resolve_lm(self._sub_lm_spec) if self._sub_lm_spec is not None else self.lm
 
     def child(self) -> RLM:
-        """The RLM an ``rlm_query`` runs: same models, settings and sub-calls, a plain QA signature."""
+        """The RLM an ``rlm_query`` runs: same models, settings, sub-calls, interpreter factory
+        and verbosity, a plain QA signature."""
         child = RLM(
-            "context, question -> answer", lm=self._lm_spec, sub_lm=self._sub_lm_spec, subcalls=self.subcalls
+            "context, question -> answer",
+            lm=self._lm_spec,
+            sub_lm=self._sub_lm_spec,
+            subcalls=self.subcalls,
+            interpreter_factory=self.interpreter_factory,
+            verbose=self.verbose,
         )
+        child._sub_lm_given = self._sub_lm_given
         child.settings = self.settings.for_child()
         child.use_preset = self.use_preset
         return child
@@ -205,6 +219,7 @@ class RLM(DSPyRLMSurface, dspy.Module):
         of the run sample k, so K samples of one task are K distinct runs, not K cache hits.
         ``interpreter`` (positional, as in DSPy) or ``interpreter_factory=``: a DSPy interpreter
         for this call's cells (``sandbox/interpreter.py``)."""
+        keywords.refuse_interpreter_keyword(inputs, self.signature.input_fields)
         task = inputs.pop("_task", None)
         rollout_id = inputs.pop("_rollout_id", None)
         factory = keywords.interpreter_factory(inputs.pop("interpreter_factory", None))
@@ -233,7 +248,38 @@ class RLM(DSPyRLMSurface, dspy.Module):
         input hashes."""
         factory = factory or self.interpreter_factory
         variables, aliases = self._variables(inputs)
-        lm, sub_lm = self.lm, self.sub_lm  # resolve (and fail on bad config) before any call
+        # a factory's interpreter is made (and checked) first, as dspy.RLM does; if the run fails
+        # before its sandbox exists, it is shut down here, else the sandbox shuts it down
+        fresh = session_call is None  # a session lends its own live REPL instead
+        made = interpreter.make_interpreter(factory) if fresh and interpreter.is_factory(factory) else None
+        launch = None
+        if factory is not None and fresh:
+            launch = interpreter.launcher(made or factory, self.signature, owned=made is not None)
+        try:
+            state = self._run_state(
+                inputs, variables, tree, depth, parent_id, task, rollout_id, factory, launch, session_call
+            )
+        except BaseException:
+            if made is not None:
+                made.shutdown()
+            raise
+        outputs = await run_loop(state, variables, aliases)
+        return outputs, state.trajectory
+
+    def _run_state(
+        self,
+        inputs: dict[str, Any],
+        variables: dict[str, Any],
+        tree: Tree | None,
+        depth: int,
+        parent_id: str | None,
+        task: dict[str, Any] | None,
+        rollout_id: int | None,
+        factory: Any,
+        launch: Any,
+        session_call: Any,
+    ) -> RunState:
+        lm, sub_lm = self.lm, self.resolved_sub_lm()  # resolve (and fail on bad config) before any call
         if tree is None:
             budget = (
                 session_call.budget(self.budget)
@@ -280,15 +326,15 @@ class RLM(DSPyRLMSurface, dspy.Module):
             sub_lm=sub_lm,
             start_child=self._run_child,
             module=self,
-            make_sandbox=None if factory is None else interpreter.launcher(factory, self.signature),
+            make_sandbox=launch,
         )
         state = RunState(spec, tree, depth, meta)
         state.hash_inputs = hash_inputs
         if session_call is not None:
             state.sandbox_lease, state.task_notes = session_call, session_call.notes
+            state.call_inputs = session_call.asked
             session_call.meta = state.trajectory.meta.session  # what it learns later lands there
-        outputs = await run_loop(state, variables, aliases)
-        return outputs, state.trajectory
+        return state
 
     def _program_for(self, lm: Any) -> tuple[str, tuple[Any, ...], RunSettings]:
         """Instructions, demos and settings of a run: this RLM's own, or, when it has neither

@@ -99,8 +99,9 @@ async def run_loop(state: RunState, variables: dict[str, Any], aliases: dict[str
                     signature=spec.signature,
                     display=settings.display,
                     max_iterations=settings.max_iterations,
-                )
-                + state.task_notes,
+                    earlier=state.task_notes,
+                    current=state.call_inputs,
+                ),
             ),
         ]
         new_messages, keep, progress, hold = list(messages), 0, Progress(), AnswerHold()

@@ -76,7 +76,8 @@ class RunState:
         self.hash_inputs: Callable[[], None] | None = None
         self.start_logged: asyncio.Future | None = None  # set by run_loop: hashed, start record written
         self.sandbox_lease: Any = None  # a session's live REPL (run.FreshSandbox's methods); None: a new one
-        self.task_notes = ""  # added to the task message (a session: its variables, history, restores)
+        self.task_notes = ""  # before the task message's inputs (a session: its history, variables, restores)
+        self.call_inputs: tuple[str, ...] = ()  # a session call's own inputs: listed last
         self._lock = threading.Lock()
 
     def record_subcall(self, node: SubCall) -> None:

@@ -20,6 +20,8 @@ from rlmkit.protocols import Protocol, get_protocol
 from rlmkit.sandbox import BACKENDS as SANDBOXES
 from rlmkit.sandbox.base import SandboxLimits
 
+DEFAULT_MAX_LLM_CALLS = 50
+
 
 @dataclass(frozen=True)
 class RunSettings:
@@ -27,8 +29,9 @@ class RunSettings:
 
     max_iterations: int = 20
     # Sub-LM calls (llm_query and batches) one call may make; past it the REPL code gets a
-    # RuntimeError it can handle (dspy.RLM's cap). None: no such cap; the Budget is the hard one.
-    max_llm_calls: int | None = None
+    # RuntimeError it can handle. 50 is dspy.RLM's default, so a program moved from dspy.RLM
+    # keeps its cap. None: no such cap; the Budget stays the hard one either way.
+    max_llm_calls: int | None = DEFAULT_MAX_LLM_CALLS
     max_depth: int = 1
     cell_timeout: float | None = 60.0
     max_concurrency: int = 16

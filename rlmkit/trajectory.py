@@ -138,6 +138,11 @@ class RunMeta(BaseModel):
     session: dict[str, Any] = Field(default_factory=dict)
 
 
+# A root turn that ran no code, as ``Trajectory.steps()`` shows it (the model was told so too).
+NOT_PYTHON = "[Error] the reply's code block is not a ```repl, ```python or ```py block: nothing ran"
+NO_CODE = "[Error] the reply had no code block: nothing ran"
+
+
 class Trajectory(BaseModel):
     meta: RunMeta
     turns: list[Turn] = Field(default_factory=list)
@@ -186,6 +191,8 @@ class Trajectory(BaseModel):
                 )
                 for b in turn.blocks
             ]
+            if not turn.blocks and not turn.final:  # dspy's view: a step whose code could not run
+                outputs = [NOT_PYTHON if "```" in turn.reply else NO_CODE]
             found.append(
                 {
                     "reasoning": turn.reply.split("```", 1)[0].strip(),

@@ -53,10 +53,37 @@ def test_no_measurement_is_typed_outside_the_rendered_blocks():
     assert typed == []
 
 
-def test_every_block_is_stamped_with_date_commit_machine_load_and_command():
-    stamp = re.compile(r"\*Measured .+; commit .+; .+; load .+; `(nice -n \d+ )?python benchmarks/\w+\.py")
-    for name in ("speed", "quality", "quality-peers", "tuning"):
-        assert stamp.search(render_docs.RENDERERS[name]()), name
+STAMP = re.compile(
+    r"(?P<label>\*\*Not current: [^*]+\*\* )?"
+    r"\*Measured [^;]+; commit (?P<commit>[^;]+); [^;]+; load [^;]+; "
+    r"`(nice -n \d+ )?python benchmarks/\w+\.py"
+)
+CLEAN_COMMIT = re.compile(r"[0-9a-f]{7,40}")
+
+
+@pytest.mark.parametrize("name", sorted(render_docs.RENDERERS))
+def test_every_block_is_stamped_and_a_run_off_a_clean_commit_says_it_is_not_current(name):
+    rendered = render_docs.RENDERERS[name]()
+    if name == "security":  # security.md's own header names its commit
+        commit = re.search(r", commit ([^,;)]+)", rendered)
+        clean = commit is not None and CLEAN_COMMIT.fullmatch(commit.group(1))
+        assert clean or rendered.startswith("**Not current: "), rendered[:300]
+        return
+    stamps = list(STAMP.finditer(rendered))
+    assert stamps, f"{name}: no stamp (date, commit, machine, load, command)"
+    for stamp in stamps:
+        clean = CLEAN_COMMIT.fullmatch(stamp["commit"])
+        assert clean or stamp["label"], f"{name}: commit {stamp['commit']!r} is not labelled not current"
+        assert not (clean and stamp["label"]), f"{name}: a clean commit labelled not current"
+
+
+def test_a_dirty_or_missing_commit_is_labelled_not_current():
+    import provenance
+
+    base = {"date": "d", "machine": "m", "load": "1.0", "command": "python benchmarks/x.py"}
+    assert not provenance.stamp({**base, "commit": "abc1234"}).startswith("**Not current")
+    assert "uncommitted changes on top of abc1234" in provenance.stamp({**base, "commit": "abc1234+changes"})
+    assert provenance.stamp(base).startswith("**Not current: no commit recorded")
 
 
 def test_every_quality_row_has_the_run_that_wrote_it():

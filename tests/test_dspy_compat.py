@@ -38,6 +38,24 @@ def test_dspy_keywords_set_rlmkit_knobs():
     assert rlm.max_llm_calls == 7 and rlm.display.max_output_chars == 123 and rlm.verbose
 
 
+def test_defaults_and_models_read_as_dspy_rlm_gives_them():
+    rlm = rlmkit.RLM("context -> answer")
+    assert rlm.max_llm_calls == 50 and rlm.sub_lm is None  # dspy.RLM's defaults
+    sub = dspy.LM("openai/gpt-4o-mini", api_key="unused")
+    rlm = rlmkit.RLM("context -> answer", sub_lm=sub, max_llm_calls=None)
+    assert rlm.sub_lm is sub and rlm.max_llm_calls is None  # the object passed; None: no cap
+    assert rlm.resolved_sub_lm().model == "openai/gpt-4o-mini"
+
+
+def test_interpreter_as_a_keyword_is_refused_unless_it_is_an_input():
+    rlm = rlmkit.RLM("query -> answer", lm=scripted(code("SUBMIT(answer='x')")))
+    with pytest.raises(TypeError, match="first positional argument"):
+        rlm(query="q", interpreter=object())
+    lm = scripted(code("SUBMIT(answer=interpreter)"))
+    rlm = rlmkit.RLM("interpreter -> answer", lm=lm, sandbox="inline")
+    assert rlm(interpreter="CPython").answer == "CPython"
+
+
 def test_both_spellings_with_different_values_are_refused():
     with pytest.raises(ConfigError, match="max_iterations=3 and max_iters=5"):
         rlmkit.RLM("context -> answer", max_iterations=3, max_iters=5)
@@ -130,6 +148,16 @@ def test_llm_calls_past_max_llm_calls_raise_in_the_repl_not_abort():
     assert rlm(context="c").answer.count("sub answer") == 2  # a fresh allowance per call
 
 
+def test_children_inherit_the_interpreter_factory_verbosity_and_models():
+    def factory():
+        return None
+
+    sub = scripted("unused")
+    rlm = rlmkit.RLM("context -> answer", sub_lm=sub, interpreter_factory=factory, verbose=True, max_depth=2)
+    child = rlm.child()
+    assert child.interpreter_factory is factory and child.verbose and child.sub_lm is sub
+
+
 # -- the result ---------------------------------------------------------------------------------
 def test_trajectory_reads_as_dspy_steps_and_final_reasoning_is_set():
     lm = scripted(code("print(len(context))", "Look first."), code("SUBMIT(answer='5')", "Now answer."))
@@ -139,6 +167,15 @@ def test_trajectory_reads_as_dspy_steps_and_final_reasoning_is_set():
     assert pred.trajectory[0] == {"reasoning": "Look first.", "code": "print(len(context))", "output": "5"}
     assert pred.final_reasoning == "Now answer."
     assert pred.trajectory.turns[0].blocks[0].stdout.strip() == "5"  # rlmkit's full model is still there
+
+
+def test_a_reply_whose_code_is_not_python_is_an_error_step_the_run_recovers_from():
+    lm = scripted(f"Wrong language.\n{FENCE}bash\nls -la\n{FENCE}", code("SUBMIT(answer='recovered')"))
+    pred = rlmkit.RLM("context -> answer", lm=lm, sandbox="inline")(context="c")
+    assert pred.answer == "recovered"
+    first = pred.trajectory[0]["output"]
+    assert first.startswith("[Error]") and "not a ```repl" in first
+    assert pred.trajectory[1]["output"] == ""  # the submitting step ran and printed nothing
 
 
 def test_verbose_logs_each_step(caplog):

@@ -134,3 +134,32 @@ def test_a_callers_interpreter_is_used_and_left_running():
         rlm = rlmkit.RLM("context -> answer", lm=steps("SUBMIT('x')"), sandbox="inline")
         assert rlm(interp, context=context).answer == answer
     assert not interp.shut and len(Recorder.made) == 1
+
+
+def test_a_factorys_return_is_checked_before_the_model_is_resolved(monkeypatch):
+    monkeypatch.setenv("RLMKIT_MODEL", "openai/gpt-4o-mini")  # the default model: one with no key here
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(rlmkit.errors.LMConfigError, match="no API key"):
+        rlmkit.RLM("query -> answer")(query="q")
+    with pytest.raises(TypeError, match="must return a CodeInterpreter, not NoneType"):
+        rlmkit.RLM("query -> answer", interpreter_factory=lambda: None)(query="q")
+    with pytest.raises(rlmkit.errors.LMConfigError, match="no API key"):
+        rlmkit.RLM("query -> answer", interpreter_factory=Recorder)(query="q")
+    (interp,) = Recorder.made
+    assert interp.shut and not interp.started  # made before the model failed, then shut down
+
+
+def test_a_child_run_uses_the_parents_interpreter_factory():
+    def model(messages):
+        task = messages[1]["content"]
+        if "'inner question'" in task:  # the child's task: its question is shown in full
+            return "```repl\nSUBMIT(answer='from the child')\n```"
+        return "```repl\nSUBMIT(answer=rlm_query('inner question', context='c'))\n```"
+
+    rlm = rlmkit.RLM(
+        "context -> answer", lm=rlmkit.FunctionLM(model), max_depth=2, interpreter_factory=LocalInterpreter
+    )
+    pred = rlm(context="outer")
+    (sub,) = pred.trajectory.turns[0].blocks[0].subcalls
+    assert pred.answer == "from the child" and sub.kind == "rlm_query"
+    assert sub.child.meta.sandbox == "interpreter:LocalInterpreter"  # not rlmkit's own sandbox

@@ -9,6 +9,7 @@ filling each requested output field with the next proposal.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import re
@@ -146,3 +147,89 @@ def test_gepa_reflects_on_rlm_traces_and_rewrites_the_root_instructions(setup):
 
     prediction, example, system = _run_and_get_system_prompt(compiled, responder)
     assert KEYWORD in system and prediction.answer == example.answer
+
+
+# -- runs that run out: a scored failure with their trajectory, not a lost example -----------
+SLOW = "(this one times out)"
+
+
+def timing_out(root: KeywordResponder) -> rlmkit.LM:
+    """The scripted root model, except that on a question marked SLOW it answers its first turn
+    and then never again: the run's deadline stops it with one turn in its trajectory."""
+
+    async def answer(messages):
+        if SLOW in str(messages[1]["content"]) and any(m["role"] == "assistant" for m in messages):
+            await asyncio.Event().wait()
+        return root({"messages": messages})
+
+    return rlmkit.FunctionLM(answer)
+
+
+def some_time_out(examples):
+    """Every second example marked SLOW."""
+    slow = [dspy.Example(**{**ex.toDict(), "question": f"{ex.question} {SLOW}"}) for ex in examples]
+    return [slow[i].with_inputs("context", "question") if i % 2 else ex for i, ex in enumerate(examples)]
+
+
+def deadline_student(responder, instructions="Answer the question."):
+    return rlmkit.RLM(
+        "context, question -> answer: int",
+        lm=timing_out(responder.root),
+        sandbox="inline",
+        max_iterations=3,
+        budget=rlmkit.Budget(max_seconds=1.0),
+        instructions=instructions,
+    )
+
+
+def test_outside_an_optimizer_a_run_past_its_deadline_raises_with_its_trajectory(setup):
+    responder, _, _ = setup([GOOD])
+    example = some_time_out(secret_examples(2, seed=7))[1]
+    with pytest.raises(rlmkit.errors.BudgetExceeded) as ran_out:
+        deadline_student(responder, instructions=GOOD)(**example.inputs())
+    assert ran_out.value.kind == "seconds" and len(ran_out.value.trajectory.turns) == 1
+
+
+def test_gepa_reflects_on_runs_that_hit_their_deadline(setup):
+    responder, _, helper_lm = setup([GOOD])
+    student = deadline_student(responder)
+    seen = []
+
+    def metric(gold, pred, trace=None, pred_name=None, pred_trace=None):
+        run = pred.trajectory
+        seen.append((run.status, len(run.turns), pred.answer))
+        if run.status != "ok":
+            feedback = f"the run ended {run.status} after {len(run.turns)} turn(s): {run.error}"
+        else:
+            feedback = "correct" if secret_metric(gold, pred) else f"wrong: the secret is {gold.answer}"
+        return dspy.Prediction(score=secret_metric(gold, pred), feedback=feedback)
+
+    optimizer = dspy.GEPA(
+        metric=metric,
+        reflection_lm=helper_lm,
+        max_metric_calls=12,
+        reflection_minibatch_size=2,
+        use_merge=False,
+        num_threads=1,
+        seed=0,
+    )
+    trainset, valset = some_time_out(secret_examples(2, seed=5)), secret_examples(2, seed=6)
+    compiled = optimizer.compile(student, trainset=trainset, valset=valset)
+    assert ("budget_exceeded", 1, None) in seen  # scored: answer None, the one turn it took kept
+    reflected = [r for r in responder.dspy_requests if "ended budget_exceeded after 1 turn(s)" in str(r)]
+    assert reflected, "GEPA's reflection should have read the feedback on the run that timed out"
+    assert compiled.instructions.strip() == GOOD
+
+
+def test_bootstrap_fewshot_skips_a_run_that_hit_its_deadline_and_counts_no_error(setup):
+    responder, _, helper_lm = setup([GOOD])
+    student = deadline_student(responder, instructions=GOOD)
+    trainset = some_time_out(secret_examples(4, seed=8))  # examples 1 and 3 time out
+    optimizer = dspy.BootstrapFewShot(
+        metric=secret_metric, max_bootstrapped_demos=2, max_labeled_demos=0, max_errors=1
+    )
+    with dspy.context(lm=helper_lm):
+        compiled = optimizer.compile(student, trainset=trainset)  # one raised error would abort it
+    demos = dict(compiled.named_predictors())["root"].demos
+    assert len(demos) == 2 and all(SLOW not in demo["question"] for demo in demos)
+    assert {demo["answer"] for demo in demos} == {trainset[0].answer, trainset[2].answer}

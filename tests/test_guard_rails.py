@@ -133,11 +133,15 @@ def test_the_default_budget_stops_a_runaway_batch_at_the_cap(serve):
             sub=lambda prompt: "hello",
         )
     )
-    with pytest.raises(BudgetExceeded) as info:
-        rlmkit.RLM("context -> answer", lm=lm)(context="abc")
+    with pytest.raises(BudgetExceeded) as info:  # no per-call sub-call cap: the budget stops it
+        rlmkit.RLM("context -> answer", lm=lm, max_llm_calls=None)(context="abc")
     assert info.value.kind == "calls" and info.value.limit == DEFAULT_MAX_CALLS
     assert "max_calls" in str(info.value)  # says how to raise it
     assert len(server.requests) <= DEFAULT_MAX_CALLS
+    server.requests.clear()
+    # the default per-call cap (dspy.RLM's 50): the rest of the batch are errors the code sees
+    pred = rlmkit.RLM("context -> answer", lm=lm)(context="abc")
+    assert pred.answer == "5000" and len(server.requests) == 1 + 50  # one root turn, 50 sub-calls
 
 
 def test_an_explicit_budget_without_a_call_cap_has_none(serve):

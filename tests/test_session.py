@@ -77,6 +77,20 @@ def test_variables_persist_and_the_prompt_lists_them():
     assert "[1] question: count\n    -> answer: 200" in model.tasks[1]
 
 
+def test_a_call_reads_in_chat_order_earlier_calls_first_its_question_last():
+    rlm, model = make_rlm(SCRIPT)
+    with rlm.session(context=CONTEXT) as s:
+        s(question="count")
+        s(question="hosts")
+    task = model.tasks[1]
+    inputs = [line for line in task.splitlines() if line.startswith("- `") and "`: " not in line]
+    assert inputs[-1].startswith("- `question` (str") and inputs[-1].endswith("'hosts'")  # the last input
+    assert inputs[0].startswith("- `context` (str")
+    earlier, now = task.index("[1] question: count"), task.index("'hosts'")
+    assert earlier < task.index("Your inputs are loaded") < now  # what was asked before comes first
+    assert task.index("- `fails`: list, 200 items") < now
+
+
 def test_inputs_cross_once_and_again_only_when_changed(monkeypatch):
     sent: list[list[str]] = []
     original = WorkerHost._send_variables

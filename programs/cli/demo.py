@@ -31,6 +31,7 @@ from programs.demo_task import (
     demo_rlm,
     window_multiple,
 )
+from programs.tasks import FAMILIES  # plain names: cheap to import
 from rlmkit import events as ev
 from rlmkit.cli.common import EMBEDDED_FLAGS, exit_on_error, lm_from_flag
 
@@ -40,7 +41,7 @@ ACCURACY_FILE = Path(__file__).resolve().parents[2] / "benchmarks" / "results" /
 
 NEXT_STEPS = """What to try next:
   - a real provider:  rlmkit eval needle --n 10 --length 1000000 --lm openai/gpt-4o-mini
-  - other task suites: multi_needle, aggregation, pairs, multihop, codeqa (rlmkit eval --help)
+  - other task suites: {suites} (rlmkit eval --help)
   - look at the run:  rlmkit view {trajectory}
   - tune and train:   rlmkit optimize needle ; rlmkit compile ... ; rlmkit train --list"""
 
@@ -167,7 +168,8 @@ def _run(
     if embedded and (measured := _measured_accuracy()):
         console.print(measured)
     console.print(f"trajectory: {path}")
-    console.print(NEXT_STEPS.format(trajectory=path))
+    others = ", ".join(name for name in FAMILIES if name != DEMO_SUITE)
+    console.print(NEXT_STEPS.format(trajectory=path, suites=others))
 
 
 def _one_line(text: str, limit: int) -> str:

@@ -59,8 +59,9 @@ def eval_command(
     program: str = typer.Option(
         "rlm",
         "--program",
-        help="rlm (the suite's program: its instructions know the suite), plain (the suite's signature, "
-        "no task knowledge), facts_then_answer (multihop), tally_then_answer (aggregation).",
+        help="rlm (the suite's program: its instructions know the suite), plain (the suite's signature: "
+        "field names, types and output descriptions, with neutral instructions, no strategy, no typed "
+        "sub-calls), facts_then_answer (multihop), tally_then_answer (aggregation).",
     ),
     max_depth: int = typer.Option(1, "--max-depth", help="Recursion depth for rlm_query sub-calls."),
     max_iterations: int = typer.Option(20, "--max-iterations", help="Root turns per example."),
@@ -72,7 +73,9 @@ def eval_command(
     plain: bool = typer.Option(
         False,
         "--plain",
-        help="Also run the plain RLM beside the program: the suite's signature, no task knowledge.",
+        help="Also run the plain RLM beside the program. It keeps the suite's signature (field names, "
+        "types and the output descriptions the prompt shows) and drops the suite's instructions, its "
+        "strategy and its typed sub-calls.",
     ),
     window_tokens: int = typer.Option(
         None,

@@ -55,3 +55,16 @@ def interpreter_factory(factory: Any) -> Any:
     if not callable(factory):
         raise TypeError(f"interpreter_factory must be callable, got {type(factory).__name__}")
     return factory
+
+
+class InterpreterKeywordError(ConfigError, TypeError):
+    """``rlm(..., interpreter=x)`` where the signature has no ``interpreter`` input (a TypeError,
+    as dspy.RLM raises): the interpreter is the call's first positional argument."""
+
+
+def refuse_interpreter_keyword(inputs: dict[str, Any], input_fields: Any) -> None:
+    if "interpreter" in inputs and "interpreter" not in input_fields:
+        raise InterpreterKeywordError(
+            "interpreter= is not a keyword of an RLM call: pass the interpreter as the first "
+            "positional argument, rlm(interpreter, ...), or build the RLM with interpreter_factory=..."
+        )

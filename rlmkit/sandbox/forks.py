@@ -1,9 +1,10 @@
 """The fork server's side (standard library only, runs in ``worker.py``'s process): a clean
 interpreter that has imported the worker's modules once and forks a new worker per request.
 
-A worker started with ``python -I -S worker.py`` spends about 18 ms of CPU on the interpreter
-and its modules before its first confinement step; forked from this process it spends about 3 ms
-(the fork and its own confinement), and shares its pages copy-on-write while it waits in a pool.
+A worker started with ``python -I -S worker.py`` spends CPU on the interpreter and its modules
+before its first confinement step; forked from this process it spends only the fork and its own
+confinement, and shares its pages copy-on-write while it waits in a pool
+(``benchmarks/pool_cost.py`` measures both ways: ``benchmarks/results/pool_cost.json``).
 The fork server itself is never confined (it must fork and unshare) and never runs model code:
 it reads requests from its host and nothing else. Each forked worker leaves every file of the
 fork server behind, starts a session of its own and confines itself exactly as an exec'd worker

@@ -41,35 +41,28 @@ class InterpreterFailed(SandboxError, CodeInterpreterError):
 
 
 class InterpreterSandbox(Sandbox):
-    """Cells run by a DSPy ``CodeInterpreter`` made by ``factory``."""
+    """Cells run by ``interpreter``, a DSPy ``CodeInterpreter``; ``owned``: made for this run
+    (started here, shut down on ``close``), else the caller's (left running)."""
 
     name = "interpreter"
 
     def __init__(
         self,
-        factory: Callable[[], Any],
+        interpreter: Any,
         limits: SandboxLimits | None = None,
         output_fields: list[dict[str, str]] | None = None,
         owned: bool = True,
     ):
         super().__init__(limits)
-        self.factory = factory
+        self.interpreter = interpreter
         self.output_fields = output_fields  # dspy.RLM's [{"name", "type"}] for typed SUBMIT
-        self.owned = owned  # False: the caller's interpreter, never shut down here
-        self.interpreter: Any = None
+        self.owned = owned
         self._submit: HostFunction | None = None
         self._pending: tuple[str, dict[str, Any] | None] = ("", None)  # prelude and inputs, until run
         self._closed = False
 
     def start(self, variables: dict[str, Any], functions: dict[str, HostFunction], prelude: str = "") -> None:
-        interpreter = self.factory()
-        if not callable(getattr(interpreter, "execute", None)) or not callable(
-            getattr(interpreter, "shutdown", None)
-        ):
-            raise NotAnInterpreter(
-                f"interpreter_factory must return a CodeInterpreter, not {type(interpreter).__name__}"
-            )
-        self.interpreter = interpreter
+        interpreter = self.interpreter
         self._submit = functions.get("SUBMIT")
         interpreter.tools.update({k: v for k, v in functions.items() if k not in INTERPRETER_OWNS})
         if self.output_fields is not None and hasattr(interpreter, "output_fields"):
@@ -140,13 +133,23 @@ def output_fields(signature: Any) -> list[dict[str, str]]:
     return fields
 
 
-def launcher(interpreter: Any, signature: Any) -> Callable[[SandboxLimits], InterpreterSandbox]:
-    """``RunSpec.make_sandbox`` for a run whose cells a DSPy interpreter runs: ``interpreter`` is a
-    factory (each run makes, starts and shuts down its own) or an interpreter (the caller's)."""
+def make_interpreter(factory: Callable[[], Any]) -> Any:
+    """``factory()``, checked to be an interpreter (dspy.RLM's TypeError otherwise). Called when a
+    call starts, before any model is resolved: a broken factory is named before anything else."""
+    made = factory()
+    if not is_interpreter(made):
+        kind = type(made).__name__
+        raise NotAnInterpreter(f"interpreter_factory must return a CodeInterpreter, not {kind}")
+    return made
+
+
+def launcher(
+    interpreter: Any, signature: Any, *, owned: bool
+) -> Callable[[SandboxLimits], InterpreterSandbox]:
+    """``RunSpec.make_sandbox`` for a run whose cells ``interpreter`` runs: ``owned`` when this run
+    made it (from a factory: started and shut down here), else the caller's, left running."""
     fields = output_fields(signature)
-    if is_interpreter(interpreter):
-        return lambda limits: InterpreterSandbox(lambda: interpreter, limits, fields, owned=False)
-    return lambda limits: InterpreterSandbox(interpreter, limits, fields)
+    return lambda limits: InterpreterSandbox(interpreter, limits, fields, owned=owned)
 
 
 def is_interpreter(value: Any) -> bool:
@@ -156,3 +159,8 @@ def is_interpreter(value: Any) -> bool:
         and callable(getattr(value, "execute", None))
         and callable(getattr(value, "shutdown", None))
     )
+
+
+def is_factory(value: Any) -> bool:
+    """A zero-argument interpreter factory (a class, a function), not the caller's interpreter."""
+    return value is not None and not is_interpreter(value)

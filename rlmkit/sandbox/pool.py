@@ -1,9 +1,11 @@
 """Pre-started workers, per launcher configuration: a run takes one instead of waiting for a start.
 
-A confined worker takes about 18 ms of CPU to start (the interpreter, its modules, the
-confinement). A run sends its first model request before it needs its worker, but with a fast
-model the first turn waits for the start, and child RLMs started together queue behind each
-other's starts. A pool keeps a few workers started ahead, off the critical path.
+A confined worker costs CPU to start (forked: the fork and the confinement; exec'd: the
+interpreter and its modules too; ``benchmarks/pool_cost.py`` measures each, with the memory an
+idle worker holds, in ``benchmarks/results/pool_cost.json``). A run sends its first model
+request before it needs its worker, but with a fast model the first turn waits for the start,
+and child RLMs started together queue behind each other's starts. A pool keeps a few workers
+started ahead, off the critical path.
 
 A pooled worker is launched exactly as a fresh one (same launcher, same configuration: it
 confines itself before it says ``ready``) and has received nothing yet: the run's inputs cross
@@ -56,7 +58,7 @@ EXIT_WAIT_S = 5.0  # at exit, how long a spawn under way may take to land (then 
 
 @dataclass(frozen=True)
 class PoolSettings:
-    size: int = 2  # idle workers kept per configuration (about 5 MB of private memory each)
+    size: int = 2  # idle workers kept per configuration (each holds a little private memory)
     idle_s: float = 300.0  # an idle worker older than this is stopped (refilled at the next take)
 
 

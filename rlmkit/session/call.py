@@ -52,9 +52,19 @@ def prelude_names(prelude: str) -> frozenset[str]:
 class SessionCall:
     """The session's side of one run (``RLM.run_tree(session_call=...)``)."""
 
-    def __init__(self, session: Any, *, number: int, restored: str | None, lost: dict[str, str], notes: str):
+    def __init__(
+        self,
+        session: Any,
+        *,
+        number: int,
+        restored: str | None,
+        lost: dict[str, str],
+        notes: str,
+        asked: tuple[str, ...] = (),
+    ):
         self.session = session
         self.notes = notes
+        self.asked = asked  # the inputs given to this call (not at open): last in its task message
         self.meta: dict[str, Any] = {
             "id": session.id,
             "call": number,

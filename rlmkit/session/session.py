@@ -174,7 +174,7 @@ class Session:
             missing = [name for name in self.rlm.signature.input_fields if name not in merged]
             if missing:  # before the call counts, before any model request
                 raise MissingInputError(f"missing input(s) {missing}: give them at open or at this call")
-            call = self._begin_call(show_history=not history_fields)
+            call = self._begin_call(show_history=not history_fields, asked=tuple(given))
             outputs: dict[str, Any] | None = None
             try:
                 outputs, trajectory = await self.rlm.run_tree(
@@ -201,7 +201,7 @@ class Session:
         (each with the session's id), then the ``dspy.Prediction``."""
         return stream_run(self, inputs)
 
-    def _begin_call(self, *, show_history: bool) -> SessionCall:
+    def _begin_call(self, *, show_history: bool, asked: tuple[str, ...] = ()) -> SessionCall:
         restored, self._pending_restore = self._pending_restore, None
         if self.sandbox is not None and self.sandbox.alive():
             restored = None  # e.g. stopped while it waited for the model: the REPL is whole
@@ -216,7 +216,9 @@ class Session:
             lost=lost,
             limit=max(200, self.history_chars // max(1, 2 * self.history_calls)),
         )
-        return SessionCall(self, number=self.calls + 1, restored=restored, lost=lost, notes=notes)
+        return SessionCall(
+            self, number=self.calls + 1, restored=restored, lost=lost, notes=notes, asked=asked
+        )
 
     def _spend(self, call: SessionCall) -> None:
         if call.run_budget is not None:
