@@ -38,12 +38,12 @@ def section(data: dict[str, Any]) -> str:
             lines.append("")
     for name, record in stages.items():
         if name.startswith("sample-"):
-            low, high = record["seeds"]
             lines.append(
-                f"- **{name}** (training seeds {low}-{high}, temperature {recipe.get('temperature')}): "
-                f"{record['runs']} runs, {record['scored_above_0']} scored above 0 "
-                f"({record['success_rate']:.0%}), {record['examples_with_a_success']} example(s) with a "
-                f"success; {record['wall_s'] / 60:.0f} min."
+                f"- **{name}** (training examples of generator seed {record['generator_seed']}, "
+                f"temperature {recipe.get('temperature')}): {record['runs']} runs of {record['examples']} "
+                f"examples, {record['scored_above_0']} scored above 0 ({record['success_rate']:.0%}), "
+                f"{record['examples_with_a_success']} example(s) with a success; "
+                f"{record['run_seconds'] / 60:.0f} min of run time in all, {recipe.get('workers')} at a time."
             )
     if dataset := stages.get("dataset"):
         counts = dataset["sft"]["counts"]
@@ -67,7 +67,7 @@ def section(data: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        f"Held-out seeds from {recipe.get('test_seed', 1000)}, greedy, at most "
+        f"Held-out examples of generator seed {recipe.get('test_seed', 1000)}, greedy, at most "
         f"{recipe.get('eval_iterations')} root turns, both arms on the same examples with the same "
         "settings; gain = adapter - base, with a paired bootstrap 95% interval.",
         "",

@@ -104,13 +104,18 @@ def test_every_stage_runs_once_measures_both_arms_paired_and_resumes(finished):
         "eval-base-needle-2k", "eval-adapter-needle-2k",
     ]  # fmt: skip
     sample = done["sample-needle-2k"]
-    assert sample["runs"] == 4 and sample["success_rate"] == 1.0 and sample["seeds"] == [0, 1]
+    assert (
+        sample["runs"] == 4
+        and sample["success_rate"] == 1.0
+        and sample["generator_seed"] == 0
+        and sample["examples"] == 2
+    )
     assert done["dataset"]["sft"]["counts"]["train.jsonl"] >= 1 and "dpo" in done["dataset"]
     assert done["train"]["steps"] == 2 and done["train"]["precision"] == "fp32" and done["train"]["losses"]
     assert done["adapter"]["file"] == "adapter.gguf" and len(done["adapter"]["sha256"]) == 64
     # held-out seeds only, greedy, the base alone and with the adapter on the same examples
     base, adapter = done["eval-base-needle-2k"], done["eval-adapter-needle-2k"]
-    assert base["seeds"] == [1000, 1001]
+    assert base["generator_seed"] == 1000 and base["examples"] == 2
     assert sorted(r["id"] for r in base["rows"]) == sorted(r["id"] for r in adapter["rows"])
     assert sorted(runner.adapters) == sorted(["none", str(run.adapter_path())])  # the two arms side by side
     evals = [c for c in runner.commands if c[3] == "eval" and "--adapter" in c]

@@ -130,14 +130,16 @@ class SelfTrain:
             "--temperature", str(r.temperature),
         )  # fmt: skip
         self._call(command)  # resumes from its folder by itself
-        rows = read_rows(folder)
+        rows = read_rows(folder)  # every run in the folder: an earlier, larger plan's runs too
         right = [row for row in rows if row["score"] > 0]
         return {
             "command": self.shown(command),
             "suite": plan.suite,
             "length": plan.length,
-            "seeds": [r.sample_seed, r.sample_seed + plan.n - 1],
+            "generator_seed": r.sample_seed,  # examples are drawn per (seed, index): 0 and 1000 never meet
+            "examples": len({row["id"] for row in rows}),
             "runs": len(rows),
+            "run_seconds": round(sum(row["wall_s"] for row in rows), 1),
             "scored_above_0": len(right),
             "success_rate": len(right) / len(rows) if rows else 0.0,
             "examples_with_a_success": len({row["id"] for row in right}),
@@ -170,9 +172,10 @@ class SelfTrain:
         steps = min(r.max_steps, math.ceil(rows * r.epochs))
         job = TrainJob(
             kind="sft",
-            dataset=self.store.folder("dataset") / "sft",
+            # absolute: a job file's relative paths are read relative to the file itself
+            dataset=(self.store.folder("dataset") / "sft").resolve(),
             base_model=self.train_from["base_model"],
-            output_dir=folder,
+            output_dir=folder.resolve(),
             lr=r.lr,
             steps=steps,
             batch_size=1,
@@ -233,7 +236,8 @@ class SelfTrain:
             "arm": arm,
             "suite": plan.suite,
             "length": plan.length,
-            "seeds": [r.test_seed, r.test_seed + plan.n - 1],
+            "generator_seed": r.test_seed,
+            "examples": plan.n,
             "rows": [_row(row) for row in rows],
         }
 
