@@ -111,7 +111,7 @@ class RLM(DSPyRLMSurface, dspy.Module):
         self.subcalls = {**subcalls, **{name: host_function(tool) for name, tool in user_tools.items()}}
         self.typed_subcalls, self.tools = make_typed_subcalls(self.subcalls)
         self.validator = OutputValidator(self.signature)
-        from rlmkit.models.defaults import resolve_lm
+        from rlmkit.model_choice import resolve_lm
 
         # Models given (by name, dspy.LM or LM) are resolved once here, so a bad name or a
         # missing key fails now; None follows whatever is configured when the RLM is called.
@@ -160,7 +160,7 @@ class RLM(DSPyRLMSurface, dspy.Module):
     @property
     def lm(self) -> Any:
         """The root model (None spec: the configured default, resolved now)."""
-        from rlmkit.models.defaults import resolve_lm
+        from rlmkit.model_choice import resolve_lm
 
         if self._action_override is not None:
             return predictors.ActionLM(self._action_override, self.settings.max_iterations)
@@ -168,7 +168,7 @@ class RLM(DSPyRLMSurface, dspy.Module):
 
     @property
     def sub_lm(self) -> Any:
-        from rlmkit.models.defaults import resolve_lm
+        from rlmkit.model_choice import resolve_lm
 
         return resolve_lm(self._sub_lm_spec) if self._sub_lm_spec is not None else self.lm
 
@@ -292,10 +292,10 @@ class RLM(DSPyRLMSurface, dspy.Module):
 
     def _program_for(self, lm: Any) -> tuple[str, tuple[Any, ...], RunSettings]:
         """Instructions, demos and settings of a run: this RLM's own, or, when it has neither
-        instructions nor demos of its own, the program its root model ships with (``lm.preset``:
+        instructions nor demos of its own, the program its root model ships with (``lm.traits.preset``:
         the embedded model's tuned program). ``use_preset=False`` turns that off."""
         own = (self.instructions, tuple(self.demos), self.settings)
-        preset = getattr(lm, "preset", None)
+        preset = lm.traits.preset
         if not preset or not self.use_preset or own[1] or own[0] != self.signature.instructions:
             return own
         fields = {*self.signature.input_fields, *self.signature.output_fields, "transcript"}

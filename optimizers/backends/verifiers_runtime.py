@@ -17,22 +17,26 @@ from typing import Any
 
 from optimizers.backends.base import load_object
 from optimizers.backends.rlm_rollout import rollout_rlm, row_task
-from rlmkit.models.lm import LM, Completion
+from rlmkit.models.contract import Completion, ModelTraits
+from rlmkit.models.lm import LM
 from rlmkit.trajectory import Usage
 
 _DONE = object()
 
 
-class BridgeLM(LM):
-    """An rlmkit LM whose answers come from whoever reads ``requests`` (the verifiers turn loop)."""
+class BridgeLM:
+    """A model (``rlmkit.models.contract.Model``) whose answers come from whoever reads
+    ``requests`` (the verifiers turn loop); verifiers samples the policy, so no cap applies here."""
+
+    model = "openai/verifiers-policy"
+    traits = ModelTraits()
 
     def __init__(self) -> None:
-        # an OpenAI-style name with a local api_base passes the LM checks; no request is ever sent there
-        super().__init__(
-            "openai/verifiers-policy", api_base="http://127.0.0.1:9/v1", api_key="unused", cache=False
-        )
         self.requests: asyncio.Queue = asyncio.Queue()
         self.replies: asyncio.Queue = asyncio.Queue()
+
+    def describe(self) -> dict:
+        return {"model": self.model, "params": {}, "transport": "verifiers", "cache": None}
 
     async def acomplete(self, messages: list[dict], **_: Any) -> Completion:
         started = time.perf_counter()

@@ -16,7 +16,7 @@ from typing import Any
 
 import dspy
 
-from rlmkit.models.lm import Completion
+from rlmkit.models.contract import Completion, ModelTraits
 from rlmkit.trajectory import Usage
 
 log = logging.getLogger("rlmkit")
@@ -60,8 +60,7 @@ class ActionLM:
     """A ``generate_action`` predictor standing in for the root model: each turn it is called
     with dspy.RLM's action inputs, and its ``reasoning`` and ``code`` become the turn's reply."""
 
-    observed_by_dspy = True  # a predictor reports to DSPy's callbacks itself
-    max_tokens = stop = preset = input_chars = None
+    traits = ModelTraits(observed_by_dspy=True)  # a predictor reports to DSPy's callbacks itself
 
     def __init__(self, predictor: Any, max_iterations: int):
         self.predictor, self.max_iterations = predictor, max_iterations
