@@ -16,9 +16,9 @@ import time
 from typing import Any
 
 from optimizers.backends.base import load_object
+from optimizers.backends.options import RolloutOptions
 from optimizers.backends.rlm_rollout import rollout_rlm, row_task
 from rlmkit.models.contract import Completion, ModelTraits
-from rlmkit.models.lm import LM
 from rlmkit.trajectory import Usage
 
 _DONE = object()
@@ -63,12 +63,13 @@ class RLMSession:
     """One RLM run on ``row``, driven from the outside: ``next_prompt(reply)`` until it returns None."""
 
     def __init__(self, row: Any, options: dict[str, Any]):
-        self.row, self.options = row, options
+        """``options``: the exported package's ``options.json``, the rollout options and ``max_turns``."""
+        self.row = row
+        self.options = RolloutOptions.part(options)
         self.bridge = BridgeLM()
-        sub = options.get("sub_lm")
-        sub_lm = LM(sub, api_base=options.get("sub_api_base"), cache=False) if sub else None
-        self.rlm = rollout_rlm(row, options, int(options.get("max_turns", 10)), self.bridge, sub_lm)
-        self.example, inputs = row_task(row, options)
+        max_turns = int(options.get("max_turns", 10))
+        self.rlm = rollout_rlm(row, self.options, max_turns, self.bridge, self.options.sub_model())
+        self.example, inputs = row_task(row, self.options)
         self.task = asyncio.ensure_future(self._run(inputs))
         self.prediction: Any = None
         self.reward = 0.0
