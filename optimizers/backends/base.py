@@ -13,7 +13,6 @@ same four questions, in order, and the first three never need a GPU or the netwo
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import json
 import tomllib
@@ -27,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from optimizers.backends.options import BackendOptions
 from optimizers.compile.schema import ROW_MODELS
 from rlmkit.errors import ConfigError, UserError, install_hint
+from rlmkit.loading import load
 
 JobKind = Literal["sft", "rl", "dpo"]
 SPLITS = ("train", "validation", "test")  # a dataset folder holds one <split>.jsonl per split
@@ -319,17 +319,6 @@ def resolve_local_model(base_model: str) -> Path:
     )
 
 
-def load_object(spec: str) -> Any:
-    """Import ``"package.module:attribute"`` (how jobs name scorers and factories)."""
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise ConfigError(f"{spec!r} must look like 'package.module:function'")
-    try:
-        return getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"cannot import {spec!r}: {exc}") from exc
-
-
 BACKENDS: dict[str, str] = {
     "trl-sft": "optimizers.backends.trl_sft:TRLSFTBackend",
     "trl-dpo": "optimizers.backends.trl_dpo:TRLDPOBackend",
@@ -345,4 +334,4 @@ def get_backend(name: str, **kwargs: Any) -> Backend:
     """The adapter called ``name`` (imported on demand, so unused engines are never imported)."""
     if name not in BACKENDS:
         raise ConfigError(f"unknown training backend {name!r}; known: {', '.join(BACKENDS)}")
-    return load_object(BACKENDS[name])(**kwargs)
+    return load(BACKENDS[name])(**kwargs)

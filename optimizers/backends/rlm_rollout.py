@@ -21,8 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from optimizers.backends.base import TrainJob, load_object
+from optimizers.backends.base import TrainJob
 from optimizers.backends.options import RolloutOptions
+from rlmkit.loading import load
 
 
 @dataclass
@@ -160,7 +161,7 @@ def check_playable(job: TrainJob, rows: list[Any]) -> None:
     options = RolloutOptions.part(job.options)
     for spec in (options.inputs_fn, options.example_fn):
         if spec:
-            load_object(spec)
+            load(spec)
     if not (options.inputs_fn or options.example_fn):
         for row in rows:
             if not isinstance(row.example.get("inputs"), dict):
@@ -169,7 +170,7 @@ def check_playable(job: TrainJob, rows: list[Any]) -> None:
                     "options.inputs_fn = 'module:function' (row -> inputs dict)"
                 )
     for spec in {row.reward.scorer for row in rows}:
-        load_object(spec)  # a scorer that does not import fails now, not after the first rollout
+        load(spec)  # a scorer that does not import fails now, not after the first rollout
 
 
 class RLMPlayer:
@@ -232,7 +233,7 @@ class RLMPlayer:
             self.metrics["rollout/failed"].append(1.0)
             empty = dict.fromkeys(rlm.signature.output_fields)
             prediction = dspy.Prediction(**empty, trajectory=exc.trajectory)
-        scorer = self.scorers.setdefault(row.reward.scorer, load_object(row.reward.scorer))
+        scorer = self.scorers.setdefault(row.reward.scorer, load(row.reward.scorer))
         return float(scorer(example, prediction))
 
 
@@ -296,8 +297,8 @@ def _rollout_rlm_class() -> type:
 def row_task(row: Any, options: RolloutOptions) -> tuple[Any, dict[str, Any]]:
     """(what the scorer gets, what the RLM gets) for ``row``: ``options.example_fn`` /
     ``options.inputs_fn`` (``module:function`` of the row) when set, else the row's own fields."""
-    example = load_object(options.example_fn)(row) if options.example_fn else RowExample.of(row)
-    inputs = load_object(options.inputs_fn)(row) if options.inputs_fn else dict(example.inputs)
+    example = load(options.example_fn)(row) if options.example_fn else RowExample.of(row)
+    inputs = load(options.inputs_fn)(row) if options.inputs_fn else dict(example.inputs)
     return example, inputs
 
 

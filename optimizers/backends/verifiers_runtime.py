@@ -15,9 +15,9 @@ import json
 import time
 from typing import Any
 
-from optimizers.backends.base import load_object
 from optimizers.backends.options import RolloutOptions
 from optimizers.backends.rlm_rollout import rollout_rlm, row_task
+from rlmkit.loading import load
 from rlmkit.models.contract import Completion, ModelTraits
 from rlmkit.trajectory import Usage
 
@@ -87,7 +87,7 @@ class RLMSession:
             )
         finally:
             await self.bridge.requests.put(_DONE)
-        self.reward = float(load_object(self.row.reward.scorer)(self.example, self.prediction))
+        self.reward = float(load(self.row.reward.scorer)(self.example, self.prediction))
 
     async def next_prompt(self, reply: str | None) -> list[dict] | None:
         """Hand the policy's reply to the RLM; get its next prompt, or None once it has finished."""
