@@ -212,7 +212,7 @@ class TinkerBackend(Backend):
         from tinker import types
 
         from optimizers.backends.rlm_rollout import PolicyServer, RLMPlayer
-        from rlmkit.testing.server import ScriptedServer
+        from rlmkit.chat_server import ChatServer
 
         player = RLMPlayer(job)
         params = types.SamplingParams(
@@ -225,7 +225,7 @@ class TinkerBackend(Backend):
             sampler = _result(training.save_weights_and_get_sampling_client(name=f"step-{step}"))
             policy = PolicyServer(tokenizer, tinker_generator(sampler, frozen, params))
             datums, rewards = [], []
-            with ScriptedServer(policy.respond) as server:
+            with ChatServer(policy.respond) as server:
                 for i in range(prompts_per_step):
                     row = rows[(step * prompts_per_step + i) % len(rows)]
                     group = [player.play(row, policy, server.url) for _ in range(job.group_size)]
