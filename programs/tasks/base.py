@@ -381,18 +381,3 @@ def exact_length(text: str, length: int, pad: str = " ") -> str:
     if len(text) >= length:
         return text[:length]
     return text + pad * (length - len(text))
-
-
-def fill_units(
-    rng: random.Random, make_unit: Callable[[random.Random], str], budget: int, sep: str = "\n"
-) -> list[str]:
-    """Units from ``make_unit`` until they (with separators) fill ``budget`` characters."""
-    units: list[str] = []
-    used = 0
-    while True:
-        unit = make_unit(rng)
-        cost = len(unit) + len(sep)
-        if used + cost > budget:
-            return units
-        units.append(unit)
-        used += cost
