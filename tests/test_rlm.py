@@ -19,12 +19,7 @@ from rlmkit.errors import (
 )
 from rlmkit.trajectory import read_runs
 from tests.conftest import Script, root_turn
-
-CODE = "```repl\n{}\n```"
-
-
-def repl(*lines: str) -> str:
-    return CODE.format("\n".join(lines))
+from tests.replies import repl
 
 
 # ------------------------------------------------------------------ protocols
