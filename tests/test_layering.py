@@ -162,3 +162,17 @@ def test_model_selection_sits_above_the_model_layer_and_the_embedded_model():
     assert {"rlmkit.models.lm", "rlmkit.local"} <= graph["rlmkit.model_choice"]
     users = sorted(name for name, targets in graph.items() if "rlmkit.model_choice" in targets)
     assert not [name for name in users if name.startswith(("rlmkit.models", "rlmkit.local"))]
+
+
+def test_production_code_serves_and_trains_without_the_test_helpers():
+    """Rollouts, served checkpoints and the runtime use ``rlmkit.chat_server``; ``rlmkit.testing``
+    (the scripted server, the fakes) is imported by tests, benchmarks and demos only."""
+    production = {**modules("rlmkit"), **modules("optimizers")}
+    offenders = [
+        f"{name} imports {target}"
+        for name, path in production.items()
+        if not name.startswith(("rlmkit.testing", "optimizers.tuner.scripted"))
+        for target in imported_names(path)
+        if target == "rlmkit.testing" or target.startswith("rlmkit.testing.")
+    ]
+    assert offenders == []
