@@ -18,8 +18,7 @@ from typing import Any
 from optimizers.backends.options import RolloutOptions
 from optimizers.backends.rlm_rollout import rollout_rlm, row_task
 from rlmkit.loading import load
-from rlmkit.models.contract import Completion, ModelTraits
-from rlmkit.trajectory import Usage
+from rlmkit.models.contract import Completion, ModelTraits, settings_free_description
 
 _DONE = object()
 
@@ -36,19 +35,13 @@ class BridgeLM:
         self.replies: asyncio.Queue = asyncio.Queue()
 
     def describe(self) -> dict:
-        return {"model": self.model, "params": {}, "transport": "verifiers", "cache": None}
+        return settings_free_description(self.model, "verifiers")
 
     async def acomplete(self, messages: list[dict], **_: Any) -> Completion:
         started = time.perf_counter()
         await self.requests.put(messages)
         text = await self.replies.get()
-        return Completion(
-            text=text,
-            model=self.model,
-            usage=Usage(calls=1),
-            cached=False,
-            duration_s=time.perf_counter() - started,
-        )
+        return Completion.timed(text, self.model, started)
 
 
 def row_of(info: Any) -> Any:

@@ -16,8 +16,7 @@ from typing import Any
 
 import dspy
 
-from rlmkit.models.contract import Completion, ModelTraits
-from rlmkit.trajectory import Usage
+from rlmkit.models.contract import Completion, ModelTraits, settings_free_description
 
 log = logging.getLogger("rlmkit")
 
@@ -68,7 +67,7 @@ class ActionLM:
         self.turn = 0
 
     def describe(self) -> dict:
-        return {"model": self.model, "params": {}, "transport": "predictor", "cache": None}
+        return settings_free_description(self.model, "predictor")
 
     async def acomplete(self, messages: list[dict], **_: Any) -> Completion:
         started = time.perf_counter()
@@ -82,13 +81,7 @@ class ActionLM:
         prediction = await acall(**inputs) if acall is not None else self.predictor(**inputs)
         code = prediction.code if "```" in prediction.code else f"```repl\n{prediction.code}\n```"
         text = f"{getattr(prediction, 'reasoning', '')}\n\n{code}".strip()
-        return Completion(
-            text=text,
-            model=self.model,
-            usage=Usage(calls=1),
-            cached=False,
-            duration_s=time.perf_counter() - started,
-        )
+        return Completion.timed(text, self.model, started)
 
 
 EXTRACTED = "Extract forced final output"  # dspy.RLM's final_reasoning when extract answered

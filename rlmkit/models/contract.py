@@ -10,6 +10,7 @@ verifiers bridge all implement it, so no caller probes a model's attributes.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -26,6 +27,12 @@ class Completion:
     cached: bool
     duration_s: float
     finish_reason: str | None = None
+
+    @classmethod
+    def timed(cls, text: str, model: str, started: float) -> Completion:
+        """A fresh answer of one call whose tokens nobody counted (a predictor, a bridge),
+        timed from ``started`` (``time.perf_counter()``)."""
+        return cls(text, model, Usage(calls=1), False, time.perf_counter() - started)
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,11 @@ class ModelTraits:
                 raise ValueError(f"{name} must be a positive int or None, got {value!r}")
 
 
+def settings_free_description(model: str, transport: str) -> dict:
+    """``describe()`` of a model whose settings are not rlmkit's to show (its own decide)."""
+    return {"model": model, "params": {}, "transport": transport, "cache": None}
+
+
 @runtime_checkable
 class Model(Protocol):
     """A chat model a run can call: a name, its traits, one async call, a loggable description."""
@@ -77,4 +89,4 @@ class Model(Protocol):
         ...
 
 
-__all__ = ["Completion", "Model", "ModelTraits"]
+__all__ = ["Completion", "Model", "ModelTraits", "settings_free_description"]

@@ -25,7 +25,7 @@ import re
 import time
 from typing import Any
 
-from rlmkit.models.contract import Completion, ModelTraits
+from rlmkit.models.contract import Completion, ModelTraits, settings_free_description
 from rlmkit.trajectory import Usage
 
 FIELD = re.compile(r"^\[\[ ## (\w+) ## \]\]\s*$", re.MULTILINE)
@@ -43,7 +43,7 @@ class DSPyLM:
         self.traits = ModelTraits(observed_by_dspy=self.is_base_lm)
 
     def describe(self) -> dict:
-        return {"model": self.model, "params": {}, "transport": "dspy", "cache": None}
+        return settings_free_description(self.model, "dspy")
 
     def __repr__(self) -> str:
         return f"DSPyLM({self.lm!r})"
