@@ -21,7 +21,7 @@ from rlmkit.errors import ConfigError
 
 
 def option(default: Any, help: str) -> Any:  # noqa: A002 - TRL's name for it
-    """A field with a default and the help text ``rlmkit train --help-options`` style docs show."""
+    """A field with its default and the help text that says what it does (TRL's ``metadata``)."""
     if isinstance(default, dict):
         return field(default_factory=lambda: dict(default), metadata={"help": help})
     return field(default=default, metadata={"help": help})
