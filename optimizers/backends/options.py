@@ -100,6 +100,9 @@ class TRLOptions(ModelFileOptions):
     """What every TRL backend takes."""
 
     trainer: dict[str, Any] = option({}, "any other field of the TRL config, passed through as is")
+    precision: Literal["auto", "bf16", "fp32"] = option(
+        "auto", "bf16 autocast or fp32; auto: bf16 on a GPU or a CPU with native bf16, else fp32"
+    )
 
 
 @dataclass(frozen=True)

@@ -87,11 +87,7 @@ def precision(job: TrainJob) -> str:
     (``auto``, the default: bf16 on a GPU or a CPU with native bf16, else fp32)."""
     import torch
 
-    wanted = job.options.get("precision", "auto")
-    if wanted not in ("auto", "bf16", "fp32"):
-        from rlmkit.errors import ConfigError
-
-        raise ConfigError(f"options.precision must be auto, bf16 or fp32, not {wanted!r}")
+    wanted = TRLOptions.part(job.options).precision
     if wanted != "auto":
         return wanted
     return "bf16" if torch.cuda.is_available() or cpu_has_bf16() else "fp32"
