@@ -55,11 +55,11 @@ class RecordingServer(ScriptedServer):
         self.script, self.latency_for = script, dict(latency_for or {})
         self.hits = []
 
-    def _reply(self, body: dict):
+    def reply(self, body: dict):
         delay = self.latency_for.get(classify(body), 0.0)
         if delay:
             time.sleep(delay)
-        return super()._reply(body)
+        return super().reply(body)
 
     def served(self, body: dict, arrived: float, done: float) -> None:
         # The server is busy from a request's first line to its reply's last byte: parsing the

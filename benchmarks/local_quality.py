@@ -135,7 +135,7 @@ def main() -> None:
         budget=rlmkit.Budget(max_seconds=args.max_seconds),
         use_preset=args.program == "shipped",
     )
-    if args.program == "shipped" and not lm.preset:
+    if args.program == "shipped" and not lm.traits.preset:
         parser.error("this build ships no program for the embedded model (rlmkit/local/tuned_program.json)")
     first_line, load_at_start = provenance.lines_in(args.out) + 1, os.getloadavg()[0]
     rows = []

@@ -20,8 +20,8 @@ import dspy
 
 import rlmkit
 from rlmkit.describe import describe_variable
+from rlmkit.model_choice import resolve_lm
 from rlmkit.models import prices
-from rlmkit.models.defaults import resolve_lm
 from rlmkit.signature import OutputValidator, describe_outputs, make_signature, signature_text
 from rlmkit.trajectory import Message, RunMeta, Trajectory, Turn
 

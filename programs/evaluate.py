@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib
 import json
 import threading
 import time
@@ -40,6 +39,7 @@ from rlmkit.errors import (
     SandboxError,
     UserError,
 )
+from rlmkit.loading import load
 from rlmkit.models.lm_cache import rollout
 from rlmkit.trajectory import Trajectory, TrajectoryLog, drop_torn_tail
 
@@ -157,10 +157,8 @@ def scorer_spec(metric: Metric) -> str | None:
     if not module or not name or "<" in name:
         return None
     try:
-        found: Any = importlib.import_module(module)
-        for part in name.split("."):
-            found = getattr(found, part)
-    except (ImportError, AttributeError):
+        found = load(f"{module}:{name}")
+    except ConfigError:
         return None
     return f"{module}:{name}" if found is metric else None
 

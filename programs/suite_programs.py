@@ -8,7 +8,6 @@ recipe lives in its own module (``programs/tasks/<family>.py``, ``SUITE.program`
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +17,7 @@ import rlmkit
 from programs.tasks import SUITES, ProgramRecipe, get_suite
 from programs.tasks.records import LABELS
 from rlmkit.errors import ConfigError
+from rlmkit.loading import load
 from signatures import classifier
 
 ClassifyInstance = classifier(LABELS)  # the records families' typed sub-call (tasks/records.py names it)
@@ -30,16 +30,11 @@ class ProgramSpec:
     subcalls: dict[str, Any] = field(default_factory=dict)
 
 
-def _load(path: str) -> Any:
-    module, _, name = path.partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
 def _spec(recipe: ProgramRecipe) -> ProgramSpec:
     return ProgramSpec(
-        _load(recipe.signature),
+        load(recipe.signature),
         recipe.instructions,
-        {name: _load(path) for name, path in recipe.subcalls.items()},
+        {name: load(path) for name, path in recipe.subcalls.items()},
     )
 
 

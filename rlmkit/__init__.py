@@ -16,7 +16,9 @@ _EXPORTS = {
     "LM": "rlmkit.models.lm",
     "Completion": "rlmkit.models.lm",
     "FunctionLM": "rlmkit.models.lm",
-    "configure": "rlmkit.models.defaults",
+    "Model": "rlmkit.models.contract",  # what any model provides; ModelTraits: what a run assumes
+    "ModelTraits": "rlmkit.models.contract",
+    "configure": "rlmkit.model_choice",
     "local_lm": "rlmkit.local",
     "Budget": "rlmkit.budget",
     "Session": "rlmkit.session",

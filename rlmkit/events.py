@@ -382,11 +382,6 @@ def instrument(make: Callable[[RunStarted], Listener | list[Listener] | None]) -
     return lambda: _instrumentations.remove(make) if make in _instrumentations else None
 
 
-def current_span_id() -> str | None:
-    span = _active.get()
-    return span.id if span is not None else None
-
-
 __all__ = [
     "CellFinished",
     "CellStarted",

@@ -30,8 +30,7 @@ SUBCALL_MAX_TOKENS = 4096
 
 def effective_cap(lm: Any, cap: int | None) -> int | None:
     """The smaller of the RLM's cap and one set on the LM itself (a caller's tighter limit wins)."""
-    own = getattr(lm, "max_tokens", None)
-    caps = [c for c in (own, cap) if c]
+    caps = [c for c in (lm.traits.max_tokens, cap) if c]
     return min(caps) if caps else None
 
 
@@ -55,7 +54,7 @@ async def call_model(
             messages,
             rollout_id=rollout_id,
             max_tokens=effective_cap(lm, max_tokens),
-            stop=[*(getattr(lm, "stop", None) or []), *(stop or [])] or None,
+            stop=[*lm.traits.stop, *(stop or [])] or None,
         )
 
     remaining = budget.remaining_seconds()

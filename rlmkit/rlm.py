@@ -46,7 +46,72 @@ from rlmkit.typed_subcalls import make_typed_subcalls
 
 
 class RLM(DSPyRLMSurface, dspy.Module):
-    """A Recursive Language Model over a dspy signature. See the README for every knob."""
+    """A Recursive Language Model over a dspy signature: the inputs live as variables in a
+    sandboxed Python REPL, the root model writes code there and calls sub-models as functions.
+
+    Calling it (``rlm(**inputs)``, or ``await rlm.acall(**inputs)``) returns a
+    ``dspy.Prediction`` with the signature's outputs, validated, and ``trajectory``. Every
+    keyword is checked when the RLM is built, before any model call; each knob can be read and
+    set afterwards as an attribute (``rlm.max_iterations = 5``).
+
+    Args:
+        signature: A dspy signature, as a string (``"context, question -> answer: int"``) or a
+            ``dspy.Signature`` class. Its input fields become REPL variables; its output fields
+            are what the run must submit.
+        lm: The root model: an ``rlmkit.LM``, a ``dspy.LM`` or other ``dspy.BaseLM``, a
+            litellm model string, or any object implementing ``rlmkit.Model``. None: the model
+            configured when the RLM is called (``dspy.configure``, ``rlmkit.configure``,
+            ``$RLMKIT_MODEL``, a provider key in the environment, else the embedded model).
+        sub_lm: The model behind ``llm_query`` and typed sub-calls (same forms as ``lm``).
+            None: the root model.
+        subcalls: ``{name: dspy.Signature or callable}``: each becomes a REPL function; a
+            signature is a typed sub-call (validated outputs), a callable a host tool.
+        max_iterations: Root turns before the model is asked once to answer (default 20);
+            past that, ``MaxIterationsError``.
+        max_depth: How deep ``rlm_query`` recurses: 1 makes it a plain sub-call, 2 or more
+            starts a child RLM one level down.
+        budget: A ``rlmkit.Budget`` (calls, tokens, cost, seconds) shared by the whole call
+            tree. None: a cap of 500 model calls; ``Budget()`` for no cap at all.
+        protocol: How a run ends: ``"submit"`` (``SUBMIT(field=...)``), ``"final"``
+            (``FINAL(...)`` / ``FINAL_VAR(name)``), ``"answer"`` (the rlms answer dict), or a
+            ``Protocol`` object.
+        sandbox: Where code runs: ``"process"`` (a confined worker process), ``"monty"``, or
+            ``"inline"`` (this process, for debugging only).
+        cell_timeout: Seconds of code time one cell may run (None: no limit); a timed-out
+            cell is interrupted and its worker restarted.
+        max_concurrency: Items of batched sub-calls that run at once, across the whole tree.
+        limits: ``SandboxLimits`` for the worker (memory, processes, files, disk, network).
+        display: ``Display``: how much of the inputs, outputs and sub-call reading the model
+            is shown, and how much of them the trajectory keeps.
+        log_dir: A folder each run is streamed to as JSONL while it runs (``TrajectoryLog``).
+        instructions: The root's task instructions (default: the signature's docstring).
+        max_tokens: Output cap of one root turn (a smaller cap set on the model wins).
+        sub_max_tokens: Output cap of one sub-call.
+        blocks_per_turn: Code blocks run per root turn (None: all); 1 also stops the reply at
+            its first block's closing fence, so the model reads real output before going on.
+        hold_unread_answers: Hold back an answer given in a turn whose code also printed
+            output, until the model has read that output and answers again.
+        use_preset: Run the program the root model ships with (``Model.traits.preset``) when
+            this RLM has no instructions or demos of its own.
+        max_iters: dspy.RLM's name for ``max_iterations`` (give one of the two).
+        max_llm_calls: Sub-model calls one call may make; past it the REPL code gets a
+            ``RuntimeError`` it can handle (dspy.RLM's cap). None: only the budget caps them.
+        max_output_chars: dspy.RLM's name for ``display.max_output_chars``: REPL output shown
+            to the model per turn.
+        verbose: Log each step of a run on the ``rlmkit`` logger (INFO), as dspy.RLM does.
+        tools: dspy.RLM's tools: plain callables or ``dspy.Tool``s, sync or async, each a REPL
+            function under its name.
+        interpreter_factory: dspy.RLM's hook: a zero-argument callable returning a DSPy
+            ``CodeInterpreter`` that runs the code instead of an rlmkit sandbox.
+
+    Raises:
+        SignatureError: The signature cannot be parsed or has no output fields.
+        ValueError: A field, sub-call or tool name that the REPL reserves or that two of them
+            share (dspy.RLM's errors).
+        UserError: A knob out of range; its subclass ConfigError for an unknown protocol or
+            sandbox, or for one knob given under both its names with different values.
+        LMConfigError: A model that cannot be routed, or whose key is missing.
+    """
 
     def __init__(
         self,
@@ -111,7 +176,7 @@ class RLM(DSPyRLMSurface, dspy.Module):
         self.subcalls = {**subcalls, **{name: host_function(tool) for name, tool in user_tools.items()}}
         self.typed_subcalls, self.tools = make_typed_subcalls(self.subcalls)
         self.validator = OutputValidator(self.signature)
-        from rlmkit.models.defaults import resolve_lm
+        from rlmkit.model_choice import resolve_lm
 
         # Models given (by name, dspy.LM or LM) are resolved once here, so a bad name or a
         # missing key fails now; None follows whatever is configured when the RLM is called.
@@ -161,7 +226,7 @@ class RLM(DSPyRLMSurface, dspy.Module):
     @property
     def lm(self) -> Any:
         """The root model (None spec: the configured default, resolved now)."""
-        from rlmkit.models.defaults import resolve_lm
+        from rlmkit.model_choice import resolve_lm
 
         if self._action_override is not None:
             return predictors.ActionLM(self._action_override, self.settings.max_iterations)
@@ -175,7 +240,7 @@ class RLM(DSPyRLMSurface, dspy.Module):
 
     def resolved_sub_lm(self) -> Any:
         """The model sub-calls go to: the sub-model, else the root model (resolved now)."""
-        from rlmkit.models.defaults import resolve_lm
+        from rlmkit.model_choice import resolve_lm
 
         return resolve_lm(self._sub_lm_spec) if self._sub_lm_spec is not None else self.lm
 
@@ -338,10 +403,10 @@ class RLM(DSPyRLMSurface, dspy.Module):
 
     def _program_for(self, lm: Any) -> tuple[str, tuple[Any, ...], RunSettings]:
         """Instructions, demos and settings of a run: this RLM's own, or, when it has neither
-        instructions nor demos of its own, the program its root model ships with (``lm.preset``:
+        instructions nor demos of its own, the program its root model ships with (``lm.traits.preset``:
         the embedded model's tuned program). ``use_preset=False`` turns that off."""
         own = (self.instructions, tuple(self.demos), self.settings)
-        preset = getattr(lm, "preset", None)
+        preset = lm.traits.preset
         if not preset or not self.use_preset or own[1] or own[0] != self.signature.instructions:
             return own
         fields = {*self.signature.input_fields, *self.signature.output_fields, "transcript"}

@@ -73,8 +73,8 @@ async def run_loop(state: RunState, variables: dict[str, Any], aliases: dict[str
         )
     )
     # The prompt promises sub-calls no more text than the sub-model can read (a small local
-    # model reads far less than an API model; its LM says how much, as ``input_chars``).
-    reading = getattr(spec.sub_lm, "input_chars", None)
+    # model reads far less than an API model; its traits say how much, as ``input_chars``).
+    reading = spec.sub_lm.traits.input_chars
     shown = settings.display
     if reading and reading < shown.sub_model_chars:
         shown = dataclasses.replace(shown, sub_model_chars=reading)

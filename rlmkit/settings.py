@@ -25,7 +25,7 @@ DEFAULT_MAX_LLM_CALLS = 50
 
 @dataclass(frozen=True)
 class RunSettings:
-    """How an RLM runs (the README lists what each knob does). Frozen: change one with ``replace``."""
+    """How an RLM runs (``RLM``'s docstring says what each knob does). Frozen: change one with ``replace``."""
 
     max_iterations: int = 20
     # Sub-LM calls (llm_query and batches) one call may make; past it the REPL code gets a

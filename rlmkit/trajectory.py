@@ -117,6 +117,12 @@ class Turn(BaseModel):
         None  # an answer given before its turn's output was read (hold_unread_answers)
     )
 
+    def prompt(self, before: list, new: list | None = None) -> list:
+        """The messages this turn sent, from ``before`` (the previous turn's messages and its
+        reply): the first ``keep`` of them, then this turn's new ones. The one rule for rebuilding
+        a prompt; ``new`` is the new messages as a caller renders them (a compiler's dicts)."""
+        return before[: self.keep] + (list(self.new_messages) if new is None else new)
+
 
 class RunMeta(BaseModel):
     run_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
@@ -159,7 +165,7 @@ class Trajectory(BaseModel):
         """The exact messages sent to the root model at turn ``index``."""
         messages: list[Message] = []
         for turn in self.turns[: index + 1]:
-            messages = messages[: turn.keep] + list(turn.new_messages)
+            messages = turn.prompt(messages)
             if turn.index == index:
                 return messages
             messages = messages + [Message(role="assistant", content=turn.reply)]

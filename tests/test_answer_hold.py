@@ -6,10 +6,7 @@ from __future__ import annotations
 import rlmkit
 from rlmkit.guards import AnswerHold
 from rlmkit.prompting import ANSWER_ACCEPTED, ANSWER_HELD
-
-
-def repl(*lines: str) -> str:
-    return "```repl\n" + "\n".join(lines) + "\n```"
+from tests.replies import repl
 
 
 def scripted(replies: list[str]):

@@ -8,7 +8,7 @@ import pytest
 from dspy.utils.dummies import DummyLM
 
 import rlmkit
-from rlmkit.models.defaults import resolve_lm
+from rlmkit.model_choice import resolve_lm
 from rlmkit.models.dspy_lm import DSPyLM, from_fields, reply_text
 
 

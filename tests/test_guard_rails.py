@@ -14,12 +14,7 @@ from rlmkit.guards import NUDGE, SUBCALL_MAX_TOKENS, TURN_MAX_TOKENS
 from rlmkit.protocols.base import BLOCK_END
 from rlmkit.testing import is_root_request
 from tests.conftest import Script
-
-CODE = "```repl\n{}\n```"
-
-
-def repl(*lines: str) -> str:
-    return CODE.format("\n".join(lines))
+from tests.replies import repl
 
 
 def test_a_rebound_input_is_restored_and_the_model_is_told(serve):

@@ -126,3 +126,53 @@ def test_the_model_layer_lives_in_one_package():
         if p.stem in {"lm", "lm_cache", "lm_limits", "prices", "defaults"}
     ]
     assert stray == [] and (ROOT / "rlmkit" / "models" / "transports").is_dir()
+
+
+def outside_imports(prefix: str) -> dict[str, list[str]]:
+    """For each module under ``prefix``, the ``rlmkit`` modules it imports from outside ``prefix``."""
+    graph = import_graph("rlmkit")
+    return {
+        name: sorted(t for t in targets if not t.startswith(prefix))
+        for name, targets in graph.items()
+        if name == prefix or name.startswith(prefix + ".")
+    }
+
+
+def test_the_model_layer_imports_only_the_ground_floor_below_it():
+    below = {"rlmkit.errors", "rlmkit.trajectory", "rlmkit.sync_loop"}
+    offenders = {name: sorted(set(t) - below) for name, t in outside_imports("rlmkit.models").items()}
+    assert {name: t for name, t in offenders.items() if t} == {}
+
+
+def test_the_model_contract_imports_only_the_ground_floor():
+    assert outside_imports("rlmkit.models.contract") == {"rlmkit.models.contract": ["rlmkit.trajectory"]}
+
+
+def test_the_embedded_model_stands_on_the_model_layer_and_never_chooses_a_model():
+    below = ("rlmkit.models", "rlmkit.errors", "rlmkit.chat_server")
+    offenders = {
+        name: [t for t in targets if not t.startswith(below)]
+        for name, targets in outside_imports("rlmkit.local").items()
+    }
+    assert {name: t for name, t in offenders.items() if t} == {}
+
+
+def test_model_selection_sits_above_the_model_layer_and_the_embedded_model():
+    graph = import_graph("rlmkit")
+    assert {"rlmkit.models.lm", "rlmkit.local"} <= graph["rlmkit.model_choice"]
+    users = sorted(name for name, targets in graph.items() if "rlmkit.model_choice" in targets)
+    assert not [name for name in users if name.startswith(("rlmkit.models", "rlmkit.local"))]
+
+
+def test_production_code_serves_and_trains_without_the_test_helpers():
+    """Rollouts, served checkpoints and the runtime use ``rlmkit.chat_server``; ``rlmkit.testing``
+    (the scripted server, the fakes) is imported by tests, benchmarks and demos only."""
+    production = {**modules("rlmkit"), **modules("optimizers")}
+    offenders = [
+        f"{name} imports {target}"
+        for name, path in production.items()
+        if not name.startswith(("rlmkit.testing", "optimizers.tuner.scripted"))
+        for target in imported_names(path)
+        if target == "rlmkit.testing" or target.startswith("rlmkit.testing.")
+    ]
+    assert offenders == []

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlmkit.errors import ConfigError, LMConfigError, LMUnavailableError, UserError
-from rlmkit.models.defaults import configure, resolve_lm
+from rlmkit.model_choice import configure, resolve_lm
 from rlmkit.models.lm import LM, Completion
 from rlmkit.models.lm_cache import cache_key
 from rlmkit.testing.server import Faults, ScriptedServer, chat_response, last_user_text

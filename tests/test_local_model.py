@@ -106,7 +106,7 @@ def test_real_generation_through_the_embedded_model(capfd):
 
 
 def test_no_configured_lm_falls_back_to_the_embedded_model_and_says_so_once(caplog, monkeypatch):
-    import rlmkit.models.defaults as lm_module
+    import rlmkit.model_choice as lm_module
 
     lm_module.embedded_lm.cache_clear()
     for key, _ in lm_module.PROVIDER_DEFAULTS:
@@ -125,7 +125,7 @@ def test_no_configured_lm_falls_back_to_the_embedded_model_and_says_so_once(capl
 def test_a_provider_key_in_the_environment_picks_that_provider(monkeypatch):
     import dspy
 
-    import rlmkit.models.defaults as lm_module
+    import rlmkit.model_choice as lm_module
 
     lm_module.configure(None)
     monkeypatch.delenv("RLMKIT_MODEL", raising=False)

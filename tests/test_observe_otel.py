@@ -8,7 +8,8 @@ import pytest
 import rlmkit
 from rlmkit.errors import MaxIterationsError
 from tests.conftest import Script
-from tests.test_events import make_tree_rlm, repl, sub_reply, tree_root
+from tests.replies import repl
+from tests.test_events import make_tree_rlm, sub_reply, tree_root
 
 pytest.importorskip("opentelemetry.sdk", reason="the 'observe' extra (opentelemetry-sdk) is not installed")
 from opentelemetry.sdk.trace import TracerProvider

@@ -62,14 +62,14 @@ def test_exhausted_retries_raise_typed_error_and_keep_the_trajectory(serve, tran
     server, lm = serve(responder, lm_kwargs={"num_retries": 1, "transport": transport})
     rlm = rlmkit.RLM("context -> answer", lm=lm, max_iterations=5)
     # the first two root turns succeed, then every request fails
-    original = server._reply
+    original = server.reply
 
     def flaky(body):
         if calls["n"] >= 2:
             return 500, {}, b'{"error": {"message": "down"}}'
         return original(body)
 
-    server._reply = flaky
+    server.reply = flaky
     with pytest.raises(LMError) as info:
         rlm(context="abc")
     traj = info.value.trajectory

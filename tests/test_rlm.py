@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import dspy
@@ -19,12 +20,7 @@ from rlmkit.errors import (
 )
 from rlmkit.trajectory import read_runs
 from tests.conftest import Script, root_turn
-
-CODE = "```repl\n{}\n```"
-
-
-def repl(*lines: str) -> str:
-    return CODE.format("\n".join(lines))
+from tests.replies import repl
 
 
 # ------------------------------------------------------------------ protocols
@@ -345,3 +341,11 @@ def test_the_dspy_trace_stays_within_its_size():
     with dspy.context(trace=[], max_trace_size=0):
         _record_dspy_trace(predictor, {"context": "x"}, {"answer": "y"})
         assert dspy.settings.trace == []
+
+
+def test_the_docstring_documents_every_constructor_argument():
+    import inspect
+
+    documented = set(re.findall(r"^        (\w+): ", rlmkit.RLM.__doc__, re.MULTILINE))
+    arguments = set(inspect.signature(rlmkit.RLM.__init__).parameters) - {"self"}
+    assert arguments - documented == set()

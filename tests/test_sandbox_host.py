@@ -16,7 +16,7 @@ from rlmkit.sandbox.base import AsyncHostFunction, SandboxLimits
 from rlmkit.sandbox.host import Launcher, WorkerHost
 from rlmkit.sandbox.process import ProcessLauncher
 from tests.conftest import Script
-from tests.test_rlm import repl
+from tests.replies import repl
 
 LAUNCHES: list[str] = []
 

@@ -19,13 +19,10 @@ import pytest
 import rlmkit
 from rlmkit.errors import BudgetExceeded, SessionBusyError, SessionClosedError, SessionFileError
 from rlmkit.sandbox.host import WorkerHost
+from tests.replies import repl
 from tests.waiting import wait_for
 
 CONTEXT = "GET /a 200\nGET /b 500\nGET /c 500\n" * 100
-
-
-def repl(*lines: str) -> str:
-    return "```repl\n" + "\n".join(lines) + "\n```"
 
 
 def question_of(messages: list[dict]) -> str:

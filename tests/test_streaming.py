@@ -14,10 +14,7 @@ import rlmkit
 from rlmkit import events as ev
 from rlmkit.errors import MaxIterationsError, MissingInputError
 from tests.conftest import Script, root_turn
-
-
-def repl(*lines: str) -> str:
-    return "```repl\n" + "\n".join(lines) + "\n```"
+from tests.replies import repl
 
 
 async def collect(aiter) -> list:

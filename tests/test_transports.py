@@ -13,7 +13,7 @@ import pytest
 
 import rlmkit
 from rlmkit.errors import LMUnavailableError, SandboxError, UserError
-from rlmkit.models.defaults import resolve_lm
+from rlmkit.model_choice import resolve_lm
 from rlmkit.models.lm import LM
 from rlmkit.models.prices import call_cost, price_file
 from rlmkit.models.transports.openai import shared_client

@@ -13,7 +13,6 @@ same four questions, in order, and the first three never need a GPU or the netwo
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import json
 import tomllib
@@ -24,8 +23,10 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from optimizers.backends.options import BackendOptions
 from optimizers.compile.schema import ROW_MODELS
 from rlmkit.errors import ConfigError, UserError, install_hint
+from rlmkit.loading import load
 
 JobKind = Literal["sft", "rl", "dpo"]
 SPLITS = ("train", "validation", "test")  # a dataset folder holds one <split>.jsonl per split
@@ -103,7 +104,9 @@ class TrainJob(BaseModel):
     max_turns: int = Field(10, ge=1, description="root turns per rollout (rl)")
     lora: LoRA | None = Field(default_factory=LoRA, description="None trains all weights")
     seed: int = 0
-    options: dict[str, Any] = Field(default_factory=dict, description="backend-specific options")
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="backend-specific options, read by the backend's options_type"
+    )
 
     @model_validator(mode="after")
     def _fits(self) -> TrainJob:
@@ -242,6 +245,11 @@ class Backend(ABC):
     requires: tuple[Dependency, ...] = ()
     row_kinds: ClassVar[dict[str, tuple[str, ...]]] = {}  # job kind -> canonical row kinds it accepts
     needs_local_model: bool = False  # True when the base model is loaded on this machine
+    options_type: ClassVar[type[BackendOptions]] = BackendOptions  # what the job's [options] may hold
+
+    def options(self, job: TrainJob) -> Any:
+        """The job's options as this backend's ``options_type`` (an unknown key is a ConfigError)."""
+        return self.options_type.parse(self.name, job.options)
 
     def missing_deps(self) -> list[Dependency]:
         return [dep for dep in self.requires if importlib.util.find_spec(dep.module) is None]
@@ -251,6 +259,7 @@ class Backend(ABC):
         missing = self.missing_deps()
         if missing:
             raise MissingDependencyError(self.name, missing)
+        self.options(job)
         accepted = self.row_kinds.get(job.kind)
         if not accepted:
             raise DatasetKindError(
@@ -270,7 +279,7 @@ class Backend(ABC):
         return Validated(row_kind=row_kind, splits=splits)
 
     def check(self, job: TrainJob, splits: dict[str, list[Any]]) -> None:
-        """Backend-specific checks (option names, sizes); the default accepts everything."""
+        """Backend-specific checks (sizes, rows); the default accepts everything."""
 
     def exported(self, validated: Validated, artifact: Path, files: list[Path], **fields: Any) -> TrainResult:
         """The result of ``prepare``: what was written, and how many training rows it holds."""
@@ -310,17 +319,6 @@ def resolve_local_model(base_model: str) -> Path:
     )
 
 
-def load_object(spec: str) -> Any:
-    """Import ``"package.module:attribute"`` (how jobs name scorers and factories)."""
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise ConfigError(f"{spec!r} must look like 'package.module:function'")
-    try:
-        return getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"cannot import {spec!r}: {exc}") from exc
-
-
 BACKENDS: dict[str, str] = {
     "trl-sft": "optimizers.backends.trl_sft:TRLSFTBackend",
     "trl-dpo": "optimizers.backends.trl_dpo:TRLDPOBackend",
@@ -336,4 +334,4 @@ def get_backend(name: str, **kwargs: Any) -> Backend:
     """The adapter called ``name`` (imported on demand, so unused engines are never imported)."""
     if name not in BACKENDS:
         raise ConfigError(f"unknown training backend {name!r}; known: {', '.join(BACKENDS)}")
-    return load_object(BACKENDS[name])(**kwargs)
+    return load(BACKENDS[name])(**kwargs)

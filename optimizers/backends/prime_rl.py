@@ -18,13 +18,29 @@ from __future__ import annotations
 import functools
 import json
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from optimizers.backends.base import Backend, SchemaMismatchError, TrainJob, TrainResult, write_splits
+from optimizers.backends.options import VerifiersOptions, option
+from rlmkit.errors import ConfigError
 
 SCHEMA_FILE = Path(__file__).with_name("prime_rl_schema.json")
-DEFAULT_ENV_ID = "rlmkit-rlm"
+
+
+@dataclass(frozen=True)
+class PrimeRLOptions(VerifiersOptions):
+    """prime-rl's options: the GPUs of its deployment, and the verifiers environment it trains
+    (the same job file exports that environment with ``--backend verifiers``)."""
+
+    num_train_gpus: int = option(1, "GPUs the trainer uses")
+    num_infer_gpus: int = option(1, "GPUs the inference server uses")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.num_train_gpus < 1 or self.num_infer_gpus < 1:
+            raise ConfigError("options.num_train_gpus and options.num_infer_gpus must be >= 1")
 
 
 @functools.cache
@@ -84,14 +100,12 @@ def _optim(job: TrainJob) -> dict[str, Any]:
 
 
 def _deployment(job: TrainJob) -> dict[str, int]:
-    return {
-        "num_train_gpus": int(job.options.get("num_train_gpus", 1)),
-        "num_infer_gpus": int(job.options.get("num_infer_gpus", 1)),
-    }
+    options = PrimeRLOptions.part(job.options)
+    return {"num_train_gpus": options.num_train_gpus, "num_infer_gpus": options.num_infer_gpus}
 
 
 def rl_config(job: TrainJob, data_dir: Path) -> dict[str, Any]:
-    env_id = job.options.get("env_id", DEFAULT_ENV_ID)
+    env_id = PrimeRLOptions.part(job.options).env_id
     config: dict[str, Any] = {
         "max_steps": job.steps,
         "seq_len": job.max_seq_len,
@@ -154,6 +168,7 @@ def prime_record(row: Any) -> dict[str, Any]:
 class PrimeRLBackend(Backend):
     name = "prime-rl"
     row_kinds: ClassVar = {"rl": ("rl",), "sft": ("sft",)}
+    options_type = PrimeRLOptions
 
     def prepare(self, job: TrainJob) -> TrainResult:
         import tomli_w
@@ -181,7 +196,7 @@ class PrimeRLBackend(Backend):
             command=command,
             message=f"in a prime-rl {prime_rl_version()} checkout: {command}"
             + (
-                f" (install the verifiers environment {job.options.get('env_id', DEFAULT_ENV_ID)!r} first: "
+                f" (install the verifiers environment {self.options(job).env_id!r} first: "
                 "rlmkit train --backend verifiers ...)"
                 if job.kind == "rl"
                 else ""

@@ -1,7 +1,7 @@
 """The RLM loop as a GRPO rollout: the policy being trained plays the root of a real ``rlmkit.RLM``.
 
-The trainer's model is served on 127.0.0.1 as an OpenAI-compatible endpoint (the
-``ScriptedServer`` with a responder that generates with the model), and an ordinary RLM runs
+The trainer's model is served on 127.0.0.1 as an OpenAI-compatible endpoint (a
+``rlmkit.chat_server.ChatServer`` whose responder generates with the model), and an ordinary RLM runs
 against it: its code runs in rlmkit's sandbox, its sub-calls go to a frozen sub-model, its
 answer goes to the task's scorer. Every root call the server answers is recorded as token ids,
 and the calls are stitched into one completion: the policy's own tokens (``env_mask`` 1, in
@@ -21,7 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from optimizers.backends.base import TrainJob, load_object
+from optimizers.backends.base import TrainJob
+from optimizers.backends.options import RolloutOptions
+from rlmkit.loading import load
 
 
 @dataclass
@@ -156,10 +158,11 @@ def check_playable(job: TrainJob, rows: list[Any]) -> None:
     inputs (name, size, preview) instead of carrying them, so a task must regenerate them."""
     from rlmkit.errors import ConfigError
 
-    for key in ("inputs_fn", "example_fn"):
-        if job.options.get(key):
-            load_object(job.options[key])
-    if not (job.options.get("inputs_fn") or job.options.get("example_fn")):
+    options = RolloutOptions.part(job.options)
+    for spec in (options.inputs_fn, options.example_fn):
+        if spec:
+            load(spec)
+    if not (options.inputs_fn or options.example_fn):
         for row in rows:
             if not isinstance(row.example.get("inputs"), dict):
                 raise ConfigError(
@@ -167,7 +170,7 @@ def check_playable(job: TrainJob, rows: list[Any]) -> None:
                     "options.inputs_fn = 'module:function' (row -> inputs dict)"
                 )
     for spec in {row.reward.scorer for row in rows}:
-        load_object(spec)  # a scorer that does not import fails now, not after the first rollout
+        load(spec)  # a scorer that does not import fails now, not after the first rollout
 
 
 class RLMPlayer:
@@ -209,16 +212,14 @@ class RLMPlayer:
         import rlmkit
         from rlmkit.errors import RunError
 
-        options = self.job.options
+        options = RolloutOptions.part(self.job.options)
         policy_lm = rlmkit.LM(
             f"openai/{POLICY_MODEL}", api_base=url, api_key="local", cache=False, num_retries=0
         )
         # sub-calls go to the frozen model: by default the same server, told apart by the model name
-        sub_lm = rlmkit.LM(
+        sub_lm = options.sub_model() or rlmkit.LM(
             f"openai/{FROZEN_MODEL}", api_base=url, api_key="local", cache=False, num_retries=0
         )
-        if options.get("sub_lm"):
-            sub_lm = rlmkit.LM(options["sub_lm"], api_base=options.get("sub_api_base"), cache=False)
         rlm = rollout_rlm(row, options, self.job.max_turns, policy_lm, sub_lm)
         example, inputs = row_task(row, options)
         try:
@@ -232,7 +233,7 @@ class RLMPlayer:
             self.metrics["rollout/failed"].append(1.0)
             empty = dict.fromkeys(rlm.signature.output_fields)
             prediction = dspy.Prediction(**empty, trajectory=exc.trajectory)
-        scorer = self.scorers.setdefault(row.reward.scorer, load_object(row.reward.scorer))
+        scorer = self.scorers.setdefault(row.reward.scorer, load(row.reward.scorer))
         return float(scorer(example, prediction))
 
 
@@ -245,12 +246,12 @@ class RLMRollout(RLMPlayer):
         self.rows = {prompt_key([m.model_dump(exclude_none=True) for m in r.prompt]): r for r in rows}
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
-        from rlmkit.testing.server import ScriptedServer
+        from rlmkit.chat_server import ChatServer
 
         generate = hf_generator(trainer, self.job.max_completion_tokens, float(trainer.args.temperature))
         policy = PolicyServer(trainer.processing_class, generate)
         result: dict[str, Any] = {"prompt_ids": [], "completion_ids": [], "env_mask": [], "rlm_reward": []}
-        with ScriptedServer(policy.respond) as server:
+        with ChatServer(policy.respond) as server:
             for prompt in prompts:
                 stitched, reward = self.play(self.rows[prompt_key(prompt)], policy, server.url)
                 result["prompt_ids"].append(stitched.prompt_ids)
@@ -263,17 +264,17 @@ class RLMRollout(RLMPlayer):
         return result
 
 
-def rollout_rlm(row: Any, options: dict[str, Any], max_turns: int, lm: Any, sub_lm: Any) -> Any:
+def rollout_rlm(row: Any, options: RolloutOptions, max_turns: int, lm: Any, sub_lm: Any) -> Any:
     """The RLM that plays ``row``: the row's signature and protocol, the job's limits."""
     return _rollout_rlm_class()(
-        row.meta.get("signature") or options.get("signature", "context, question -> answer"),
+        row.meta.get("signature") or options.signature,
         lm=lm,
         sub_lm=sub_lm,
-        protocol=row.meta.get("protocol") or options.get("protocol", "submit"),
+        protocol=row.meta.get("protocol") or options.protocol,
         max_iterations=int(max_turns),
-        max_depth=int(options.get("max_depth", 1)),  # 2+: rlm_query runs child RLMs (frozen, see below)
-        sandbox=options.get("sandbox", "process"),
-        cell_timeout=float(options.get("cell_timeout", 30.0)),
+        max_depth=options.max_depth,  # 2+: rlm_query runs child RLMs (frozen, see below)
+        sandbox=options.sandbox,
+        cell_timeout=float(options.cell_timeout),
     )
 
 
@@ -293,11 +294,11 @@ def _rollout_rlm_class() -> type:
     return RolloutRLM
 
 
-def row_task(row: Any, options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+def row_task(row: Any, options: RolloutOptions) -> tuple[Any, dict[str, Any]]:
     """(what the scorer gets, what the RLM gets) for ``row``: ``options.example_fn`` /
     ``options.inputs_fn`` (``module:function`` of the row) when set, else the row's own fields."""
-    example = load_object(options["example_fn"])(row) if options.get("example_fn") else RowExample.of(row)
-    inputs = load_object(options["inputs_fn"])(row) if options.get("inputs_fn") else dict(example.inputs)
+    example = load(options.example_fn)(row) if options.example_fn else RowExample.of(row)
+    inputs = load(options.inputs_fn)(row) if options.inputs_fn else dict(example.inputs)
     return example, inputs
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from optimizers.backends.base import (
@@ -29,6 +30,7 @@ from optimizers.backends.base import (
     canonical,
     write_splits,
 )
+from optimizers.backends.options import RolloutOptions
 from rlmkit.errors import ConfigError
 
 
@@ -104,10 +106,16 @@ def tinker_generator(policy: Any, frozen: Any, params: Any) -> Any:
     return generate
 
 
+@dataclass(frozen=True)
+class TinkerOptions(RolloutOptions):
+    """Tinker's options: how an RL row becomes an RLM run (an SFT job takes none of them)."""
+
+
 class TinkerBackend(Backend):
     name = "tinker"
     requires = (Dependency("tinker", "tinker"),)
     row_kinds: ClassVar = {"sft": ("sft",), "rl": ("rl",)}
+    options_type = TinkerOptions
 
     def __init__(self, service_client: Any = None):
         self.service_client = service_client
@@ -204,7 +212,7 @@ class TinkerBackend(Backend):
         from tinker import types
 
         from optimizers.backends.rlm_rollout import PolicyServer, RLMPlayer
-        from rlmkit.testing.server import ScriptedServer
+        from rlmkit.chat_server import ChatServer
 
         player = RLMPlayer(job)
         params = types.SamplingParams(
@@ -217,7 +225,7 @@ class TinkerBackend(Backend):
             sampler = _result(training.save_weights_and_get_sampling_client(name=f"step-{step}"))
             policy = PolicyServer(tokenizer, tinker_generator(sampler, frozen, params))
             datums, rewards = [], []
-            with ScriptedServer(policy.respond) as server:
+            with ChatServer(policy.respond) as server:
                 for i in range(prompts_per_step):
                     row = rows[(step * prompts_per_step + i) % len(rows)]
                     group = [player.play(row, policy, server.url) for _ in range(job.group_size)]

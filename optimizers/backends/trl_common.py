@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from optimizers.backends.base import Dependency, TrainJob, TrainResult, resolve_local_model
+from optimizers.backends.options import TRLOptions
 
 TRL_DEPS = (
     Dependency("torch", "train"),
@@ -31,7 +32,8 @@ def load_model_and_tokenizer(job: TrainJob) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder = resolve_local_model(job.base_model)
-    gguf = job.options.get("gguf_file")
+    options = TRLOptions.part(job.options)
+    gguf = options.gguf_file
     kwargs: dict[str, Any] = {"local_files_only": True}
     if gguf:
         kwargs["gguf_file"] = gguf
@@ -43,8 +45,8 @@ def load_model_and_tokenizer(job: TrainJob) -> tuple[Any, Any]:
     tokenizer = AutoTokenizer.from_pretrained(str(folder), **kwargs)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    if job.options.get("chat_template"):
-        tokenizer.chat_template = Path(job.options["chat_template"]).read_text()
+    if options.chat_template:
+        tokenizer.chat_template = Path(options.chat_template).read_text()
     if not tokenizer.chat_template:
         from rlmkit.errors import ConfigError
 
@@ -85,11 +87,7 @@ def precision(job: TrainJob) -> str:
     (``auto``, the default: bf16 on a GPU or a CPU with native bf16, else fp32)."""
     import torch
 
-    wanted = job.options.get("precision", "auto")
-    if wanted not in ("auto", "bf16", "fp32"):
-        from rlmkit.errors import ConfigError
-
-        raise ConfigError(f"options.precision must be auto, bf16 or fp32, not {wanted!r}")
+    wanted = TRLOptions.part(job.options).precision
     if wanted != "auto":
         return wanted
     return "bf16" if torch.cuda.is_available() or cpu_has_bf16() else "fp32"
@@ -114,7 +112,7 @@ def trainer_arguments(job: TrainJob) -> dict[str, Any]:
         "use_cpu": not on_gpu,
         "bf16": precision(job) == "bf16",
         "disable_tqdm": True,
-        **job.options.get("trainer", {}),  # any other field of the TRL config, passed through as is
+        **TRLOptions.part(job.options).trainer,  # any other field of the TRL config, passed through
     }
 
 

@@ -10,9 +10,11 @@ Several GPUs: ``accelerate launch -m rlmkit train --backend trl-dpo job.toml``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from optimizers.backends.base import Backend, TrainJob, TrainResult, write_splits
+from optimizers.backends.options import TRLOptions, option
 from optimizers.backends.trl_common import (
     TRL_DEPS,
     chat_messages,
@@ -23,6 +25,7 @@ from optimizers.backends.trl_common import (
     trainer_arguments,
     write_job_file,
 )
+from rlmkit.errors import ConfigError
 
 
 def dpo_records(rows: list[Any]) -> list[dict[str, Any]]:
@@ -37,11 +40,23 @@ def dpo_records(rows: list[Any]) -> list[dict[str, Any]]:
     ]
 
 
+@dataclass(frozen=True)
+class TRLDPOOptions(TRLOptions):
+    """trl-dpo's options: the model file, TRL config fields, and how far DPO may move."""
+
+    beta: float = option(0.1, "DPO's beta: how far the policy may move from the reference model")
+
+    def __post_init__(self) -> None:
+        if self.beta <= 0:
+            raise ConfigError(f"options.beta must be > 0, not {self.beta!r}")
+
+
 class TRLDPOBackend(Backend):
     name = "trl-dpo"
     requires = TRL_DEPS
     row_kinds: ClassVar = {"dpo": ("dpo",)}
     needs_local_model = True
+    options_type = TRLDPOOptions
 
     def prepare(self, job: TrainJob) -> TrainResult:
         validated = self.validate(job)
@@ -63,7 +78,7 @@ class TRLDPOBackend(Backend):
         model, tokenizer = load_model_and_tokenizer(job)
         config = DPOConfig(
             max_length=job.max_seq_len,
-            beta=float(job.options.get("beta", 0.1)),
+            beta=float(self.options(job).beta),
             **trainer_arguments(job),
         )
         trainer = DPOTrainer(

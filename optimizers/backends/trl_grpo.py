@@ -6,18 +6,20 @@ sub-model, REPL output is masked out of the loss (``env_mask``), and the reward 
 scorer named in each row's ``RewardSpec`` (``"module:function"``, called with
 ``(example, prediction)``).
 
-Options: ``inputs_fn`` / ``example_fn`` ("module:function", row -> RLM inputs / scorer example;
-compiled rows carry input *descriptions*, so a task suite regenerates the bodies),
-``sub_lm`` + ``sub_api_base`` (frozen sub-model; default: the base model, adapter off),
-``sandbox`` (process), ``cell_timeout``, ``trainer`` (extra GRPOConfig fields).
+Options (``TRLGRPOOptions``): how a row becomes an RLM run (``inputs_fn`` / ``example_fn``:
+compiled rows carry input *descriptions*, so a task suite regenerates the bodies; ``sub_lm`` +
+``sub_api_base``: the frozen sub-model, by default the base model with the adapter off), the
+model file, and ``trainer`` (extra GRPOConfig fields).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from optimizers.backends.base import Backend, TrainJob, TrainResult, canonical, write_splits
+from optimizers.backends.options import RolloutOptions, TRLOptions
 from optimizers.backends.rlm_rollout import check_playable
 from optimizers.backends.trl_common import (
     TRL_DEPS,
@@ -31,11 +33,17 @@ from optimizers.backends.trl_common import (
 from rlmkit.errors import ConfigError
 
 
+@dataclass(frozen=True)
+class TRLGRPOOptions(TRLOptions, RolloutOptions):
+    """trl-grpo's options: the model file, TRL config fields, and how a row becomes an RLM run."""
+
+
 class TRLGRPOBackend(Backend):
     name = "trl-grpo"
     requires = TRL_DEPS
     row_kinds: ClassVar = {"rl": ("rl",)}
     needs_local_model = True
+    options_type = TRLGRPOOptions
 
     def check(self, job: TrainJob, splits: dict[str, list[Any]]) -> None:
         if job.batch_size % job.group_size:
@@ -43,7 +51,7 @@ class TRLGRPOBackend(Backend):
                 f"batch_size ({job.batch_size}) must be a multiple of group_size ({job.group_size}): "
                 "each step trains whole groups"
             )
-        if job.lora is None and not job.options.get("sub_lm"):
+        if job.lora is None and not self.options(job).sub_lm:
             raise ConfigError("full fine-tuning has no frozen copy for sub-calls: set options.sub_lm")
         check_playable(job, [row for rows in splits.values() for row in rows])
 

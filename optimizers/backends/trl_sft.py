@@ -12,9 +12,11 @@ Several GPUs: ``accelerate launch -m rlmkit train --backend trl-sft job.toml``.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
 
 from optimizers.backends.base import Backend, DatasetError, TrainJob, TrainResult, write_splits
+from optimizers.backends.options import TRLOptions, option
 from optimizers.backends.trl_common import (
     TRL_DEPS,
     chat_messages,
@@ -25,9 +27,15 @@ from optimizers.backends.trl_common import (
     trainer_arguments,
     write_job_file,
 )
-from rlmkit.errors import ConfigError
 
-FORMATS = ("prompt_completion", "messages")
+
+@dataclass(frozen=True)
+class TRLSFTOptions(TRLOptions):
+    """trl-sft's options: the model file, TRL config fields, and the data layout."""
+
+    format: Literal["prompt_completion", "messages"] = option(
+        "prompt_completion", "per-turn prompt/completion samples, or whole conversations"
+    )
 
 
 def sft_records(rows: list[Any], layout: str) -> list[dict[str, Any]]:
@@ -44,11 +52,9 @@ class TRLSFTBackend(Backend):
     requires = TRL_DEPS
     row_kinds: ClassVar = {"sft": ("sft",)}
     needs_local_model = True
+    options_type = TRLSFTOptions
 
     def check(self, job: TrainJob, splits: dict[str, list[Any]]) -> None:
-        layout = job.options.get("format", "prompt_completion")
-        if layout not in FORMATS:
-            raise ConfigError(f"options.format must be one of {FORMATS}, not {layout!r}")
         for split, rows in splits.items():
             for row in rows:
                 # Tool schemas and tool calls are not carried into TRL here (RLM code lives in ```repl
@@ -58,7 +64,7 @@ class TRLSFTBackend(Backend):
 
     def prepare(self, job: TrainJob) -> TrainResult:
         validated = self.validate(job)
-        layout = job.options.get("format", "prompt_completion")
+        layout = self.options(job).format
         folder = job.output_dir / "data"
         records = {split: sft_records(rows, layout) for split, rows in validated.splits.items()}
         files = [write_job_file(job), *write_splits(folder, records)]
@@ -71,7 +77,7 @@ class TRLSFTBackend(Backend):
         from datasets import load_dataset
         from trl import SFTConfig, SFTTrainer
 
-        layout = job.options.get("format", "prompt_completion")
+        layout = self.options(job).format
         data = load_dataset(
             "json", data_files={f.stem: str(f) for f in prepared.files if f.suffix == ".jsonl"}
         )

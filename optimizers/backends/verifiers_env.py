@@ -18,14 +18,14 @@ is gone upstream and is not exported.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any, ClassVar
 
 import rlmkit
 from optimizers.backends.base import Backend, TrainJob, TrainResult, canonical, write_splits
+from optimizers.backends.options import VerifiersOptions
 from optimizers.backends.rlm_rollout import check_playable
-from rlmkit.errors import DISTRIBUTION, NOT_ON_INDEX, ConfigError
+from rlmkit.errors import DISTRIBUTION, NOT_ON_INDEX
 
 VERIFIERS_RANGE = ">=0.4,<0.5"
 
@@ -95,30 +95,30 @@ def install_command(package: Path) -> str:
 class VerifiersBackend(Backend):
     name = "verifiers"
     row_kinds: ClassVar = {"rl": ("rl",)}
+    options_type = VerifiersOptions
 
     def check(self, job: TrainJob, splits: dict[str, list[Any]]) -> None:
-        env_id = job.options.get("env_id", "rlmkit-rlm")
-        if not re.fullmatch(r"[a-z][a-z0-9-]*", env_id):
-            raise ConfigError(f"options.env_id {env_id!r} must be lowercase letters, digits and dashes")
         check_playable(job, [row for rows in splits.values() for row in rows])
 
     def prepare(self, job: TrainJob) -> TrainResult:
         validated = self.validate(job)
-        env_id = job.options.get("env_id", "rlmkit-rlm")
+        options = self.options(job)
+        env_id = options.env_id
         module = module_name(env_id)
         root = job.output_dir / "verifiers" / env_id
         package = root / module
         files = write_splits(
             package / "data", {s: [canonical(r) for r in rows] for s, rows in validated.splits.items()}
         )
-        options = {key: value for key, value in job.options.items() if key not in ("env_id", "trainer")}
-        options["max_turns"] = job.max_turns
+        # what the environment's RLM runs need (verifiers_runtime.RLMSession reads it back)
+        played = {key: value for key, value in options.explicit().items() if key != "env_id"}
+        played["max_turns"] = job.max_turns
         written = {
             root / "pyproject.toml": PYPROJECT.format(
                 env_id=env_id, module=module, verifiers_range=VERIFIERS_RANGE, distribution=DISTRIBUTION
             ),
             package / "__init__.py": MODULE.format(env_id=env_id, verifiers_range=VERIFIERS_RANGE),
-            package / "options.json": json.dumps(options, indent=2),
+            package / "options.json": json.dumps(played, indent=2),
         }
         for path, text in written.items():
             path.write_text(text)

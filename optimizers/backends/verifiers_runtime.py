@@ -15,36 +15,33 @@ import json
 import time
 from typing import Any
 
-from optimizers.backends.base import load_object
+from optimizers.backends.options import RolloutOptions
 from optimizers.backends.rlm_rollout import rollout_rlm, row_task
-from rlmkit.models.lm import LM, Completion
-from rlmkit.trajectory import Usage
+from rlmkit.loading import load
+from rlmkit.models.contract import Completion, ModelTraits, settings_free_description
 
 _DONE = object()
 
 
-class BridgeLM(LM):
-    """An rlmkit LM whose answers come from whoever reads ``requests`` (the verifiers turn loop)."""
+class BridgeLM:
+    """A model (``rlmkit.models.contract.Model``) whose answers come from whoever reads
+    ``requests`` (the verifiers turn loop); verifiers samples the policy, so no cap applies here."""
+
+    model = "openai/verifiers-policy"
+    traits = ModelTraits()
 
     def __init__(self) -> None:
-        # an OpenAI-style name with a local api_base passes the LM checks; no request is ever sent there
-        super().__init__(
-            "openai/verifiers-policy", api_base="http://127.0.0.1:9/v1", api_key="unused", cache=False
-        )
         self.requests: asyncio.Queue = asyncio.Queue()
         self.replies: asyncio.Queue = asyncio.Queue()
+
+    def describe(self) -> dict:
+        return settings_free_description(self.model, "verifiers")
 
     async def acomplete(self, messages: list[dict], **_: Any) -> Completion:
         started = time.perf_counter()
         await self.requests.put(messages)
         text = await self.replies.get()
-        return Completion(
-            text=text,
-            model=self.model,
-            usage=Usage(calls=1),
-            cached=False,
-            duration_s=time.perf_counter() - started,
-        )
+        return Completion.timed(text, self.model, started)
 
 
 def row_of(info: Any) -> Any:
@@ -59,12 +56,13 @@ class RLMSession:
     """One RLM run on ``row``, driven from the outside: ``next_prompt(reply)`` until it returns None."""
 
     def __init__(self, row: Any, options: dict[str, Any]):
-        self.row, self.options = row, options
+        """``options``: the exported package's ``options.json``, the rollout options and ``max_turns``."""
+        self.row = row
+        self.options = RolloutOptions.part(options)
         self.bridge = BridgeLM()
-        sub = options.get("sub_lm")
-        sub_lm = LM(sub, api_base=options.get("sub_api_base"), cache=False) if sub else None
-        self.rlm = rollout_rlm(row, options, int(options.get("max_turns", 10)), self.bridge, sub_lm)
-        self.example, inputs = row_task(row, options)
+        max_turns = int(options.get("max_turns", 10))
+        self.rlm = rollout_rlm(row, self.options, max_turns, self.bridge, self.options.sub_model())
+        self.example, inputs = row_task(row, self.options)
         self.task = asyncio.ensure_future(self._run(inputs))
         self.prediction: Any = None
         self.reward = 0.0
@@ -82,7 +80,7 @@ class RLMSession:
             )
         finally:
             await self.bridge.requests.put(_DONE)
-        self.reward = float(load_object(self.row.reward.scorer)(self.example, self.prediction))
+        self.reward = float(load(self.row.reward.scorer)(self.example, self.prediction))
 
     async def next_prompt(self, reply: str | None) -> list[dict] | None:
         """Hand the policy's reply to the RLM; get its next prompt, or None once it has finished."""

@@ -93,8 +93,8 @@ def compile_runs(
 
     The dataset folder holds the rows and a manifest saying what went in.
     """
-    from optimizers.backends.base import load_object
     from optimizers.compile import Filters, by_signature, compile_dpo, compile_rl, compile_sft, load_runs
+    from rlmkit.loading import load
 
     with exit_on_error(errors=(UserError, ValueError, OSError)):
         base = Filters() if kind is Kind.sft else Filters.rollouts()
@@ -112,7 +112,7 @@ def compile_runs(
         )
         common: dict[str, Any] = {
             "filters": filters,
-            "metric": load_object(metric) if metric else None,
+            "metric": load(metric) if metric else None,
             "protocol": protocol,
             "repair": repair,
             "tokenizer": _load_tokenizer(tokenizer) if tokenizer else None,

@@ -79,7 +79,7 @@ class Renderer:
                     reply, fixes = result.reply, result.fixes
             except Unrepairable as exc:
                 return RenderedRun(rendered, exc.reason, len(trajectory.turns) - position)
-            history = history[: turn.keep] + new
+            history = turn.prompt(history, new)
             rendered.append(RenderedTurn(turn.index, history, reply, fixes))
             history = history + [{"role": "assistant", "content": reply}]
         return RenderedRun(rendered)

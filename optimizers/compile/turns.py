@@ -4,24 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
 
-from rlmkit.trajectory import Message, Trajectory, Turn
+from rlmkit.trajectory import Trajectory
 
 # what ``rlmkit.trajectory.bounded`` leaves where it cut a long text
 TRUNCATION_MARK = re.compile(r"\n\.\.\. \[[\d,]+ characters cut\] \.\.\.\n")
-
-
-def iter_turn_prompts(trajectory: Trajectory) -> Iterator[tuple[Turn, list[Message]]]:
-    """(turn, the messages the root saw at that turn), built once in a single pass.
-
-    Same result as ``trajectory.turn_messages(i)`` for every i, without its O(turns^2) rebuild.
-    """
-    messages: list[Message] = []
-    for turn in trajectory.turns:
-        messages = messages[: turn.keep] + list(turn.new_messages)
-        yield turn, messages
-        messages = messages + [Message(role="assistant", content=turn.reply)]
 
 
 def is_linear(trajectory: Trajectory) -> bool:

@@ -8,7 +8,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from rlmkit.testing.server import ScriptedServer, approx_tokens, chat_response
+from rlmkit.chat_server import ChatServer, chat_response
+from rlmkit.models.transports.function import approx_tokens
 
 
 class HFChatModel:
@@ -57,6 +58,6 @@ class HFChatModel:
         return response
 
 
-def serve_hf(base_model: str, adapter: str | None = None, **kwargs: Any) -> ScriptedServer:
+def serve_hf(base_model: str, adapter: str | None = None, **kwargs: Any) -> ChatServer:
     """A started server; use ``rlmkit.LM("openai/local", api_base=server.url, api_key="local")``."""
-    return ScriptedServer(HFChatModel(base_model, adapter, **kwargs)).start()
+    return ChatServer(HFChatModel(base_model, adapter, **kwargs), name="local").start()

@@ -113,7 +113,7 @@ class LMProposer(Proposer):
                 signature="space, history -> job: ProposedJob",
                 protocol="typed",
                 sandbox="none",
-                model=getattr(self.lm, "model", None),
+                model=self.lm.model,
                 task={"suite": "train-loop-proposer", "example_id": f"job-{len(history)}"},
             )
         )

@@ -15,6 +15,8 @@ from typing import Any
 
 from optimizers.tuner.demos import ScoredRun, render_transcript
 from rlmkit.errors import UserError
+from rlmkit.models.contract import Model
+from rlmkit.sync_loop import run_sync
 
 TAG = re.compile(r"<instruction>(.*?)</instruction>", re.DOTALL | re.IGNORECASE)
 MAX_INSTRUCTION_CHARS = 4_000
@@ -101,9 +103,9 @@ def parse_instructions(text: str) -> list[str]:
 
 
 def complete_text(lm: Any, messages: list[dict[str, str]]) -> str:
-    """One completion from an ``rlmkit.LM`` (``.complete``) or a ``dspy.LM`` (callable)."""
-    if hasattr(lm, "complete"):
-        return lm.complete(messages).text
+    """One completion from a model of rlmkit's contract (``rlmkit.Model``) or a ``dspy.LM`` (callable)."""
+    if isinstance(lm, Model):
+        return run_sync(lm.acomplete(messages)).text
     if callable(lm):
         outputs = lm(messages=messages)
         first = outputs[0] if outputs else ""

@@ -11,7 +11,7 @@ it in the study).
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,13 +103,6 @@ class Config:
         short = text if len(text) <= width else text[: width - 3] + "..."
         knobs = {name: _printable(value, width) for name, value in self.knobs.items()}
         return {**knobs, "instruction": short, "n_demos": len(self.demos)}
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "knobs": self.knobs,
-            "instruction": self.instruction,
-            "demos": [dict(demo) if hasattr(demo, "keys") else demo for demo in self.demos],
-        }
 
 
 @dataclass
@@ -230,7 +223,3 @@ def factory_from_base(base: Any) -> ProgramFactory:
         return apply_config(program, config)
 
     return build
-
-
-def knob_names(knobs: Sequence[Knob]) -> list[str]:
-    return [knob.name for knob in knobs]

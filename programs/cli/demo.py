@@ -218,7 +218,7 @@ def _measured_accuracy() -> str | None:
 
 def _program_line(model) -> str:
     """Which program the run uses: the model's shipped one (with its provenance) or the default."""
-    preset = getattr(model, "preset", None)
+    preset = model.traits.preset
     if not preset:
         return "the default prompt (no instructions, no demos)"
     origin = preset.get("provenance", {})

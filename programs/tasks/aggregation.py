@@ -20,7 +20,7 @@ from programs.tasks.base import (
     ProgramRecipe,
     Suite,
     as_text,
-    build_examples,
+    generator,
     normalize,
     parse_number,
     prediction_value,
@@ -43,21 +43,6 @@ KNOBS = {"question": "mixed", "labelled": False, "users": 20}
 CHOICES = {"question": QUESTIONS + ("mixed",), "labelled": (True, False)}
 COMPARE_ANSWERS = ("more common than", "less common than", "same frequency as")
 MAX_USERS = 1000
-
-
-def generate(n: int, length: int, seed: int = 0, **knobs: Any) -> list[Example]:
-    return build_examples(
-        NAME,
-        n,
-        length,
-        seed,
-        knobs,
-        defaults=KNOBS,
-        choices=CHOICES,
-        build=_one,
-        minimum=minimum_length,
-        validate=users_check(NAME, 1, MAX_USERS),
-    )
 
 
 def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int):
@@ -169,4 +154,8 @@ def score(example: Example, prediction: Any) -> float:
 
 
 PROGRAM = ProgramRecipe("signatures:AggregationQA", RECORDS_STRATEGY, {"classify": CLASSIFY_INSTANCE})
+generate = generator(
+    NAME, KNOBS, CHOICES, _one, minimum=minimum_length, validate=users_check(NAME, 1, MAX_USERS)
+)
+
 SUITE = Suite(NAME, generate, score, KNOBS, CHOICES, "aggregation over inferred labels (OOLONG)", PROGRAM)

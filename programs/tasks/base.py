@@ -192,6 +192,35 @@ def build_examples(
     return examples
 
 
+def generator(
+    suite: str,
+    defaults: Mapping[str, Any],
+    choices: Mapping[str, tuple],
+    build: Build,
+    *,
+    minimum: Callable[[dict, int], tuple[int, str]] | None = None,
+    validate: Callable[[dict], None] | None = None,
+) -> Generator:
+    """The ``generate(n, length, seed, **knobs)`` of a family whose examples are built one at a
+    time by ``build`` (see ``build_examples``)."""
+
+    def generate(n: int, length: int, seed: int = 0, **knobs: Any) -> list[Example]:
+        return build_examples(
+            suite,
+            n,
+            length,
+            seed,
+            knobs,
+            defaults=defaults,
+            choices=choices,
+            build=build,
+            minimum=minimum,
+            validate=validate,
+        )
+
+    return generate
+
+
 def example_rng(suite: str, seed: int, index: int, length: int, knobs: Mapping[str, Any]) -> random.Random:
     knob_text = ",".join(f"{k}={knobs[k]!r}" for k in sorted(knobs))
     return random.Random(f"{suite}|{seed}|{index}|{length}|{knob_text}")
@@ -352,18 +381,3 @@ def exact_length(text: str, length: int, pad: str = " ") -> str:
     if len(text) >= length:
         return text[:length]
     return text + pad * (length - len(text))
-
-
-def fill_units(
-    rng: random.Random, make_unit: Callable[[random.Random], str], budget: int, sep: str = "\n"
-) -> list[str]:
-    """Units from ``make_unit`` until they (with separators) fill ``budget`` characters."""
-    units: list[str] = []
-    used = 0
-    while True:
-        unit = make_unit(rng)
-        cost = len(unit) + len(sep)
-        if used + cost > budget:
-            return units
-        units.append(unit)
-        used += cost

@@ -26,9 +26,9 @@ from programs.tasks.base import (
     LengthError,
     ProgramRecipe,
     Suite,
-    build_examples,
     exact_length,
     filler,
+    generator,
     normalize,
     prediction_value,
 )
@@ -140,12 +140,6 @@ def _core_count(knobs: dict, length: int) -> int:
 def _minimum(knobs: dict, length: int) -> tuple[int, str]:
     count = _core_count(knobs, length)
     return MIN_CORE_CHARS + PER_FUNCTION_CHARS * (count - 7), f"{count} core functions and the config files"
-
-
-def generate(n: int, length: int, seed: int = 0, **knobs: Any) -> list[Example]:
-    return build_examples(
-        NAME, n, length, seed, knobs, defaults=KNOBS, choices=CHOICES, build=_one, minimum=_minimum
-    )
 
 
 def _core(rng: random.Random, count: int) -> tuple[dict[str, str], list[str], list[str]]:
@@ -318,6 +312,8 @@ PROGRAM = ProgramRecipe(
     "module, and answer from the parse (comments mention functions that are not called). "
     "Submit the option letter.",
 )
+generate = generator(NAME, KNOBS, CHOICES, _one, minimum=_minimum)
+
 SUITE = Suite(
     NAME, generate, score, KNOBS, CHOICES, "four-option questions about a generated package (CodeQA)", PROGRAM
 )

@@ -23,8 +23,8 @@ from programs.tasks.base import (
     Suite,
     TaskError,
     as_text,
-    build_examples,
     exact_length,
+    generator,
     parse_number,
     prediction_value,
 )
@@ -76,19 +76,8 @@ def _validate(knobs: dict) -> None:
         raise TaskError(f"suite {NAME!r}: index must be from 1 to k={knobs['k']}, got {index!r}")
 
 
-def generate(n: int, length: int, seed: int = 0, **knobs: Any) -> list[Example]:
-    return build_examples(
-        NAME,
-        n,
-        length,
-        seed,
-        knobs,
-        defaults=KNOBS,
-        choices=CHOICES,
-        build=_one,
-        validate=_validate,
-        minimum=lambda kn, _length: (len(HEADER) + kn["k"] * LONGEST_TURN, f"{kn['k']} repeated requests"),
-    )
+def _minimum(knobs: dict, _length: int) -> tuple[int, str]:
+    return len(HEADER) + knobs["k"] * LONGEST_TURN, f"{knobs['k']} repeated requests"
 
 
 def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int):
@@ -146,4 +135,6 @@ PROGRAM = ProgramRecipe(
     "question exactly (same form and topic), in order, and take the assistant reply that "
     "follows. Submit exactly what the question asks.",
 )
+generate = generator(NAME, KNOBS, CHOICES, _one, minimum=_minimum, validate=_validate)
+
 SUITE = Suite(NAME, generate, score, KNOBS, CHOICES, "repeated requests in a conversation (MRCR)", PROGRAM)

@@ -21,9 +21,9 @@ from programs.tasks.base import (
     ProgramRecipe,
     Suite,
     TaskError,
-    build_examples,
     exact_length,
     filler,
+    generator,
     normalize,
     prediction_value,
 )
@@ -172,21 +172,6 @@ def _minimum(knobs: dict, _length: int) -> tuple[int, str]:
     return len(HEADER) + essential * ESSENTIAL_DOC_MAX, f"{essential} evidence and hard-negative documents"
 
 
-def generate(n: int, length: int, seed: int = 0, **knobs: Any) -> list[Example]:
-    return build_examples(
-        NAME,
-        n,
-        length,
-        seed,
-        knobs,
-        defaults=KNOBS,
-        choices=CHOICES,
-        build=_one,
-        minimum=_minimum,
-        validate=_validate,
-    )
-
-
 def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int):
     names = Names(rng)
     relations = _chain(rng, knobs["hops"])
@@ -259,6 +244,8 @@ PROGRAM = ProgramRecipe(
     "matches exactly (look-alike names are traps), and note each document number for "
     "citations.",
 )
+generate = generator(NAME, KNOBS, CHOICES, _one, minimum=_minimum, validate=_validate)
+
 SUITE = Suite(
     NAME,
     generate,

@@ -20,8 +20,8 @@ from programs.tasks.base import (
     Suite,
     TaskError,
     as_text,
-    build_examples,
     filler,
+    generator,
     prediction_value,
 )
 
@@ -129,21 +129,6 @@ def _minimum(knobs: dict, length: int) -> tuple[int, str]:
     return longest * count + 200, f"{count} needles and some haystack"
 
 
-def generate(n: int, length: int, seed: int = 0, **knobs: Any) -> list[Example]:
-    return build_examples(
-        NAME,
-        n,
-        length,
-        seed,
-        knobs,
-        defaults=KNOBS,
-        choices=CHOICES,
-        build=_one,
-        minimum=_minimum,
-        validate=_validate,
-    )
-
-
 def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int):
     kind = knobs["kind"]
     depth = float(knobs["depth"]) if knobs["depth"] is not None else (index / (n - 1) if n > 1 else 0.5)
@@ -180,4 +165,6 @@ PROGRAM = ProgramRecipe(
     "Search `context` with code (re.findall on the key from the question); "
     "print only the matching sentences, then SUBMIT the values as a list.",
 )
+generate = generator(NAME, KNOBS, CHOICES, _one, minimum=_minimum, validate=_validate)
+
 SUITE = Suite(NAME, generate, score, KNOBS, CHOICES, "needle in a haystack (RULER S-NIAH)", PROGRAM)

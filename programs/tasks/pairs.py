@@ -17,7 +17,7 @@ import random
 import re
 from typing import Any
 
-from programs.tasks.base import Example, ProgramRecipe, Suite, as_text, build_examples, prediction_value
+from programs.tasks.base import Example, ProgramRecipe, Suite, as_text, generator, prediction_value
 from programs.tasks.records import (
     CLASSIFY_INSTANCE,
     LABELS,
@@ -34,21 +34,6 @@ KNOBS = {"predicate": "mixed", "labelled": False, "users": 12}
 CHOICES = {"predicate": PREDICATES + ("mixed",), "labelled": (True, False)}
 MAX_USERS = 40
 FORMAT = "List every such pair once, smaller ID first, one per line as (id1, id2)."
-
-
-def generate(n: int, length: int, seed: int = 0, **knobs: Any) -> list[Example]:
-    return build_examples(
-        NAME,
-        n,
-        length,
-        seed,
-        knobs,
-        defaults=KNOBS,
-        choices=CHOICES,
-        build=_one,
-        minimum=minimum_length,
-        validate=users_check(NAME, 2, MAX_USERS, " (the pair list grows with its square)"),
-    )
 
 
 def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int):
@@ -151,6 +136,15 @@ PROGRAM = ProgramRecipe(
     "with itertools.combinations.",
     {"classify": CLASSIFY_INSTANCE},
 )
+generate = generator(
+    NAME,
+    KNOBS,
+    CHOICES,
+    _one,
+    minimum=minimum_length,
+    validate=users_check(NAME, 2, MAX_USERS, " (the pair list grows with its square)"),
+)
+
 SUITE = Suite(
     NAME, generate, score, KNOBS, CHOICES, "pairs of users meeting a label predicate (OOLONG-Pairs)", PROGRAM
 )

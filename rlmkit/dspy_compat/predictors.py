@@ -16,8 +16,7 @@ from typing import Any
 
 import dspy
 
-from rlmkit.models.lm import Completion
-from rlmkit.trajectory import Usage
+from rlmkit.models.contract import Completion, ModelTraits, settings_free_description
 
 log = logging.getLogger("rlmkit")
 
@@ -60,8 +59,7 @@ class ActionLM:
     """A ``generate_action`` predictor standing in for the root model: each turn it is called
     with dspy.RLM's action inputs, and its ``reasoning`` and ``code`` become the turn's reply."""
 
-    observed_by_dspy = True  # a predictor reports to DSPy's callbacks itself
-    max_tokens = stop = preset = input_chars = None
+    traits = ModelTraits(observed_by_dspy=True)  # a predictor reports to DSPy's callbacks itself
 
     def __init__(self, predictor: Any, max_iterations: int):
         self.predictor, self.max_iterations = predictor, max_iterations
@@ -69,7 +67,7 @@ class ActionLM:
         self.turn = 0
 
     def describe(self) -> dict:
-        return {"model": self.model, "params": {}, "transport": "predictor", "cache": None}
+        return settings_free_description(self.model, "predictor")
 
     async def acomplete(self, messages: list[dict], **_: Any) -> Completion:
         started = time.perf_counter()
@@ -83,13 +81,7 @@ class ActionLM:
         prediction = await acall(**inputs) if acall is not None else self.predictor(**inputs)
         code = prediction.code if "```" in prediction.code else f"```repl\n{prediction.code}\n```"
         text = f"{getattr(prediction, 'reasoning', '')}\n\n{code}".strip()
-        return Completion(
-            text=text,
-            model=self.model,
-            usage=Usage(calls=1),
-            cached=False,
-            duration_s=time.perf_counter() - started,
-        )
+        return Completion.timed(text, self.model, started)
 
 
 EXTRACTED = "Extract forced final output"  # dspy.RLM's final_reasoning when extract answered

@@ -40,7 +40,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--backend",
         choices=("xllamacpp", "scripted"),
         default="xllamacpp",
-        help="scripted: a fake echo server, for tests of the lifecycle",
+        help="scripted: a server that answers 'ok', for tests of the lifecycle",
     )
     return parser.parse_args(argv)
 
@@ -56,9 +56,9 @@ def _free_port() -> int:
 def _serve(args: argparse.Namespace, port: int) -> object:
     """Start serving; the returned object keeps the server alive."""
     if args.backend == "scripted":
-        from rlmkit.testing import ScriptedServer
+        from rlmkit.chat_server import ChatServer
 
-        return ScriptedServer(lambda body: "ok", port=port).start()
+        return ChatServer(lambda body: "ok", port=port).start()
     import xllamacpp
 
     params = xllamacpp.CommonParams()

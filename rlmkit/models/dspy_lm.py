@@ -25,7 +25,7 @@ import re
 import time
 from typing import Any
 
-from rlmkit.models.lm import Completion
+from rlmkit.models.contract import Completion, ModelTraits, settings_free_description
 from rlmkit.trajectory import Usage
 
 FIELD = re.compile(r"^\[\[ ## (\w+) ## \]\]\s*$", re.MULTILINE)
@@ -34,21 +34,16 @@ FIELD = re.compile(r"^\[\[ ## (\w+) ## \]\]\s*$", re.MULTILINE)
 class DSPyLM:
     """A DSPy LM (or a callable ``prompt -> text``) behind rlmkit's ``acomplete`` seam."""
 
-    observed_by_dspy = True  # a BaseLM fires DSPy's callbacks and writes its history itself
-    max_tokens = None  # the LM's own settings decide, as under dspy.RLM
-    stop = None
-    preset = None
-    input_chars = None
-
     def __init__(self, lm: Any):
         self.lm = lm
         self.model = getattr(lm, "model", None) or f"callable/{getattr(lm, '__name__', type(lm).__name__)}"
         self.is_base_lm = _is_base_lm(lm)
-        if not self.is_base_lm:
-            self.observed_by_dspy = False
+        # The LM's own settings decide caps and stops, as under dspy.RLM; a BaseLM fires DSPy's
+        # callbacks and writes its history itself. Its requests are its own: rlmkit sends none.
+        self.traits = ModelTraits(observed_by_dspy=self.is_base_lm)
 
     def describe(self) -> dict:
-        return {"model": self.model, "params": {}, "transport": "dspy", "cache": None}
+        return settings_free_description(self.model, "dspy")
 
     def __repr__(self) -> str:
         return f"DSPyLM({self.lm!r})"
@@ -137,7 +132,7 @@ class DirectDSPyLM:
     def __getattr__(self, name: str) -> Any:
         if name in ("dspy_origin", "direct"):  # not set yet (unpickling): no delegation loop
             raise AttributeError(name)
-        return getattr(self.direct, name)  # model, acomplete, describe, max_tokens, cache_dir ...
+        return getattr(self.direct, name)  # model, traits, acomplete, describe, cache_dir ...
 
     def __deepcopy__(self, memo: dict) -> DirectDSPyLM:
         return self
@@ -150,6 +145,11 @@ class DirectDSPyLM:
 
     def __repr__(self) -> str:
         return f"DirectDSPyLM({self.dspy_origin!r})"
+
+
+def dspy_origin(lm: Any) -> Any | None:
+    """The ``dspy.LM`` a model on the direct transport stands for, or None for any other model."""
+    return lm.dspy_origin if isinstance(lm, DirectDSPyLM) else None
 
 
 def wants_dspy_call(lm: Any) -> bool:

@@ -25,10 +25,11 @@ import os
 import random
 import re
 import time
-from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from rlmkit.errors import LMConfigError, LMError, LMUnavailableError, UserError
+from rlmkit.models.contract import Completion, ModelTraits
 from rlmkit.models.lm_cache import cache_key, current_rollout_id, default_cache_dir, open_cache
 from rlmkit.models.lm_limits import ConcurrencyLimit
 from rlmkit.models.prices import call_cost
@@ -51,18 +52,6 @@ log = logging.getLogger("rlmkit")
 _BACKOFF_BASE_S = 0.25
 _BACKOFF_CAP_S = 20.0
 _RETRY_AFTER_CAP_S = 60.0
-
-
-@dataclass
-class Completion:
-    """One model answer. ``usage.cost`` is in dollars (0.0 for models with no known price)."""
-
-    text: str
-    model: str
-    usage: Usage
-    cached: bool
-    duration_s: float
-    finish_reason: str | None = None
 
 
 class LM:
@@ -124,13 +113,19 @@ class LM:
         self.cache_dir = None if cache is False else (default_cache_dir() if cache is True else cache)
         self._cache = open_cache(self.cache_dir) if self.cache_dir is not None else None
         self._limit = ConcurrencyLimit(max_concurrency)
-        if self.transport.name != "function":
+        if self.traits.reaches_network:
             warm_prices(model)  # the price map loads (tens of ms) while the first request is prepared
 
-    @classmethod
-    def from_dspy(cls, lm: Any) -> LM:
-        """Build from a ``dspy.LM`` (``rlmkit.models.defaults.resolve_lm`` shares one per model instead)."""
-        return cls(lm.model, **dspy_lm_options(lm))
+    @cached_property
+    def traits(self) -> ModelTraits:
+        """What a run may assume about this LM (``rlmkit.models.contract``); its settings never change."""
+        return ModelTraits(
+            max_tokens=self.max_tokens,
+            stop=tuple(self.stop or ()),
+            preset=self.preset,
+            input_chars=self.input_chars,
+            reaches_network=self.transport.name != "function",
+        )
 
     def describe(self) -> dict:
         """What this LM is, safe to log: never the API key or headers."""
@@ -188,7 +183,7 @@ class LM:
         request, key = self._prepare(messages, rollout_id, max_tokens, stop, overrides)
         if (hit := self._from_cache(key)) is not None:
             return hit
-        if self.transport.name != "function" and not model_requests_allowed():
+        if self.traits.reaches_network and not model_requests_allowed():
             raise ModelRequestsBlocked(
                 f"a request to {self.model!r} was refused: model requests are blocked "
                 "(block_model_requests / RLMKIT_ALLOW_MODEL_REQUESTS=0)"

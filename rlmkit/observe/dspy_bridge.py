@@ -29,6 +29,7 @@ from typing import Any
 import dspy
 
 from rlmkit import events as ev
+from rlmkit.models.dspy_lm import dspy_origin
 from rlmkit.observe.lm_view import LMView, safe_params
 
 log = logging.getLogger("rlmkit")
@@ -36,7 +37,7 @@ log = logging.getLogger("rlmkit")
 
 def _dspy_saw(lm: Any) -> bool:
     """A DSPy LM called as itself (``models.dspy_lm``) fired DSPy's hooks already: not twice."""
-    return getattr(lm, "observed_by_dspy", False)
+    return lm.traits.observed_by_dspy
 
 
 def dspy_listeners(start: ev.RunStarted) -> list[ev.Listener]:
@@ -124,7 +125,7 @@ class DspyCallbacks:
             self._fire(
                 "on_lm_start",
                 event,
-                instance=getattr(event.lm, "dspy_origin", None) or LMView(event.lm),
+                instance=dspy_origin(event.lm) or LMView(event.lm),
                 inputs={"prompt": None, "messages": event.messages, "kwargs": {}},
             )
         elif kind is ev.ModelReply and not _dspy_saw(event.start.lm):
@@ -254,7 +255,7 @@ class HistoryRecorder:
                 "root": request.root,
             },  # fmt: skip
         }
-        origin = getattr(lm, "dspy_origin", None)  # a dspy.LM on the direct transport keeps its own history
+        origin = dspy_origin(lm)  # a dspy.LM on the direct transport keeps its own history
         for history, limit in (
             (self.history, self.limit),
             *((o.history, self.owner_limit) for o in self.owners),

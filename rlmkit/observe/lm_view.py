@@ -7,7 +7,7 @@ from typing import Any
 
 def safe_params(lm: Any) -> dict[str, Any]:
     """The LM's sampling settings, as its ``describe()`` shows them (no keys, no headers)."""
-    return dict(lm.describe().get("params", {})) if hasattr(lm, "describe") else {}
+    return dict(lm.describe().get("params", {}))
 
 
 class LMView:
@@ -20,7 +20,7 @@ class LMView:
         self.lm = lm
         self.model = lm.model
         self.kwargs = safe_params(lm)
-        self.cache = getattr(lm, "cache_dir", None) is not None
+        self.cache = lm.describe().get("cache") is not None
 
     def __repr__(self) -> str:
         return f"LMView({self.model!r})"

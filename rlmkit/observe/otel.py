@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rlmkit import events as ev
+from rlmkit.observe.lm_view import safe_params
 from rlmkit.observe.spans import SpanTree, error_of, span_name
 
 
@@ -72,7 +73,7 @@ class OtelSpans(SpanTree):
             )
         elif type(event) is ev.ModelRequest:
             kind, model = trace.SpanKind.CLIENT, event.lm.model
-            params = getattr(event.lm, "params", {}) or {}
+            params = safe_params(event.lm)
             attributes.update(
                 {
                     "gen_ai.operation.name": "chat",

@@ -11,9 +11,8 @@
 
 from __future__ import annotations
 
-import importlib
-
 from rlmkit.errors import ConfigError
+from rlmkit.loading import load
 from rlmkit.sandbox.base import CellResult, HostFunction, Sandbox, SandboxLimits
 
 # name -> "module:class" of a Sandbox taking ``limits``; imported only when that backend is used.
@@ -28,10 +27,10 @@ BACKENDS = {
 def make_sandbox(name: str = "process", limits: SandboxLimits | None = None) -> Sandbox:
     """A new, unstarted sandbox of backend ``name``; ConfigError for an unknown name."""
     try:
-        module, _, attribute = BACKENDS[name].partition(":")
+        spec = BACKENDS[name]
     except (KeyError, TypeError):
         raise ConfigError(f"unknown sandbox {name!r}; known: {', '.join(BACKENDS)}") from None
-    return getattr(importlib.import_module(module), attribute)(limits)
+    return load(spec)(limits)
 
 
 __all__ = ["BACKENDS", "CellResult", "HostFunction", "Sandbox", "SandboxLimits", "make_sandbox"]

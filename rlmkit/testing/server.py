@@ -1,9 +1,9 @@
 """A scripted OpenAI-compatible chat server on 127.0.0.1, for tests and benchmarks.
 
-It is a real HTTP server (threaded, Nagle disabled so requests do not wait ~40 ms on
-delayed ACKs), so everything between rlmkit and the wire is exercised. A ``responder``
-decides each reply from the request body; optional latency and fault injection make it
-behave like a slow or flaky provider.
+It is the production ``rlmkit.chat_server.ChatServer`` (a real HTTP server, so everything
+between rlmkit and the wire is exercised) with what a test needs on top: every request body
+kept in ``requests``, the most requests in flight at once, and optional latency and fault
+injection that make it behave like a slow or flaky provider.
 
     def responder(request: dict) -> str:          # or -> dict (a full OpenAI response)
         return "```repl\\nSUBMIT(answer=42)\\n```"
@@ -18,14 +18,14 @@ import json
 import random
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
-Responder = Callable[[dict], "str | dict"]
+from rlmkit.chat_server import ChatServer, Reply, Responder, as_event_stream, chat_response, error_body
 
 FAULT_KINDS = ("429", "500", "timeout", "truncated_json", "empty", "no_code", "broken_code")
+# what the text faults put in place of the responder's reply
+FAULT_TEXTS = {"empty": "", "no_code": "I think I should look at the data first.",
+               "broken_code": "```repl\nprint(len(context)\n```"}  # fmt: skip
 
 
 @dataclass
@@ -60,52 +60,9 @@ class Faults:
             return kind
 
 
-def approx_tokens(text: str) -> int:
-    return max(1, len(text) // 4)
-
-
-def chat_response(content: str, model: str = "scripted", prompt_tokens: int = 1) -> dict:
-    """An OpenAI chat.completion body for ``content``."""
-    return {
-        "id": f"chatcmpl-{time.time_ns()}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
-        ],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": approx_tokens(content),
-            "total_tokens": prompt_tokens + approx_tokens(content),
-        },
-    }
-
-
-def as_event_stream(response: dict) -> bytes:
-    """A chat.completion body as OpenAI's streamed form (``stream: true``): one content chunk,
-    a final chunk with the finish reason and usage, then ``[DONE]``."""
-    choice = response["choices"][0]
-    head = {k: response[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
-    chunks = [
-        {**head, "choices": [{"index": 0, "delta": choice["message"], "finish_reason": None}]},
-        {
-            **head,
-            "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}],
-            "usage": response.get("usage"),
-        },
-    ]
-    return (
-        b"".join(b"data: " + json.dumps(chunk).encode() + b"\n\n" for chunk in chunks) + b"data: [DONE]\n\n"
-    )
-
-
-class _Server(ThreadingHTTPServer):
-    request_queue_size = 1024  # socketserver's 5 drops SYNs of a fan-out burst: clients stall ~1 s
-
-
-class ScriptedServer:
-    """Serve ``responder`` as ``POST /v1/chat/completions`` on 127.0.0.1 (a free port)."""
+class ScriptedServer(ChatServer):
+    """Serve ``responder`` as ``POST /v1/chat/completions`` on 127.0.0.1 (a free port), keeping
+    every request, with ``latency`` seconds before each reply and ``faults`` injected."""
 
     def __init__(
         self,
@@ -115,136 +72,46 @@ class ScriptedServer:
         faults: Faults | None = None,
         port: int = 0,
     ):
-        self.responder = responder
+        super().__init__(responder, port=port, name="scripted")
         self.latency = latency
         self.faults = faults or Faults()
         self.requests: list[dict] = []
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
-        self._httpd = _Server(("127.0.0.1", port), self._handler_class())
-        self._httpd.daemon_threads = True
-        self._thread: threading.Thread | None = None
 
-    # -- lifecycle ---------------------------------------------------------------
-    @property
-    def port(self) -> int:
-        return self._httpd.server_address[1]
+    def handle(self, body: dict) -> Reply:
+        with self._lock:
+            self.requests.append(body)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            return super().handle(body)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
 
-    @property
-    def url(self) -> str:
-        """Base URL for litellm's ``api_base`` (OpenAI style, ends in /v1)."""
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def start(self) -> ScriptedServer:
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True, name="scripted-llm")
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-
-    def __enter__(self) -> ScriptedServer:
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
-
-    # -- handling ----------------------------------------------------------------
-    def served(self, body: dict, arrived: float, done: float) -> None:
-        """A hook: ``body`` was handled from its request line's arrival to its reply's last write
-        (``time.monotonic()``): parsing, the responder, any latency, the write."""
-
-    def _reply(self, body: dict) -> tuple[int, dict[str, str], bytes]:
+    def reply(self, body: dict) -> Reply:
         fault = self.faults.draw()
         if fault == "429":
-            headers = {"Retry-After": str(self.faults.retry_after)}
             return (
                 429,
-                headers,
-                json.dumps({"error": {"message": "rate limited", "type": "rate_limit"}}).encode(),
+                {"Retry-After": str(self.faults.retry_after)},
+                error_body("rate limited", "rate_limit"),
             )
         if fault == "500":
-            return 500, {}, json.dumps({"error": {"message": "injected server error"}}).encode()
+            return 500, {}, error_body("injected server error")
         if fault == "timeout":
             time.sleep(self.faults.timeout_s)
         if self.latency:
             time.sleep(self.latency)
         result = self.responder(body)
-        prompt_chars = sum(len(str(m.get("content", ""))) for m in body.get("messages", []))
-        if isinstance(result, dict):
-            response = result
-        else:
-            if fault == "empty":
-                result = ""
-            elif fault == "no_code":
-                result = "I think I should look at the data first."
-            elif fault == "broken_code":
-                result = "```repl\nprint(len(context)\n```"
-            response = chat_response(result, body.get("model", "scripted"), max(1, prompt_chars // 4))
-        if body.get("stream"):  # agent harnesses (e.g. verifiers') stream their completions
-            return 200, {"Content-Type": "text/event-stream"}, as_event_stream(response)
-        data = json.dumps(response).encode()
-        if fault == "truncated_json":
+        if not isinstance(result, dict):
+            result = FAULT_TEXTS.get(fault, result)
+        status, headers, data = self.encode(body, self.response_for(body, result))
+        if fault == "truncated_json" and not body.get("stream"):
             data = data[: len(data) // 2]
-        return 200, {}, data
-
-    def _handler_class(self):
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            disable_nagle_algorithm = True
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:  # keep test output clean
-                pass
-
-            def do_GET(self) -> None:  # noqa: N802 - /v1/models, for health checks
-                data = json.dumps(
-                    {"object": "list", "data": [{"id": "scripted", "object": "model"}]}
-                ).encode()
-                self._send(200, {}, data)
-
-            def parse_request(self) -> bool:
-                # the request line has just arrived: from here the time is the server's
-                self.arrived = time.monotonic()
-                return super().parse_request()
-
-            def do_POST(self) -> None:  # noqa: N802
-                length = int(self.headers.get("Content-Length", 0))
-                try:
-                    body = json.loads(self.rfile.read(length) or b"{}")
-                except ValueError:
-                    self._send(400, {}, b'{"error": {"message": "bad json"}}')
-                    return
-                with server._lock:
-                    server.requests.append(body)
-                    server.in_flight += 1
-                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
-                try:
-                    status, headers, data = server._reply(body)
-                except Exception as exc:  # a responder bug must show up as a 500, not a hang
-                    status, headers, data = 500, {}, json.dumps({"error": {"message": repr(exc)}}).encode()
-                finally:
-                    with server._lock:
-                        server.in_flight -= 1
-                self._send(status, headers, data)
-                server.served(body, self.arrived, time.monotonic())
-
-            def _send(self, status: int, headers: dict[str, str], data: bytes) -> None:
-                try:
-                    self.send_response(status)
-                    headers = {"Content-Type": "application/json", **headers}
-                    self.send_header("Content-Length", str(len(data)))
-                    for key, value in headers.items():
-                        self.send_header(key, value)
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-        return Handler
+        return status, headers, data
 
 
 def last_user_text(body: dict) -> str:
@@ -262,3 +129,14 @@ def is_root_request(body: dict) -> bool:
     return (
         bool(messages) and messages[0].get("role") == "system" and "REPL" in str(messages[0].get("content"))
     )
+
+
+__all__ = [
+    "FAULT_KINDS",
+    "Faults",
+    "ScriptedServer",
+    "as_event_stream",
+    "chat_response",
+    "is_root_request",
+    "last_user_text",
+]

@@ -1,28 +1,28 @@
-"""Which model rlmkit uses when none is passed, and one shared LM per model per process.
+"""Which model do I get: the model a run calls, from what was passed or configured.
 
 With no ``lm=``: ``dspy.settings.lm``, then ``rlmkit.configure(...)``, then ``$RLMKIT_MODEL``,
 then a provider whose key is in the environment (``PROVIDER_DEFAULTS``), else the embedded
 local model (announced once). A model named by a string or a ``dspy.LM`` resolves to the
-same ``rlmkit.LM`` every time in a process, so every run shares its cache, its connection
-pool and its concurrency limit instead of building new ones.
+same ``rlmkit.LM`` every time in a process (``rlmkit.models.shared``); any object that
+implements the model contract (``rlmkit.models.contract.Model``) is used as it is.
 
-This module sits above both ``rlmkit.models.lm`` and ``rlmkit.local``: neither imports it.
+This module sits above both ``rlmkit.models`` and ``rlmkit.local`` (the embedded model is one
+of the choices): neither imports it.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import os
 import sys
-import threading
-import weakref
 from typing import Any
 
 from rlmkit.errors import UserError
+from rlmkit.models.contract import Model
 from rlmkit.models.dspy_lm import DirectDSPyLM, DSPyLM, wants_dspy_call
-from rlmkit.models.lm import LM, dspy_lm_options
+from rlmkit.models.lm import LM
+from rlmkit.models.shared import direct_view, shared_lm
 
 log = logging.getLogger("rlmkit")
 
@@ -34,8 +34,6 @@ PROVIDER_DEFAULTS = (
 )
 
 _configured: LM | None = None
-_shared: dict[str, LM] = {}
-_shared_lock = threading.Lock()
 
 
 def configure(lm: LM | Any | str | None) -> None:
@@ -44,20 +42,10 @@ def configure(lm: LM | Any | str | None) -> None:
     _configured = None if lm is None else resolve_lm(lm)
 
 
-def shared_lm(model: str, **kwargs: Any) -> LM:
-    """The one LM of this process for ``model`` built with ``kwargs`` (built on first use)."""
-    key = json.dumps([model, kwargs], sort_keys=True, default=repr)
-    with _shared_lock:
-        lm = _shared.get(key)
-        if lm is None:
-            lm = _shared[key] = LM(model, **kwargs)
-        return lm
-
-
-def resolve_lm(lm: LM | Any | str | None) -> LM | DSPyLM | DirectDSPyLM:
+def resolve_lm(lm: Model | Any | str | None) -> Model:
     """An rlmkit LM from an LM, a dspy.LM, a model string, or None (the configured default);
     any other DSPy LM (a ``dspy.BaseLM``) or a callable, wrapped to be called as itself."""
-    if isinstance(lm, (LM, DSPyLM, DirectDSPyLM)):
+    if isinstance(lm, (LM, DSPyLM, DirectDSPyLM)) or isinstance(lm, Model):  # the contract: as is
         return lm
     if isinstance(lm, str):
         return shared_lm(lm)
@@ -83,20 +71,6 @@ def resolve_lm(lm: LM | Any | str | None) -> LM | DSPyLM | DirectDSPyLM:
     return embedded_lm()
 
 
-_views: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def direct_view(lm: Any) -> DirectDSPyLM:
-    """One view per ``dspy.LM`` object, over the one shared ``LM`` for its settings."""
-    with _shared_lock:
-        view = _views.get(lm)
-    if view is None:
-        view = DirectDSPyLM(lm, shared_lm(lm.model, **dspy_lm_options(lm)))
-        with _shared_lock:
-            view = _views.setdefault(lm, view)
-    return view
-
-
 @functools.lru_cache(maxsize=1)
 def embedded_lm() -> LM:
     """The embedded model's LM, built (and announced) once per process."""
@@ -107,4 +81,4 @@ def embedded_lm() -> LM:
     return local_lm()
 
 
-__all__ = ["PROVIDER_DEFAULTS", "configure", "embedded_lm", "resolve_lm", "shared_lm"]
+__all__ = ["PROVIDER_DEFAULTS", "configure", "embedded_lm", "resolve_lm"]
