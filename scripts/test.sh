@@ -14,7 +14,7 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
 fi
 # torch first, pinned to the CPU build on local disk, so the train extra pulls no CUDA build.
 python3 -m pip install -q --disable-pip-version-check torch==2.13.0
-python3 -m pip install -q --disable-pip-version-check -e ".[local,train,dev,bench,cluster,postgres,monty,tinker,observe,docs]"
+python3 -m pip install -q --disable-pip-version-check -e ".[local,train,dev,bench,cluster,postgres,monty,tinker,observe,docs,serve]"
 # The verifiers export targets verifiers 0.4.x: its test pip-installs the exported environment
 # package into a clean venv holding only this checkout (dspy-rlmkit), verifiers and uv (which
 # verifiers runs its chat program with). `python3 -m venv` without --system-site-packages is clean
