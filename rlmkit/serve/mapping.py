@@ -5,10 +5,10 @@ The mapping (docs/guide/serving.md says the same):
 - ``extra_body={"inputs": {...}}`` gives input fields by name, typed as the signature says
   (checked here: a value that does not fit is a 422 before anything runs).
 - The last user message is the *question field*: ``question`` when the signature has one, else
-  the last input field not given in ``inputs``.
+  the last text (``str``) input field not given in ``inputs``.
 - The conversation before it (system, user and assistant messages, as ``role: text`` blocks),
   plus every text part of the last user message but its last, is the *context field*:
-  ``context`` when the signature has one, else the first other input field left. With no
+  ``context`` when the signature has one, else the first other text field left. With no
   context field left, that text is put before the question.
 - A field still missing is a 422 naming it. In a session, the fields the session holds (given
   when it was opened) are never filled from the messages.
@@ -158,17 +158,20 @@ def map_inputs(program: Program, request: ChatRequest, held: set[str] = frozense
     ]
     context = "\n\n".join(earlier + parts[:-1])
     question = parts[-1] if parts else ""
-    free = [name for name in program.inputs if name not in given and name not in held]
+    free = [  # the text fields left: a message is text, so it fills only those
+        name
+        for name, field in program.inputs.items()
+        if name not in given and name not in held and field.annotation is str
+    ]
     question_field = "question" if "question" in free else (free[-1] if free else None)
-    if question_field is None:
-        return given
-    rest = [name for name in free if name != question_field]
-    context_field = "context" if "context" in rest else (rest[0] if rest else None)
-    if context_field is not None:
-        given[context_field] = context
-    elif context:
-        question = f"{context}\n\n{question}"
-    given[question_field] = question
+    if question_field is not None:
+        rest = [name for name in free if name != question_field]
+        context_field = "context" if "context" in rest else (rest[0] if rest else None)
+        if context_field is not None:
+            given[context_field] = context
+        elif context:
+            question = f"{context}\n\n{question}"
+        given[question_field] = question
     missing = [name for name in program.inputs if name not in given and name not in held]
     if missing:
         raise APIError(
