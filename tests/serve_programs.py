@@ -7,8 +7,11 @@ from the request's own inputs, so an answer that reached the wrong request canno
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import rlmkit
 from rlmkit.serve import app, running
@@ -47,8 +50,21 @@ def typed_rlm(**kwargs) -> rlmkit.RLM:
     )
 
 
+async def gated_model(messages: list[dict]) -> str:
+    """Root: waits for the file $SERVE_TEST_GATE (after writing ``<gate>.waiting``), then answers
+    the question: a call held in flight for as long as a test needs, across processes."""
+    if not is_root_request({"messages": messages}):
+        return "sub-answer"
+    gate = Path(os.environ["SERVE_TEST_GATE"])
+    gate.with_name(gate.name + ".waiting").write_text("waiting")
+    while not gate.exists():
+        await asyncio.sleep(0.02)
+    return repl("SUBMIT(answer=question)")
+
+
 qa = qa_rlm()
 typed = typed_rlm()
+gated = rlmkit.RLM("context, question -> answer", lm=FunctionLM(gated_model))
 
 
 @contextlib.contextmanager
