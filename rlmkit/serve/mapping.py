@@ -10,8 +10,8 @@ The mapping (docs/guide/serving.md says the same):
   plus every text part of the last user message but its last, is the *context field*:
   ``context`` when the signature has one, else the first other text field left. With no
   context field left, that text is put before the question.
-- A field still missing is a 422 naming it. In a session, the fields the session holds (given
-  when it was opened) are never filled from the messages.
+- A field still missing is a 422 naming it. In a session, the fields the session holds (the
+  context it was opened with) are not filled from the messages; the question always is.
 
 The answer is the message's ``content``: a single ``str`` output as it is, anything else (or any
 request with ``response_format`` ``json_object`` / ``json_schema``) as a JSON object of the
@@ -158,14 +158,11 @@ def map_inputs(program: Program, request: ChatRequest, held: set[str] = frozense
     ]
     context = "\n\n".join(earlier + parts[:-1])
     question = parts[-1] if parts else ""
-    free = [  # the text fields left: a message is text, so it fills only those
-        name
-        for name, field in program.inputs.items()
-        if name not in given and name not in held and field.annotation is str
-    ]
+    # the text fields left: a message is text, so it fills only those
+    free = [name for name, field in program.inputs.items() if name not in given and field.annotation is str]
     question_field = "question" if "question" in free else (free[-1] if free else None)
-    if question_field is not None:
-        rest = [name for name in free if name != question_field]
+    if question_field is not None:  # a session's question is each request's own; its context stays
+        rest = [name for name in free if name != question_field and name not in held]
         context_field = "context" if "context" in rest else (rest[0] if rest else None)
         if context_field is not None:
             given[context_field] = context

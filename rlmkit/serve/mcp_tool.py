@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
+from rlmkit.errors import MissingInputError, RLMKitError
 from rlmkit.serve.program import Program
 
 TOOL_DESCRIPTION = (
@@ -50,12 +51,20 @@ def tool_function(program: Program) -> Any:
     required = [n for n, f in program.inputs.items() if f.annotation is str]
 
     async def call(**arguments: Any) -> str:
+        from mcp.server.mcpserver.exceptions import ToolError
+
+        try:
+            return await answer(arguments)
+        except RLMKitError as exc:  # the agent reads why (a bad path, a run out of budget) and goes on
+            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+
+    async def answer(arguments: dict[str, Any]) -> str:
         inputs = {}
         for name in program.inputs:
             path = arguments.get(f"{name}_path")
             value = Path(path).expanduser() if path else arguments.get(name)
             if value is None and name in required:
-                raise ValueError(f"give {name!r} as text or {name}_path as a file or folder")
+                raise MissingInputError(f"give {name!r} as text or {name}_path as a file or folder")
             inputs[name] = value
         prediction = None
         async for item in program.stream(inputs):
