@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hmac
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,21 +112,25 @@ def app(program: Any, *, name: str | None = None, **options: Any) -> FastAPI:
         return Model(id=program.name, created=program.created, object="model", owned_by="rlmkit")
 
     @api.get("/health")
+    @_openai_errors
     async def health() -> dict[str, Any]:
         return {"status": "ok", "running": admission.running, "waiting": admission.waiting}
 
     @api.get("/v1/models")
+    @_openai_errors
     async def list_models(request: Request) -> dict[str, Any]:
         authorize(request)
         return {"object": "list", "data": [model_card().model_dump()]}
 
     @api.get("/v1/models/{model_id}")
+    @_openai_errors
     async def get_model(model_id: str, request: Request) -> dict[str, Any]:
         authorize(request)
         _known_model(program, model_id)
         return model_card().model_dump()
 
     @api.post("/v1/chat/completions")
+    @_openai_errors
     async def chat_completions(request: Request) -> Response:
         authorize(request)
         chat = parse_request(await read_json(request))
@@ -148,27 +154,24 @@ def app(program: Any, *, name: str | None = None, **options: Any) -> FastAPI:
             return JSONResponse(await _unless_disconnected(request, call.answer()))
 
     @api.post("/v1/sessions")
+    @_openai_errors
     async def open_session(request: Request) -> Response:
         authorize(request)
         body = await read_json(request)
         if not isinstance(body, dict) or set(body) - {"inputs"}:
             raise bad_request("a session is opened with {'inputs': {...}}", param="inputs")
-        inputs = check_inputs(program, body.get("inputs") or {})
-        try:
-            session = await sessions.open(inputs)
-        except APIError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a sandbox that cannot hold a session, bad inputs
-            raise from_exception(exc) from exc
+        session = await sessions.open(check_inputs(program, body.get("inputs") or {}))
         request.state.call = CallRecord(request_id=request.state.request_id, session_id=session.id)
         return JSONResponse(sessions.describe(session), status_code=201)
 
     @api.get("/v1/sessions/{session_id}")
+    @_openai_errors
     async def get_session(session_id: str, request: Request) -> dict[str, Any]:
         authorize(request)
         return sessions.describe(await sessions.get(session_id))
 
     @api.delete("/v1/sessions/{session_id}")
+    @_openai_errors
     async def delete_session(session_id: str, request: Request) -> dict[str, Any]:
         authorize(request)
         await sessions.delete(session_id)
@@ -203,6 +206,23 @@ def _known_model(program: Program, model: str) -> None:
             code="model_not_found",
             param="model",
         )
+
+
+def _openai_errors(route: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """A route whose failures all reach the client as ``APIError`` responses. (A handler for
+    ``Exception`` itself runs in Starlette's outermost middleware, which re-raises after
+    answering, and uvicorn then drops the connection the client would reuse.)"""
+
+    @functools.wraps(route)
+    async def wrapped(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await route(*args, **kwargs)
+        except APIError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - each kind gets its status in from_exception
+            raise from_exception(exc) from exc
+
+    return wrapped
 
 
 @contextlib.asynccontextmanager
