@@ -19,6 +19,7 @@ import openai
 import pytest
 
 import rlmkit
+from rlmkit import events as ev
 from rlmkit.errors import ConfigError
 from rlmkit.serve.server import check_exposure
 from rlmkit.testing import FunctionLM, is_root_request
@@ -76,6 +77,34 @@ def test_a_client_leaving_a_stream_cancels_its_run_and_the_server_goes_on(held):
         wait_for(lambda: httpx.get(health).json()["running"] == 0, "the call's slot freed")
         reply = openai.OpenAI(base_url=url, api_key="x").chat.completions.create(**body("next"))
         assert reply.choices[0].message.content == "next"
+
+
+def test_every_run_a_leaving_client_began_ends_and_closes_its_sandbox():
+    from tests.serve_programs import qa_rlm
+
+    seen: list[str] = []
+
+    def record(event: ev.Event) -> None:
+        if event.depth == 0 and type(event).__name__ in (
+            "RunStarted",
+            "RunFinished",
+            "SandboxStarting",
+            "SandboxClosed",
+        ):
+            seen.append(type(event).__name__)
+
+    remove = ev.instrument(lambda _: record)  # every call tree of this process, the server's included
+    try:
+        with served(qa_rlm()) as url, httpx.Client(timeout=30) as client:
+            for _ in range(3):  # gone right after the first chunk: the run is cut at its start
+                with client.stream("POST", f"{url}/chat/completions", json=body(stream=True)) as response:
+                    next(response.iter_lines())
+            wait_for(lambda: seen.count("RunFinished") == seen.count("RunStarted") == 3, "every run ended")
+            wait_for(
+                lambda: seen.count("SandboxClosed") == seen.count("SandboxStarting"), "every sandbox closed"
+            )
+    finally:
+        remove()
 
 
 def test_a_client_leaving_a_plain_call_cancels_its_run(held):

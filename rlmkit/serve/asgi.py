@@ -114,7 +114,12 @@ def app(program: Any, *, name: str | None = None, **options: Any) -> FastAPI:
     @api.get("/health")
     @_openai_errors
     async def health() -> dict[str, Any]:
-        return {"status": "ok", "running": admission.running, "waiting": admission.waiting}
+        return {
+            "status": "ok",
+            "running": admission.running,
+            "waiting": admission.waiting,
+            "sessions": len(sessions.live),
+        }
 
     @api.get("/v1/models")
     @_openai_errors

@@ -13,9 +13,10 @@ import copy
 import dataclasses
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import anyio
 from sse_starlette import ServerSentEvent
 
 from rlmkit import events as ev
@@ -58,18 +59,27 @@ class Call:
             self.record.run_ids.append(event.trajectory.meta.run_id)
 
     async def answer(self) -> dict[str, Any]:
-        """The whole completion, once the run is over."""
-        reasoning: list[str] = []
-        prediction = None
-        async for item in self.runner.stream(self.inputs, self.session):
-            if isinstance(item, ev.Event):
-                self._count(item)
-                if (text := chunks.reasoning_of(item)) is not None:
-                    reasoning.append(text)
-            else:
-                prediction = item
+        """The whole completion, once the run is over. An RLM's call (or a session's) is awaited
+        as it is, with no listener: its trajectory has all the response says. A module around
+        an RLM is followed through its events, since its Prediction may carry no trajectory."""
+        prediction = await self.runner.acall(self.inputs, self.session)
+        if prediction is not None:
+            trajectory = prediction.trajectory
+            self.record.usage = trajectory.usage
+            self.record.run_ids.append(trajectory.meta.run_id)
+            reasoning = chunks.reasoning_of_trajectory(trajectory)
+        else:
+            parts: list[str] = []
+            async for item in self.runner.stream(self.inputs, self.session):
+                if isinstance(item, ev.Event):
+                    self._count(item)
+                    if (text := chunks.reasoning_of(item)) is not None:
+                        parts.append(text)
+                else:
+                    prediction = item
+            reasoning = "".join(parts)
         content = content_of(self.program, self.request, prediction)
-        reply = chunks.completion(self.cid, self.program.name, content, "".join(reasoning), self.record.usage)
+        reply = chunks.completion(self.cid, self.program.name, content, reasoning, self.record.usage)
         return reply.model_dump(exclude_unset=True)
 
     async def events(self) -> AsyncIterator[bytes]:
@@ -83,16 +93,14 @@ class Call:
 
         yield sse(chunks.chunk(cid, name, created, role="assistant", content=""))
         try:
-            stream = self.runner.stream(self.inputs, self.session)
-            async with contextlib.aclosing(stream):  # a client gone: the run is cancelled here
-                async for item in stream:
-                    if isinstance(item, ev.Event):
-                        self._count(item)
-                        if (text := chunks.reasoning_of(item)) is not None:
-                            yield sse(chunks.chunk(cid, name, created, reasoning_content=text))
-                    else:
-                        content = content_of(self.program, self.request, item)
-                        yield sse(chunks.chunk(cid, name, created, content=content))
+            async for item in _pumped(lambda: self.runner.stream(self.inputs, self.session)):
+                if isinstance(item, ev.Event):
+                    self._count(item)
+                    if (text := chunks.reasoning_of(item)) is not None:
+                        yield sse(chunks.chunk(cid, name, created, reasoning_content=text))
+                else:
+                    content = content_of(self.program, self.request, item)
+                    yield sse(chunks.chunk(cid, name, created, content=content))
         except asyncio.CancelledError:
             self.record.status = 499  # the client closed the stream
             raise
@@ -105,6 +113,42 @@ class Call:
         if self.request.include_usage:
             yield sse(chunks.chunk(cid, name, created, usage=self.record.usage, empty=True))
         yield _event("[DONE]")
+
+
+class _Failed:
+    def __init__(self, error: BaseException):
+        self.error = error
+
+
+async def _pumped(make_stream: Callable[[], AsyncIterator[Any]]) -> AsyncIterator[Any]:
+    """The run's stream, read by a task of its own. A client that goes away makes Starlette
+    cancel the response in an anyio cancel scope, where every await is cancelled again: a run
+    stream read inside it could not wait for its run's cleanup (stopping the sandbox worker),
+    and the worker would outlive the run. Cancelled here, the task is cancelled once, as
+    asyncio does, and awaited under a shield until its run has cleaned up."""
+    queue: asyncio.Queue = asyncio.Queue()
+    done = object()
+
+    async def pump() -> None:
+        try:
+            async for item in make_stream():
+                queue.put_nowait(item)
+        except Exception as exc:  # noqa: BLE001 - handed to the reader, which raises it
+            queue.put_nowait(_Failed(exc))
+        else:
+            queue.put_nowait(done)
+
+    task = asyncio.get_running_loop().create_task(pump())
+    try:
+        while (item := await queue.get()) is not done:
+            if isinstance(item, _Failed):
+                raise item.error
+            yield item
+    finally:
+        if not task.done():
+            task.cancel()
+            with anyio.CancelScope(shield=True), contextlib.suppress(asyncio.CancelledError):
+                await task
 
 
 def _event(data: str) -> bytes:
@@ -120,6 +164,9 @@ class _Capped:
 
     def stream(self, inputs: dict[str, Any], session: Any = None) -> AsyncIterator[Any]:
         return self.rlm.stream(**inputs)
+
+    async def acall(self, inputs: dict[str, Any], session: Any = None) -> Any:
+        return await self.rlm.acall(**inputs)
 
 
 def _with_budget(program: Program, asked: dict[str, float]) -> Any:

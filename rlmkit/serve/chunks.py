@@ -85,20 +85,42 @@ def _bounded(text: str) -> str:
     return f"{text[:half]}\n... ({len(text) - SHOWN_CHARS:,} characters not shown) ...\n{text[-half:]}"
 
 
+def _turn(index: int, reply: str) -> str:
+    return f"[turn {index + 1}]\n{reply.strip()}\n"
+
+
+def _cell(block: Any) -> str | None:
+    shown = "".join(part for part in (block.stdout, block.stderr, block.error or "") if part).strip()
+    state = " (timed out)" if block.timed_out else ""
+    return f"[output{state}]\n{_bounded(shown)}\n" if shown or state else None
+
+
+def _subcall(node: Any) -> str:
+    answer = f"error: {node.error}" if node.error else node.reply
+    return f"[{node.name}] {_bounded(answer.strip())}\n"
+
+
 def reasoning_of(event: ev.Event) -> str | None:
     """What a streamed response shows for one event of the run (None: nothing)."""
     if event.depth:  # a child run: its work is summed up by its sub-call's answer
         return None
     kind = type(event)
     if kind is ev.ModelReply and event.completion is not None and event.start.root:
-        return f"[turn {event.owner.index + 1}]\n{event.completion.text.strip()}\n"
+        return _turn(event.owner.index, event.completion.text)
     if kind is ev.CellFinished:
-        block = event.block
-        shown = "".join(part for part in (block.stdout, block.stderr, block.error or "") if part).strip()
-        state = " (timed out)" if block.timed_out else ""
-        return f"[output{state}]\n{_bounded(shown)}\n" if shown or state else None
+        return _cell(event.block)
     if kind is ev.SubcallFinished:
-        node = event.node
-        answer = f"error: {node.error}" if node.error else node.reply
-        return f"[{node.name}] {_bounded(answer.strip())}\n"
+        return _subcall(event.node)
     return None
+
+
+def reasoning_of_trajectory(trajectory: Any) -> str:
+    """The same text, read from a finished run's trajectory (a whole response needs no events)."""
+    parts: list[str] = []
+    for turn in trajectory.turns:
+        parts.append(_turn(turn.index, turn.reply))
+        for block in turn.blocks:
+            parts.extend(_subcall(node) for node in block.subcalls)
+            if (cell := _cell(block)) is not None:
+                parts.append(cell)
+    return "".join(parts)

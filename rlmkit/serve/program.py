@@ -53,6 +53,15 @@ class Program:
             return self.rlm.stream(**inputs)
         return _stream_module(self.module, inputs)
 
+    async def acall(self, inputs: dict[str, Any], session: Any = None) -> Any:
+        """The Prediction of an RLM's (or a session's) call; None for a module around an RLM,
+        whose calls ``stream`` follows instead."""
+        if session is not None:
+            return await session.acall(**inputs)
+        if self.is_rlm:
+            return await self.rlm.acall(**inputs)
+        return None
+
 
 def find_rlm(module: Any) -> Any:
     """``module`` itself when it is an RLM, else the first RLM among its sub-modules."""
