@@ -20,6 +20,7 @@ output fields. A ``json_schema`` whose properties are not the output fields is a
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -194,7 +195,7 @@ def check_inputs(program: Program, inputs: dict[str, Any]) -> dict[str, Any]:
     for name, value in inputs.items():
         annotation = program.inputs[name].annotation
         try:
-            checked[name] = pydantic.TypeAdapter(annotation).validate_python(value)
+            checked[name] = _adapter(annotation).validate_python(value)
         except (pydantic.ValidationError, pydantic.PydanticSchemaGenerationError) as exc:
             if isinstance(exc, pydantic.PydanticSchemaGenerationError):
                 checked[name] = value  # a type pydantic cannot check (e.g. dspy.History): passed as is
@@ -207,6 +208,12 @@ def check_inputs(program: Program, inputs: dict[str, Any]) -> dict[str, Any]:
                 param=f"inputs.{name}",
             ) from exc
     return checked
+
+
+@functools.lru_cache(maxsize=256)
+def _adapter(annotation: Any) -> pydantic.TypeAdapter:
+    """Built once per field type: building one costs far more than validating with it."""
+    return pydantic.TypeAdapter(annotation)
 
 
 # ------------------------------------------------------------------ outputs -> content
