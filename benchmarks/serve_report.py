@@ -35,7 +35,9 @@ def render(r: dict[str, Any]) -> str:
         "",
         f"CPU per call (mean): {ms(cpu['in_process_ms'])} in process, {ms(cpu['server_ms'])} in the "
         f"server process: {ms(cpu['added_ms'])} added by serving (the sandbox worker, a process of "
-        "its own either way, is in neither).",
+        "its own either way, is in neither). On a loaded machine (the load average is in the stamp) "
+        "the p99s are set by waiting for a core, so their difference is mostly that wait; the CPU "
+        "figure is the steadier one.",
         "",
         "| target | measured | verdict |",
         "|---|---|---|",
