@@ -23,7 +23,10 @@ def mcp(
         str | None, typer.Option(help="A saved program's signature (default: context, question -> answer).")
     ] = None,
 ) -> None:
-    """Serve PROGRAM as one MCP tool over stdio (context by path or as text)."""
+    """Serve PROGRAM as an MCP tool over stdio.
+
+    The tool takes the signature's inputs, each text input as text or as a file or folder path.
+    """
     from rlmkit.serve.mcp_tool import run_stdio
 
     with exit_on_error():

@@ -56,9 +56,10 @@ def serve(
     max_body_mb: Annotated[float, typer.Option(help="Largest request body, MiB (larger: 413).")] = 64.0,
     grace: Annotated[float, typer.Option(help="Seconds calls in flight get to finish on SIGTERM.")] = 30.0,
 ) -> None:
-    """Serve PROGRAM as an OpenAI-compatible model (chat completions, streaming, sessions).
+    """Serve PROGRAM behind the OpenAI chat API (streaming, sessions).
 
-    Calls answer at http://HOST:PORT/v1; each streams its turns as reasoning_content.
+    Any OpenAI client calls it at http://HOST:PORT/v1 as model --name; a streamed call shows
+    the RLM's turns as reasoning_content, then the answer as content.
     """
     from rlmkit.serve import app, serve_forever
     from rlmkit.serve.server import check_exposure
