@@ -3,6 +3,8 @@ idle end, and sessions saved to a directory coming back in a new server."""
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import openai
 import pytest
@@ -106,3 +108,39 @@ def test_a_stream_names_a_session_too():
         content = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
         assert content == "streamed: call 1, context 10 chars"
         assert ask(url, "plain", session["id"]) == "plain: call 2, context 10 chars"
+
+
+def test_a_second_call_while_the_session_runs_one_is_a_409():
+    import threading
+
+    release, waiting = threading.Event(), threading.Event()
+
+    async def held(messages):
+        if not is_root_request({"messages": messages}):
+            return "sub"
+        waiting.set()
+        await asyncio.to_thread(release.wait, 60)
+        return repl("SUBMIT(answer=question)")
+
+    with served(rlmkit.RLM("context, question -> answer", lm=FunctionLM(held))) as url:
+        session = open_session(url)
+        first = threading.Thread(target=ask, args=(url, "first", session["id"]))
+        first.start()
+        try:
+            wait_for(waiting.is_set, "the first call running")
+            for stream in (False, True):
+                with pytest.raises(openai.ConflictError) as info:
+                    ask(url, "second", session["id"], stream=stream)
+                assert info.value.body["code"] == "session_busy"
+        finally:
+            release.set()
+            first.join(60)
+        assert ask(url, "third", session["id"]) == "third"
+
+
+def test_a_session_opened_with_inputs_that_do_not_fit_is_a_422():
+    with served(counting_rlm()) as url:
+        wrong_type = httpx.post(f"{url}/sessions", json={"inputs": {"context": ["a", "list"]}})
+        unknown = httpx.post(f"{url}/sessions", json={"inputs": {"colour": "blue"}})
+        assert wrong_type.status_code == unknown.status_code == 422
+        assert wrong_type.json()["error"]["param"] == "inputs.context"
