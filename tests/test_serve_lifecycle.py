@@ -107,11 +107,21 @@ def test_every_run_a_leaving_client_began_ends_and_closes_its_sandbox():
         remove()
 
 
-def test_a_client_leaving_a_plain_call_cancels_its_run(held):
-    with served(held_rlm(held)) as url:
-        with pytest.raises(httpx.ReadTimeout):
-            httpx.post(f"{url}/chat/completions", json=body(), timeout=httpx.Timeout(30, read=1.0))
-        wait_for(held.cancelled.is_set, "the run cancelled after the client left")
+def test_a_client_leaving_a_plain_call_cancels_its_run_and_closes_its_sandbox(held):
+    seen: list[str] = []
+    remove = ev.instrument(lambda _: lambda event: seen.append(type(event).__name__))
+    try:
+        with served(held_rlm(held)) as url:
+            with pytest.raises(httpx.ReadTimeout):
+                httpx.post(f"{url}/chat/completions", json=body(), timeout=httpx.Timeout(30, read=1.0))
+            wait_for(held.cancelled.is_set, "the run cancelled after the client left")
+            wait_for(lambda: "RunFinished" in seen, "the run ended")
+            wait_for(
+                lambda: seen.count("SandboxClosed") == seen.count("SandboxStarting"), "its sandbox closed"
+            )
+            held.release.set()  # the model's waiting thread ends before the server stops
+    finally:
+        remove()
 
 
 def test_past_the_queue_a_call_is_refused_with_429_and_retry_after(held):

@@ -1,6 +1,7 @@
 """One chat completion: the program's call, answered whole or streamed as it works.
 
-Both paths read the same run: ``Program.stream`` gives its events then its Prediction. The
+A whole answer of an RLM (or a session) awaits its call and reads the rest from the trajectory;
+a stream, or a DSPy module around an RLM, follows the call's events (``Program.stream``). The
 usage is the sum over the call's top-level runs (each run's trajectory counts its whole tree:
 sub-calls and child RLMs), so a DSPy module calling its RLM twice is charged for both.
 """
@@ -47,9 +48,9 @@ class Call:
         check_schema(program, request)
         held = set(session.inputs) if session is not None else set()
         self.inputs = map_inputs(program, request, held)
-        self.runner = _with_budget(program, request.budget) if request.budget else program
         if request.budget and session is not None:
             raise bad_request("a session call runs under the session's budget: drop 'budget'", "budget")
+        self.runner = _with_budget(program, request.budget) if request.budget else program
         self.cid = chunks.completion_id()
         self.created = int(time.time())
 

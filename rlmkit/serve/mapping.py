@@ -210,9 +210,16 @@ def check_inputs(program: Program, inputs: dict[str, Any]) -> dict[str, Any]:
     return checked
 
 
-@functools.lru_cache(maxsize=256)
 def _adapter(annotation: Any) -> pydantic.TypeAdapter:
     """Built once per field type: building one costs far more than validating with it."""
+    try:
+        return _cached_adapter(annotation)
+    except TypeError:  # an unhashable annotation: built each time
+        return pydantic.TypeAdapter(annotation)
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_adapter(annotation: Any) -> pydantic.TypeAdapter:
     return pydantic.TypeAdapter(annotation)
 
 
