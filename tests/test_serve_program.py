@@ -85,3 +85,38 @@ def test_a_request_budget_lowers_the_cap_and_cannot_raise_it():
                 extra_body={"budget": {"max_calls": 100}},
             )
         assert info.value.body["code"] == "budget_exceeded"
+
+
+def test_a_model_that_fails_is_a_502_and_the_connection_stays():
+    from rlmkit.testing import ProviderError
+
+    def down(messages):
+        raise ProviderError("upstream overloaded", status=400)  # not retried: the call fails at once
+
+    failing = rlmkit.RLM("context, question -> answer", lm=FunctionLM(down))
+    with served(failing) as url:
+        client = openai.OpenAI(base_url=url, api_key="x", max_retries=0)
+        with pytest.raises(openai.APIStatusError) as info:
+            client.chat.completions.create(model="rlmkit", messages=[{"role": "user", "content": "q"}])
+        assert info.value.status_code == 502 and info.value.body["code"] == "model_error"
+        assert client.models.list().data  # the same client, the same kept-alive connection
+
+
+class Broken(dspy.Module):
+    """A module whose own code fails, with a message that must stay on the server."""
+
+    def __init__(self):
+        super().__init__()
+        self.rlm = qa_rlm()
+
+    def forward(self, context, question):
+        raise RuntimeError("internal detail: /srv/secret/path")
+
+
+def test_an_unexpected_failure_is_a_500_that_tells_the_client_nothing_of_it():
+    with served(Broken()) as url:
+        client = openai.OpenAI(base_url=url, api_key="x", max_retries=0)
+        with pytest.raises(openai.InternalServerError) as info:
+            client.chat.completions.create(model="rlmkit", messages=[{"role": "user", "content": "q"}])
+        assert info.value.body["code"] == "internal_error" and "secret" not in str(info.value.body)
+        assert client.models.list().data

@@ -61,7 +61,7 @@ def from_exception(exc: BaseException) -> APIError:
         return APIError(409, message, code="session_busy", param="session")
     if isinstance(exc, errors.SessionClosedError):
         return APIError(404, message, code="session_not_found", param="session")
-    if isinstance(exc, errors.LMError) and not isinstance(exc, errors.UserError):
+    if isinstance(exc, errors.LMError):  # a provider down, or the server's own model misconfigured
         return APIError(502, f"the model failed: {message}", type="model_error", code="model_error")
     if isinstance(exc, errors.UserError):  # missing, unexpected or unusable inputs
         return APIError(422, message, code="invalid_inputs", param="inputs")
