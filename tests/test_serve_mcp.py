@@ -16,8 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 MCP = ["-c", "import typer; from rlmkit.cli.mcp import mcp; typer.run(mcp)"]
 
 
-def call_tools(calls: list[dict]) -> tuple[list, list[tuple[bool, str]]]:
-    """The server's tools, and (is_error, text) of each call in ``calls``."""
+def call_tools(calls: list[dict], logs: list | None = None) -> tuple[list, list[tuple[bool, str]]]:
+    """The server's tools, and (is_error, text) of each call in ``calls``; the log messages the
+    server sent go to ``logs``."""
     params = StdioServerParameters(
         command=sys.executable,
         args=[*MCP, "tests.serve_programs:qa", "--name", "ask_rlm"],
@@ -26,7 +27,14 @@ def call_tools(calls: list[dict]) -> tuple[list, list[tuple[bool, str]]]:
     )
 
     async def main():
-        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        async def logged(message) -> None:
+            if logs is not None:
+                logs.append(message.data)
+
+        async with (
+            stdio_client(params) as (read, write),
+            ClientSession(read, write, logging_callback=logged) as session,
+        ):
             await session.initialize()
             tools = (await session.list_tools()).tools
             texts = []
@@ -46,22 +54,28 @@ def test_the_tool_takes_the_context_by_path_or_as_text(tmp_path):
     folder.mkdir()
     (folder / "a.py").write_text("print(1)\n")
     (folder / "b.py").write_text("print(2)\n")
+    logs: list = []
     tools, texts = call_tools(
         [
             {"question": "errors?", "context_path": str(log)},
             {"question": "files?", "context_path": str(folder)},
             {"question": "short", "context": "abc"},
-        ]
+        ],
+        logs,
     )
     (tool,) = tools
     assert tool.name == "ask_rlm" and "Recursive Language Model" in tool.description
-    assert {"question", "context", "context_path"} <= set(tool.input_schema["properties"])
+    assert set(tool.input_schema["properties"]) == {"question", "context", "question_path", "context_path"}
     # a folder is {path: text} of its files: len() of it counts the files
     assert texts == [
         (False, "ERRORS? (12345 chars)"),
         (False, "FILES? (2 chars)"),
         (False, "SHORT (3 chars)"),
     ]
+    # each call's work went to the agent as it happened: its turn, sub-call and output
+    assert sum("[turn 1]" in str(m) for m in logs) == 3 and any(
+        "context chars: 12345" in str(m) for m in logs
+    )
 
 
 def test_a_call_without_the_required_text_is_an_error_result_and_the_server_goes_on():

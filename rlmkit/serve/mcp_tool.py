@@ -5,6 +5,9 @@ The tool's arguments are the signature's input fields, typed as the signature ty
 folder: ``{path: text}`` of its files). So a coding agent hands the RLM a repository or a log
 by path, however big, and its own context window only ever holds the question and the answer.
 
+While it works, the RLM's turns (the same text ``rlmkit serve`` streams as reasoning) go to the
+agent as MCP log messages of this call, so a long run is watched, not waited on blind.
+
 stdout is the protocol: nothing else may be written there, so logs go to stderr.
 """
 
@@ -17,9 +20,12 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
+from rlmkit import events as ev
 from rlmkit.errors import MissingInputError, RLMKitError
+from rlmkit.serve.chunks import reasoning_of
 from rlmkit.serve.program import Program
 
+CONTEXT_PARAM = "mcp_context"  # where the SDK hands the call its Context (not a tool argument)
 TOOL_DESCRIPTION = (
     "A Recursive Language Model: it reads inputs of any length inside a Python REPL, writes code "
     "over them and calls sub-models, and answers. Give long text by path (the *_path arguments)."
@@ -48,17 +54,20 @@ def tool_function(program: Program) -> Any:
             f"{name}_path", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=str | None
         )
         params.append(path)
+    from mcp.server.mcpserver import Context
+
+    params.append(inspect.Parameter(CONTEXT_PARAM, inspect.Parameter.KEYWORD_ONLY, annotation=Context))
     required = [n for n, f in program.inputs.items() if f.annotation is str]
 
     async def call(**arguments: Any) -> str:
         from mcp.server.mcpserver.exceptions import ToolError
 
         try:
-            return await answer(arguments)
+            return await answer(arguments, arguments.pop(CONTEXT_PARAM, None))
         except RLMKitError as exc:  # the agent reads why (a bad path, a run out of budget) and goes on
             raise ToolError(f"{type(exc).__name__}: {exc}") from exc
 
-    async def answer(arguments: dict[str, Any]) -> str:
+    async def answer(arguments: dict[str, Any], mcp_context: Any) -> str:
         inputs = {}
         for name in program.inputs:
             path = arguments.get(f"{name}_path")
@@ -68,7 +77,10 @@ def tool_function(program: Program) -> Any:
             inputs[name] = value
         prediction = None
         async for item in program.stream(inputs):
-            prediction = item  # the last item is the Prediction; a failed run raises here
+            if not isinstance(item, ev.Event):
+                prediction = item  # the last item is the Prediction; a failed run raises here
+            elif mcp_context is not None and (text := reasoning_of(item)) is not None:
+                await mcp_context.info(text, logger_name="rlmkit")
         outputs = {name: prediction.get(name) for name in program.outputs}
         if len(outputs) == 1 and isinstance(next(iter(outputs.values())), str):
             return next(iter(outputs.values()))
