@@ -311,7 +311,7 @@ def versions() -> str:
     )
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -319,7 +319,8 @@ def main() -> None:
     parser.add_argument("--concurrent", type=int, default=64)
     parser.add_argument("--bad", type=int, default=20)
     parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args()
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(argv)
     sys.path[:0] = [str(ROOT), str(HERE)]
     import provenance
 
@@ -334,9 +335,10 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(60)
-    meta = {**provenance.record("benchmarks/serve_bench.py", sys.argv[1:], load), "versions": versions()}
+    meta = {**provenance.record("benchmarks/serve_bench.py", argv, load), "versions": versions()}
     args.out.write_text(json.dumps({"meta": meta, **results}, indent=1) + "\n")
     print(json.dumps({k: v.get("met") for k, v in results.items()}))
+    return results
 
 
 if __name__ == "__main__":
