@@ -144,3 +144,16 @@ def test_a_session_opened_with_inputs_that_do_not_fit_is_a_422():
         unknown = httpx.post(f"{url}/sessions", json={"inputs": {"colour": "blue"}})
         assert wrong_type.status_code == unknown.status_code == 422
         assert wrong_type.json()["error"]["param"] == "inputs.context"
+
+
+def test_mounted_in_a_parent_app_with_its_lifespan_it_serves_and_ends_idle_sessions():
+    from fastapi import FastAPI
+
+    api = app(counting_rlm(), session_idle_timeout=0.2)
+    parent = FastAPI(lifespan=api.router.lifespan_context)  # as the serving page says to mount it
+    parent.mount("/rlm", api)
+    with running(parent) as base:
+        url = f"{base}/rlm/v1"
+        session = open_session(url)
+        assert ask(url, "mounted", session["id"]) == "mounted: call 1, context 10 chars"
+        wait_for(lambda: session["id"] not in api.state.sessions.live, "the idle session ended")
