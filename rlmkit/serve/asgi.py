@@ -156,7 +156,8 @@ def app(program: Any, *, name: str | None = None, **options: Any) -> FastAPI:
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},  # nginx: pass chunks on
             )
         async with admission.slot(), _in_call(sessions, session_id):
-            return JSONResponse(await _unless_disconnected(request, call.answer()))
+            body = await _unless_disconnected(request, call.answer())
+            return Response(body, media_type="application/json")
 
     @api.post("/v1/sessions")
     @_openai_errors

@@ -59,8 +59,8 @@ class Call:
             self.record.usage = self.record.usage.add(event.trajectory.usage)
             self.record.run_ids.append(event.trajectory.meta.run_id)
 
-    async def answer(self) -> dict[str, Any]:
-        """The whole completion, once the run is over. An RLM's call (or a session's) is awaited
+    async def answer(self) -> str:
+        """The whole completion (its JSON), once the run is over. An RLM's call (or a session's) is awaited
         as it is, with no listener: its trajectory has all the response says. A module around
         an RLM is followed through its events, since its Prediction may carry no trajectory."""
         prediction = await self.runner.acall(self.inputs, self.session)
@@ -81,7 +81,7 @@ class Call:
             reasoning = "".join(parts)
         content = content_of(self.program, self.request, prediction)
         reply = chunks.completion(self.cid, self.program.name, content, reasoning, self.record.usage)
-        return reply.model_dump(exclude_unset=True)
+        return chunks.dump(reply)
 
     async def events(self) -> AsyncIterator[bytes]:
         """Server-sent events: the role, the run's reasoning as it happens, the answer, the usage

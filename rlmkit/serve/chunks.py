@@ -1,5 +1,7 @@
 """The shapes a chat completion is written in, built from the openai SDK's own types, and the
-text a streamed response shows of a run while it works.
+text a streamed response shows of a run while it works. The types are filled with
+``model_construct``: what goes in is built here, field by field, so validating it again on
+every chunk would only spend the server's time.
 
 A run's turns go out as ``reasoning_content`` deltas (the field reasoning models stream their
 thinking in): each root turn's reply (its code), what the cell printed, and each sub-call's
@@ -31,7 +33,7 @@ def completion_id() -> str:
 def usage_of(usage: Usage) -> CompletionUsage:
     """The whole call tree's usage; ``cost`` (dollars, where the model has a price) rides along
     as an extra field, as OpenRouter and litellm's proxy send it."""
-    return CompletionUsage(
+    return CompletionUsage.model_construct(
         prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens,
         total_tokens=usage.total_tokens,
@@ -43,13 +45,15 @@ def usage_of(usage: Usage) -> CompletionUsage:
 def completion(
     cid: str, model: str, content: str, reasoning: str, usage: Usage, created: int | None = None
 ) -> ChatCompletion:
-    message = ChatCompletionMessage(role="assistant", content=content, reasoning_content=reasoning)
-    return ChatCompletion(
+    message = ChatCompletionMessage.model_construct(
+        role="assistant", content=content, reasoning_content=reasoning
+    )
+    return ChatCompletion.model_construct(
         id=cid,
         object="chat.completion",
         created=created or int(time.time()),
         model=model,
-        choices=[Choice(index=0, message=message, finish_reason="stop")],
+        choices=[Choice.model_construct(index=0, message=message, finish_reason="stop")],
         usage=usage_of(usage),
     )
 
@@ -66,9 +70,17 @@ def chunk(
 ) -> ChatCompletionChunk:
     """One chunk: a delta (``role``, ``content``, ``reasoning_content``), or with ``empty`` the
     closing usage chunk, whose ``choices`` is empty as OpenAI sends it."""
-    choices = [] if empty else [ChunkChoice(index=0, delta=ChoiceDelta(**delta), finish_reason=finish)]
+    choices = (
+        []
+        if empty
+        else [
+            ChunkChoice.model_construct(
+                index=0, delta=ChoiceDelta.model_construct(**delta), finish_reason=finish
+            )
+        ]
+    )
     extra = {} if usage is None else {"usage": usage_of(usage)}  # unset, not null, on every other chunk
-    return ChatCompletionChunk(
+    return ChatCompletionChunk.model_construct(
         id=cid, object="chat.completion.chunk", created=created, model=model, choices=choices, **extra
     )
 
