@@ -120,3 +120,20 @@ def test_an_unexpected_failure_is_a_500_that_tells_the_client_nothing_of_it():
             client.chat.completions.create(model="rlmkit", messages=[{"role": "user", "content": "q"}])
         assert info.value.body["code"] == "internal_error" and "secret" not in str(info.value.body)
         assert client.models.list().data
+
+
+def test_without_the_serve_extra_the_error_names_its_install():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = (
+        "import sys; sys.modules['fastapi'] = None\n"  # as if the extra were not installed
+        "from rlmkit.errors import ConfigError\n"
+        "try:\n    from rlmkit.serve import app\nexcept ConfigError as exc:\n    print(exc)\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run(
+        [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=120
+    )
+    assert "pip install -e '.[serve]'" in out.stdout, out.stdout + out.stderr

@@ -27,9 +27,9 @@ def mcp(
 
     The tool takes the signature's inputs, each text input as text or as a file or folder path.
     """
-    from rlmkit.serve.mcp_tool import run_stdio
-
     with exit_on_error():
+        from rlmkit.serve import run_stdio  # a missing extra: one line naming its install
+
         served = load(program, lm, api_base, signature, name)
     run_stdio(served)
 

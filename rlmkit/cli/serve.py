@@ -61,12 +61,13 @@ def serve(
     Any OpenAI client calls it at http://HOST:PORT/v1 as model --name; a streamed call shows
     the RLM's turns as reasoning_content, then the answer as content.
     """
-    from rlmkit.serve import app, serve_forever
     from rlmkit.serve.server import check_exposure
 
     key = api_key or os.environ.get(API_KEY_ENV) or None
     with exit_on_error():
         check_exposure(host, key)  # before a model is assembled or a program imported
+        from rlmkit.serve import app, serve_forever  # a missing extra: one line naming its install
+
         served = load(program, lm, api_base, signature, name)
         api = app(
             served,

@@ -18,13 +18,27 @@ _EXPORTS = {
     "Program": "rlmkit.serve.program",
     "running": "rlmkit.serve.server",
     "serve_forever": "rlmkit.serve.server",
+    "run_stdio": "rlmkit.serve.mcp_tool",
 }
 
 __all__ = sorted(_EXPORTS)
+
+
+SERVE_PACKAGES = ("fastapi", "starlette", "uvicorn", "openai", "sse_starlette", "mcp")
 
 
 def __getattr__(name: str) -> Any:  # FastAPI is imported when the app is made, not with rlmkit
     module_name = _EXPORTS.get(name)
     if module_name is None:
         raise AttributeError(f"module 'rlmkit.serve' has no attribute {name!r}")
-    return getattr(importlib.import_module(module_name), name)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in SERVE_PACKAGES:
+            raise
+        from rlmkit.errors import ConfigError, install_hint
+
+        raise ConfigError(
+            f"serving needs the optional extra ({exc.name} is missing): {install_hint('serve')}"
+        ) from exc
+    return getattr(module, name)

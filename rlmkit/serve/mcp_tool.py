@@ -18,6 +18,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from pydantic_core import to_jsonable_python
 
 from rlmkit import events as ev
@@ -54,14 +56,10 @@ def tool_function(program: Program) -> Any:
             f"{name}_path", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=str | None
         )
         params.append(path)
-    from mcp.server.mcpserver import Context
-
     params.append(inspect.Parameter(CONTEXT_PARAM, inspect.Parameter.KEYWORD_ONLY, annotation=Context))
     required = [n for n, f in program.inputs.items() if f.annotation is str]
 
     async def call(**arguments: Any) -> str:
-        from mcp.server.mcpserver.exceptions import ToolError
-
         try:
             return await answer(arguments, arguments.pop(CONTEXT_PARAM, None))
         except RLMKitError as exc:  # the agent reads why (a bad path, a run out of budget) and goes on
@@ -93,8 +91,6 @@ def tool_function(program: Program) -> Any:
 
 
 def mcp_server(program: Program) -> Any:
-    from mcp.server.mcpserver import MCPServer
-
     server = MCPServer(name=f"rlmkit-{program.name}", log_level="WARNING")
     fields = ", ".join(program.inputs) + " -> " + ", ".join(program.outputs)
     server.add_tool(
