@@ -137,3 +137,20 @@ def test_without_the_serve_extra_the_error_names_its_install():
         [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=120
     )
     assert "pip install -e '.[serve]'" in out.stdout, out.stdout + out.stderr
+
+
+def test_a_run_that_fails_mid_stream_ends_the_stream_with_an_openai_error():
+    looping = rlmkit.RLM(
+        "context, question -> answer",
+        lm=FunctionLM(lambda m: "```repl\nprint('still looking')\n```"),
+        max_iterations=1,
+    )
+    with served(looping) as url:
+        stream = openai.OpenAI(base_url=url, api_key="x", max_retries=0).chat.completions.create(
+            model="rlmkit", messages=[{"role": "user", "content": "q"}], stream=True
+        )
+        seen = []
+        with pytest.raises(openai.APIError, match="without an answer"):
+            for chunk in stream:
+                seen.append(chunk)
+    assert any(getattr(c.choices[0].delta, "reasoning_content", None) for c in seen if c.choices)
