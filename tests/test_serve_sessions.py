@@ -157,3 +157,15 @@ def test_mounted_in_a_parent_app_with_its_lifespan_it_serves_and_ends_idle_sessi
         session = open_session(url)
         assert ask(url, "mounted", session["id"]) == "mounted: call 1, context 10 chars"
         wait_for(lambda: session["id"] not in api.state.sessions.live, "the idle session ended")
+
+
+def test_with_a_directory_the_cap_ends_the_least_recently_used_idle_session_which_comes_back(tmp_path):
+    api = app(counting_rlm(), max_sessions=1, sessions_dir=str(tmp_path))
+    with running(api) as base:
+        url = f"{base}/v1"
+        first = open_session(url)
+        assert ask(url, "one", first["id"]) == "one: call 1, context 10 chars"
+        second = open_session(url, "abc")  # the cap is full: the first, idle and saved, makes room
+        assert list(api.state.sessions.live) == [second["id"]]
+        assert ask(url, "two", first["id"]) == "two: call 2, context 10 chars"  # loaded back, in turn
+        assert list(api.state.sessions.live) == [first["id"]]

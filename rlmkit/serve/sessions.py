@@ -3,8 +3,8 @@
 ``POST /v1/sessions`` opens one over the inputs it is given (a context, say), and a chat request
 that names it (``extra_body={"session": id}`` or the ``X-RLMKit-Session`` header) runs as a call
 of that session, with the REPL's variables kept from the calls before. A session idle for
-``idle_timeout`` seconds is ended; at most ``max_live`` are live at once (one more is a 429);
-``DELETE /v1/sessions/{id}`` ends one.
+``idle_timeout`` seconds is ended; at most ``max_live`` are live at once (one more is a 429, or,
+with a directory, ends the least recently used idle one); ``DELETE /v1/sessions/{id}`` ends one.
 
 With a ``directory`` each session checkpoints into ``directory/<id>`` after every call (the
 ``Session.save`` format), so ending the server, or an idle end, loses nothing: a request naming
@@ -43,19 +43,29 @@ class Sessions:
         self.in_call: set[str] = set()
         self._lock = asyncio.Lock()
 
-    def _room(self) -> None:
-        if len(self.live) >= self.max_live:
-            raise APIError(
-                429,
-                f"{len(self.live)} sessions are live, the most this server keeps: end one (DELETE) or retry",
-                type="rate_limit_error",
-                code="too_many_sessions",
-                headers={"Retry-After": "5"},
-            )
+    async def _room(self) -> None:
+        """Room for one more live session. With a directory, the least recently used idle session
+        is ended to make it (saved, it comes back when named again); else at the cap it is a 429."""
+        if len(self.live) < self.max_live:
+            return
+        idle = [sid for sid in self.live if sid not in self.in_call]
+        if self.directory is not None and idle:
+            oldest = min(idle, key=lambda sid: self.last_used.get(sid, 0.0))
+            session = self.live.pop(oldest)
+            self.last_used.pop(oldest, None)
+            await asyncio.to_thread(session.close)
+            return
+        raise APIError(
+            429,
+            f"{len(self.live)} sessions are live, the most this server keeps: end one (DELETE) or retry",
+            type="rate_limit_error",
+            code="too_many_sessions",
+            headers={"Retry-After": "5"},
+        )
 
     async def open(self, inputs: dict[str, Any]) -> Session:
         async with self._lock:
-            self._room()
+            await self._room()
             session = await asyncio.to_thread(self.rlm.session, **inputs)
             if self.directory is not None:  # writes the inputs once; then a checkpoint after every call
                 await asyncio.to_thread(session.save, self.directory / session.id)
@@ -73,7 +83,7 @@ class Sessions:
             raise APIError(404, f"no session {session_id!r}", code="session_not_found", param="session")
         async with self._lock:
             if session_id not in self.live:
-                self._room()
+                await self._room()
                 self.live[session_id] = await asyncio.to_thread(Session.load, saved, self.rlm)
             self.last_used[session_id] = time.monotonic()
             return self.live[session_id]
