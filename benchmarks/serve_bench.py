@@ -304,11 +304,15 @@ def bad_input(server: subprocess.Popen, url: str, per_kind: int) -> dict:
 
 
 def versions() -> str:
-    from importlib.metadata import version
+    from importlib.metadata import PackageNotFoundError, version
 
-    return ", ".join(
-        f"{name} {version(name)}" for name in ("fastapi", "uvicorn", "starlette", "httpx", "openai")
-    )
+    found = []
+    for name in ("fastapi", "uvicorn", "starlette", "httptools", "uvloop", "httpx", "openai"):
+        try:
+            found.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            found.append(f"{name} not installed")
+    return ", ".join(found)
 
 
 def main(argv: list[str] | None = None) -> dict:
