@@ -36,8 +36,8 @@ def render(r: dict[str, Any]) -> str:
         f"CPU per call (mean): {ms(cpu['in_process_ms'])} in process, {ms(cpu['server_ms'])} in the "
         f"server process: {ms(cpu['added_ms'])} added by serving (the sandbox worker, a process of "
         "its own either way, is in neither). On a loaded machine (the load average is in the stamp) "
-        "the p99s are set by waiting for a core, so their difference is mostly that wait; the CPU "
-        "figure is the steadier one.",
+        "waiting for a core shows in every figure here, most in the p99s: a run of the benchmark "
+        "is one sample of that machine's state.",
         "",
         "| target | measured | verdict |",
         "|---|---|---|",
