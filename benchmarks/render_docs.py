@@ -34,6 +34,7 @@ sys.path[:0] = [str(ROOT), str(HERE)]
 import pool_cost
 import provenance
 import report
+import serve_report
 import sessions_report
 
 from programs.eval_results import bootstrap_ci
@@ -309,6 +310,10 @@ def sessions() -> str:
     return sessions_report.render(json.loads((RESULTS / "sessions.json").read_text()))
 
 
+def serve() -> str:
+    return serve_report.render(json.loads((RESULTS / "serve.json").read_text()))
+
+
 def pool() -> str:
     results = json.loads((RESULTS / "pool_cost.json").read_text())
     return provenance.stamp(results["meta"]) + "\n\n" + pool_cost.render(results)
@@ -355,6 +360,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "sessions": sessions,
     "pool": pool,
     "dspy-rlm-tests": dspy_rlm_tests,
+    "serve": serve,
 }
 
 

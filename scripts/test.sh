@@ -57,7 +57,7 @@ echo "test: running with $py"
 
 # torch first, pinned to the CPU build on local disk, so the train extra pulls no CUDA build.
 "$py" -m pip install -q --disable-pip-version-check torch==2.13.0
-"$py" -m pip install -q --disable-pip-version-check -e ".[local,train,dev,bench,cluster,postgres,monty,tinker,observe,docs]"
+"$py" -m pip install -q --disable-pip-version-check -e ".[local,train,dev,bench,cluster,postgres,monty,tinker,observe,docs,serve]"
 # The verifiers export targets verifiers 0.4.x: its test pip-installs the exported environment
 # package into a clean venv holding only this checkout (dspy-rlmkit), verifiers and uv (which
 # verifiers runs its chat program with). `$py -m venv` without --system-site-packages is clean

@@ -1,7 +1,7 @@
 """The ``rlmkit`` command line (typer + rich).
 
-The runtime's own verbs (``lm``, ``local``, ``view``, ``chat``) live here, one module each exposing
-``register(app)``. Every other verb is found through the ``rlmkit.commands`` entry-point
+The runtime's own verbs (``lm``, ``local``, ``view``, ``chat``, ``serve``, ``mcp``) live here, one
+module each exposing ``register(app)``. Every other verb is found through the ``rlmkit.commands`` entry-point
 group: a package registers ``name = "package.module:register"`` in its pyproject, so the
 runtime never imports the packages built on it (``programs`` adds eval and demo,
 ``optimizers`` adds optimize, compile, train, train-loop and self-train).
@@ -18,10 +18,13 @@ from rlmkit.cli.common import PLAIN_HELP
 from rlmkit.errors import DISTRIBUTION
 
 COMMAND_GROUP = "rlmkit.commands"
-RUNTIME_VERBS = ("lm", "local", "view", "chat")
+RUNTIME_VERBS = ("lm", "local", "view", "chat", "serve", "mcp")
 # The order `rlmkit --help` lists the verbs in: the first thing to run first, then the path a
 # user takes (evaluate, tune, compile, train). Names only: the runtime imports none of them.
-HELP_ORDER = ("demo", "chat", "eval", "optimize", "compile", "train", "train-loop", "self-train", "view")
+HELP_ORDER = (
+    "demo", "chat", "eval", "optimize", "compile", "train", "train-loop", "self-train",
+    "serve", "mcp", "view",
+)  # fmt: skip
 
 _app = typer.Typer(
     name="rlmkit",

@@ -1,0 +1,71 @@
+"""The serving tables (docs/guide/serving.md), from ``benchmarks/results/serve.json``:
+``render_docs.py`` calls ``render`` for the page's ``serve`` block."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import provenance
+
+
+def ms(value: float) -> str:
+    return f"{value:.2f} ms"
+
+
+def verdict(met: bool) -> str:
+    return "met" if met else "**missed**"
+
+
+def render(r: dict[str, Any]) -> str:
+    over, conc, bad = r["overhead"], r["concurrency"], r["bad_input"]
+    local, plain, streamed = over["in_process"], over["over_http"], over["over_http_streamed"]
+    added, added_stream, cpu = over["added"], over["added_streamed"], over["cpu_mean"]
+    lines = [
+        f"{provenance.stamp(r['meta'])} Versions: {r['meta']['versions']}.",
+        "",
+        f"Overhead, {local['n']} calls of each kind, interleaved (scripted model, process sandbox):",
+        "",
+        "| call | median | p99 | added median | added p99 |",
+        "|---|---|---|---|---|",
+        f"| in process, `rlm(...)` | {ms(local['median_ms'])} | {ms(local['p99_ms'])} | | |",
+        f"| over HTTP, whole response | {ms(plain['median_ms'])} | {ms(plain['p99_ms'])} "
+        f"| {ms(added['median_ms'])} | {ms(added['p99_ms'])} |",
+        f"| over HTTP, streamed | {ms(streamed['median_ms'])} | {ms(streamed['p99_ms'])} "
+        f"| {ms(added_stream['median_ms'])} | {ms(added_stream['p99_ms'])} |",
+        "",
+        f"CPU per call (mean): {ms(cpu['in_process_ms'])} in process, {ms(cpu['server_ms'])} in the "
+        f"server process: {ms(cpu['added_ms'])} added by serving (the sandbox worker, a process of "
+        "its own either way, is in neither). On a loaded machine (the load average is in the stamp) "
+        "waiting for a core shows in every figure here, most in the p99s: a run of the benchmark "
+        "is one sample of that machine's state.",
+        "",
+        "| target | measured | verdict |",
+        "|---|---|---|",
+        f"| overhead <= 3 ms median, <= 5 ms p99 | {ms(added['median_ms'])} median, "
+        f"{ms(added['p99_ms'])} p99 | {verdict(over['met'])} |",
+    ]
+    bursts = conc["bursts"]
+    done = ", ".join(f"{b['completed']}/{conc['requests']}" for b in bursts)
+    mixed = sum(b["mixed_up"] for b in bursts)
+    failed = sum(len(b["failed"]) for b in bursts)
+    walls = ", ".join(f"{b['wall_s']:.2f} s" for b in bursts)
+    lines.append(
+        f"| {conc['requests']} concurrent streams: all complete, none mixed up, memory back within 10% "
+        f"| {len(bursts)} bursts: {done} complete ({walls}), {mixed} mixed up, {failed} failed; server "
+        f"memory {conc['rss_warm_bytes'] / 2**20:.0f} MiB warm, {conc['rss_growth']:+.1%} after "
+        f"| {verdict(conc['met'])} |"
+    )
+    wrong = [kind for kind, row in bad["kinds"].items() if not row["ok"]]
+    before, after = bad["before"], bad["after"]
+    lines.append(
+        f"| bad input ({bad['per_kind']} of each kind): documented status, still serving, nothing leaked "
+        f"| {len(bad['kinds']) - len(wrong)}/{len(bad['kinds'])} kinds answered as documented"
+        + (f" (not: {', '.join(wrong)})" if wrong else "")
+        + f"; a good call after: {'answered' if bad['serves_after'] else 'failed'}; server child processes "
+        f"{before['children']} before, {after['children']} after; live sessions {after['sessions']} "
+        f"| {verdict(bad['met'])} |"
+    )
+    lines += ["", "| bad input | status expected | statuses got |", "|---|---|---|"]
+    for kind, row in bad["kinds"].items():
+        lines.append(f"| {kind} | {row['expected']} | {', '.join(map(str, row['got']))} |")
+    return "\n".join(lines)

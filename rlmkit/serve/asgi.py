@@ -1,0 +1,276 @@
+"""The ASGI app: an RLM program behind OpenAI's chat completions API (FastAPI).
+
+    from rlmkit.serve import app
+    api = app(rlmkit.RLM("context, question -> answer", lm=...), api_key="...")
+    # uvicorn.run(api), or mount it: parent.mount("/rlm", api)
+
+Routes: ``GET /v1/models``, ``POST /v1/chat/completions`` (``stream``: server-sent events),
+``POST /v1/sessions``, ``GET`` and ``DELETE /v1/sessions/{id}``, and ``GET /health`` (no key:
+for a load balancer). Every ``/v1`` route takes ``Authorization: Bearer <api_key>`` when the app
+has a key. Bodies are read here, not by FastAPI's models, so a bad one gets OpenAI's error shape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import hmac
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from openai.types import Model
+from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from rlmkit.serve.access_log import AccessLog
+from rlmkit.serve.admission import Admission
+from rlmkit.serve.chat import Call, CallRecord
+from rlmkit.serve.errors import APIError, bad_request, from_exception
+from rlmkit.serve.mapping import check_inputs, parse_request
+from rlmkit.serve.program import Program, as_program
+from rlmkit.serve.sessions import Sessions
+
+SESSION_HEADER = "x-rlmkit-session"
+MAX_BODY_BYTES = 64 * 2**20  # a long context is the point; a body past this is a 413
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """Everything the app can be told; ``rlmkit serve``'s flags are these."""
+
+    api_key: str | None = None
+    max_body_bytes: int = MAX_BODY_BYTES
+    max_running: int = 16
+    max_waiting: int = 64
+    sessions_dir: str | None = None
+    session_idle_timeout: float | None = 900.0
+    max_sessions: int = 64
+
+
+def app(program: Any, *, name: str | None = None, **options: Any) -> FastAPI:
+    """The ASGI app serving ``program`` (an ``rlmkit.RLM``, a DSPy module holding one, or a
+    ``Program`` from ``load_program``) as model ``name`` (default: the program's, else "rlmkit").
+    ``options`` are ``ServeOptions``' fields."""
+    program = program if isinstance(program, Program) else as_program(program, name or "rlmkit")
+    if name is not None:
+        program.name = name
+    settings = ServeOptions(**options)
+    admission = Admission(settings.max_running, settings.max_waiting)
+    sessions = Sessions(
+        program.rlm,
+        directory=settings.sessions_dir,
+        idle_timeout=settings.session_idle_timeout,
+        max_live=settings.max_sessions,
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI):
+        reaper = asyncio.create_task(sessions.reap_forever())
+        try:
+            yield
+        finally:
+            reaper.cancel()
+            await sessions.close_all()  # each has checkpointed after its last call already
+
+    api = FastAPI(title=f"rlmkit: {program.name}", lifespan=lifespan, docs_url=None, redoc_url=None)
+    api.state.program, api.state.sessions, api.state.admission = program, sessions, admission
+
+    def authorize(request: Request) -> None:
+        if settings.api_key is None:
+            return
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(token.encode(), settings.api_key.encode()):
+            raise APIError(
+                401,
+                "a valid API key is required: Authorization: Bearer <key>",
+                type="authentication_error",
+                code="invalid_api_key",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+
+    async def read_json(request: Request) -> Any:
+        limit = settings.max_body_bytes
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise APIError(413, f"the body is over {limit:,} bytes", code="body_too_large")
+        body = bytearray()
+        async for part in request.stream():
+            body += part
+            if len(body) > limit:
+                raise APIError(413, f"the body is over {limit:,} bytes", code="body_too_large")
+        try:
+            return json.loads(body)
+        except ValueError as exc:
+            raise bad_request(f"malformed JSON: {exc}", code="invalid_json") from exc
+
+    def model_card() -> Model:
+        return Model(id=program.name, created=program.created, object="model", owned_by="rlmkit")
+
+    @api.get("/health")
+    @_openai_errors
+    async def health() -> dict[str, Any]:
+        return {
+            "status": "ok",
+            "running": admission.running,
+            "waiting": admission.waiting,
+            "sessions": len(sessions.live),
+        }
+
+    @api.get("/v1/models")
+    @_openai_errors
+    async def list_models(request: Request) -> dict[str, Any]:
+        authorize(request)
+        return {"object": "list", "data": [model_card().model_dump()]}
+
+    @api.get("/v1/models/{model_id}")
+    @_openai_errors
+    async def get_model(model_id: str, request: Request) -> dict[str, Any]:
+        authorize(request)
+        _known_model(program, model_id)
+        return model_card().model_dump()
+
+    @api.post("/v1/chat/completions")
+    @_openai_errors
+    async def chat_completions(request: Request) -> Response:
+        authorize(request)
+        chat = parse_request(await read_json(request))
+        _known_model(program, chat.model)
+        record = CallRecord(request_id=request.state.request_id)
+        request.state.call = record
+        session_id = chat.session or request.headers.get(SESSION_HEADER)
+        session = await sessions.get(session_id) if session_id else None
+        record.session_id = session_id
+        if session_id in sessions.in_call:  # said now, not as an error inside a stream already begun
+            raise APIError(409, "this session is running another call", code="session_busy", param="session")
+        call = Call(program, chat, record, session)
+        if chat.stream:
+            admission.check()  # a full queue is a 429 before any byte; the slot is taken as it streams
+            return StreamingResponse(
+                _admitted_stream(admission, sessions, call),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},  # nginx: pass chunks on
+            )
+        async with admission.slot(), _in_call(sessions, session_id):
+            body = await _unless_disconnected(request, call.answer())
+            return Response(body, media_type="application/json")
+
+    @api.post("/v1/sessions")
+    @_openai_errors
+    async def open_session(request: Request) -> Response:
+        authorize(request)
+        body = await read_json(request)
+        if not isinstance(body, dict) or set(body) - {"inputs"}:
+            raise bad_request("a session is opened with {'inputs': {...}}", param="inputs")
+        session = await sessions.open(check_inputs(program, body.get("inputs") or {}))
+        request.state.call = CallRecord(request_id=request.state.request_id, session_id=session.id)
+        return JSONResponse(sessions.describe(session), status_code=201)
+
+    @api.get("/v1/sessions/{session_id}")
+    @_openai_errors
+    async def get_session(session_id: str, request: Request) -> dict[str, Any]:
+        authorize(request)
+        return sessions.describe(await sessions.get(session_id))
+
+    @api.delete("/v1/sessions/{session_id}")
+    @_openai_errors
+    async def delete_session(session_id: str, request: Request) -> dict[str, Any]:
+        authorize(request)
+        await sessions.delete(session_id)
+        return {"id": session_id, "object": "session", "deleted": True}
+
+    @api.exception_handler(APIError)
+    async def api_error(_: Request, exc: APIError) -> Response:
+        return exc.response()
+
+    @api.exception_handler(HTTPException)
+    async def http_error(_: Request, exc: HTTPException) -> Response:  # unknown route, wrong method
+        kind = "not_found" if exc.status_code == 404 else "invalid_request"
+        return APIError(exc.status_code, str(exc.detail), code=kind).response()
+
+    @api.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, exc: RequestValidationError) -> Response:
+        return bad_request(str(exc.errors()[0].get("msg", exc))).response()
+
+    @api.exception_handler(Exception)
+    async def unexpected(_: Request, exc: Exception) -> Response:
+        return from_exception(exc).response()
+
+    api.add_middleware(AccessLog)
+    return api
+
+
+def _known_model(program: Program, model: str) -> None:
+    if model != program.name:
+        raise APIError(
+            404,
+            f"the model {model!r} does not exist here; this server serves {program.name!r}",
+            code="model_not_found",
+            param="model",
+        )
+
+
+def _openai_errors(route: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """A route whose failures all reach the client as ``APIError`` responses. (A handler for
+    ``Exception`` itself runs in Starlette's outermost middleware, which re-raises after
+    answering, and uvicorn then drops the connection the client would reuse.)"""
+
+    @functools.wraps(route)
+    async def wrapped(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await route(*args, **kwargs)
+        except APIError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - each kind gets its status in from_exception
+            raise from_exception(exc) from exc
+
+    return wrapped
+
+
+@contextlib.asynccontextmanager
+async def _in_call(sessions: Sessions, session_id: str | None):
+    """A session in a call is never ended as idle under it."""
+    if session_id is None:
+        yield
+        return
+    sessions.in_call.add(session_id)
+    try:
+        yield
+    finally:
+        sessions.in_call.discard(session_id)
+        sessions.touch(session_id)
+
+
+async def _admitted_stream(admission: Admission, sessions: Sessions, call: Call):
+    """The events of a streamed call, once it has a slot (past the queue: a 429 before any byte)."""
+    async with admission.slot(check=False), _in_call(sessions, call.record.session_id):
+        async for event in call.events():
+            yield event
+
+
+async def _unless_disconnected(request: Request, work: Any) -> Any:
+    """``work``'s result; if the client goes away first, the call is cancelled (its sandbox freed)."""
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():
+            task.cancel()
+            request.state.call.status = 499
+            with contextlib.suppress(BaseException):
+                await task
+            raise APIError(499, "the client closed the request", code="client_closed")
+        return task.result()
+    finally:
+        gone.cancel()
+        if not task.done():
+            task.cancel()
+
+
+async def _disconnected(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
