@@ -62,6 +62,7 @@ COLUMNS = (
     "gain [95% CI]",
     "wins / losses",
     "turns",
+    "tokens",
     "s/example",
 )
 
