@@ -69,7 +69,8 @@ def section(data: dict[str, Any]) -> str:
         "",
         f"Held-out examples of generator seed {recipe.get('test_seed', 1000)}, greedy, at most "
         f"{recipe.get('eval_iterations')} root turns, both arms on the same examples with the same "
-        "settings; gain = adapter - base, with a paired bootstrap 95% interval.",
+        "settings; gain = adapter - base, with a paired bootstrap 95% interval; turns, tokens (prompt and "
+        "completion, sub-calls included) and seconds are per example, base / adapter.",
         "",
         "| " + " | ".join(COLUMNS) + " |",
         "|" + "---|" * len(COLUMNS),

@@ -12,7 +12,7 @@ import pytest
 
 from optimizers.backends.testing import write_tiny_gguf
 from optimizers.selftrain import Recipe, StageStore, SuitePlan, paired_compare
-from optimizers.selftrain.paired import report_cells
+from optimizers.selftrain.paired import COLUMNS, report_cells
 from optimizers.selftrain.pipeline import SelfTrain, StageFailed
 from rlmkit.errors import ConfigError, LocalModelError, UserError
 from rlmkit.testing.server import ScriptedServer
@@ -254,4 +254,5 @@ def test_unfinished_arms_are_compared_on_the_examples_both_finished(tmp_path):
         (folder / "results.jsonl").write_text("\n".join(lines) + "\n")
     [compared] = run.comparison()
     assert (compared["n"], compared["gain"], compared["finished"]) == (1, 1.0, False)
-    assert report_cells(compared)[0] == "needle-2k (unfinished: runs so far)"
+    cells = report_cells(compared)
+    assert cells[0] == "needle-2k (unfinished: runs so far)" and len(cells) == len(COLUMNS)

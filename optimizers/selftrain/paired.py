@@ -62,6 +62,7 @@ COLUMNS = (
     "gain [95% CI]",
     "wins / losses",
     "turns",
+    "tokens",
     "s/example",
 )
 
@@ -79,5 +80,6 @@ def report_cells(row: dict) -> list[str]:
         f"{row['gain']:+.2f} [{low:+.2f}, {high:+.2f}]",
         f"{row['wins']} / {row['losses']}",
         f"{b['iterations']:.1f} / {a['iterations']:.1f}",
+        f"{b['tokens']:,.0f} / {a['tokens']:,.0f}",
         f"{b['wall_s']:.0f} / {a['wall_s']:.0f}",
     ]
