@@ -83,13 +83,13 @@ def test_a_partial_run_says_what_is_missing_and_renders_only_finished_stages(tmp
     before.mkdir(parents=True)
     (before / "results.jsonl").write_text('{"id": "a", "score": 0.0}\n{"id": "b", "sc')  # a torn last line
 
-    meta = {"date": "2026-01-01 00:00 UTC", "commit": "abc", "command": "python benchmarks/train_student.py"}
+    meta = {"date": "2026-01-01 00:00 UTC", "commit": "abc1234", "command": "python benchmarks/train_student.py"}
     data = write_results(pipeline, meta, tmp_path / "r.json")
     assert json.loads((tmp_path / "r.json").read_text()) == data
     assert data["partial"] and data["missing_stages"] == [s for s in STAGES if s != "student"]
     assert data["in_progress"]["before"] == {"finished_runs": 1, "of": 2, "scores": [0.0]}
 
     text = section(data)
-    assert text.startswith("*Measured 2026-01-01 00:00 UTC; commit abc;")
+    assert text.startswith("*Measured 2026-01-01 00:00 UTC; commit abc1234;")
     assert "Partial run" in text and "`before` in progress: 1 of 2 runs finished" in text
     assert "| student, untrained | — | not run yet | — |" in text and "Training:" not in text
