@@ -83,7 +83,8 @@ def test_a_partial_run_says_what_is_missing_and_renders_only_finished_stages(tmp
     before.mkdir(parents=True)
     (before / "results.jsonl").write_text('{"id": "a", "score": 0.0}\n{"id": "b", "sc')  # a torn last line
 
-    meta = {"date": "2026-01-01 00:00 UTC", "commit": "abc1234", "command": "python benchmarks/train_student.py"}
+    command = "python benchmarks/train_student.py"
+    meta = {"date": "2026-01-01 00:00 UTC", "commit": "abc1234", "command": command}
     data = write_results(pipeline, meta, tmp_path / "r.json")
     assert json.loads((tmp_path / "r.json").read_text()) == data
     assert data["partial"] and data["missing_stages"] == [s for s in STAGES if s != "student"]
