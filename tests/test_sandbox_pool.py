@@ -245,6 +245,7 @@ assert pool.wait_idle(pool.settings().size, 30)
 with pool._lock:
     workers = [w for p in pool._pools.values() for _, w in p._idle]
 print(*[w.pid for w in workers], *[w.workdir for w in workers], flush=True)
+sys.stdin.readline()  # "exit": the test has seen the workers and closes stdin; the host exits
 if sys.argv[1] == "hang":
     sys.stdin.read()
 """
@@ -266,6 +267,8 @@ def test_idle_workers_are_reaped_when_their_host_ends(how):
         assert len(workdirs) == 2 and all(map(os.path.isdir, workdirs))
         if how == "killed":
             host.kill()
+        else:
+            host.stdin.close()  # the host exits only now: its clean-up cannot race the check above
         assert host.wait(30) == (0 if how == "exit" else -9)
         wait_for(lambda: not any(map(_running, pids)))
         if how == "exit":  # a killed host cannot clean up; its workers still die with it
