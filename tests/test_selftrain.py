@@ -205,6 +205,30 @@ def test_the_embedded_model_takes_an_adapter_by_argument_or_environment(tmp_path
     assert len(names) == 3
 
 
+def test_an_eval_folder_knows_its_adapter_by_content_not_path(tmp_path, monkeypatch):
+    """A run folder's identity holds the adapter's name and hash: a copy of the same adapter
+    elsewhere (the work folder moved, an absolute path for a relative one) resumes its runs; a
+    retrained adapter under the same name does not."""
+    from programs.cli.eval import _adapter_config
+    from programs.evaluate import config_hash
+    from rlmkit.local.adapter import ENV
+
+    monkeypatch.delenv(ENV, raising=False)
+    for name in "abc":
+        (tmp_path / name).mkdir()
+    first = write_tiny_gguf(tmp_path / "a" / "adapter.gguf", "qwen2", blocks=1)
+    moved = tmp_path / "b" / "adapter.gguf"
+    moved.write_bytes(first.read_bytes())
+    retrained = write_tiny_gguf(tmp_path / "c" / "adapter.gguf", "qwen2", blocks=2)
+    ids = [config_hash(_adapter_config(str(path))) for path in (first, moved, retrained)]
+    assert ids[0] == ids[1] != ids[2]
+    assert _adapter_config("none") == {"adapter": "none"}
+    monkeypatch.setenv(ENV, "none")
+    assert _adapter_config(None) == {}  # no adapter: the folder's hash is what it always was
+    with pytest.raises(LocalModelError, match="does not exist"):
+        _adapter_config(str(tmp_path / "missing.gguf"))
+
+
 def test_a_folder_filled_by_another_recipe_is_refused(tmp_path):
     store = StageStore(tmp_path / "work", tmp_path / "archive")
     store.keep_recipe(tiny_recipe().model_dump(mode="json"))

@@ -188,8 +188,8 @@ def _run(
     }
     if temperature is not None:  # only when set: older run folders keep their config hash
         config["temperature"] = temperature
-    if adapter is not None:
-        config["adapter"] = adapter
+    if lm in EMBEDDED_FLAGS:
+        config.update(_adapter_config(adapter))
     out = Path(out) if out else Path("runs") / f"eval-{suite}-{length}-s{seed}"
     columns = (
         TextColumn("{task.description}"),
@@ -284,3 +284,15 @@ class LiveCounts:
 
 def register(app: typer.Typer) -> None:
     app.command("eval")(eval_command)
+
+
+def _adapter_config(adapter: str | None) -> dict[str, str]:
+    """The embedded model's adapter as part of a run folder's identity: by name and content, not
+    path, so a moved or renamed copy of the same adapter resumes its runs and a changed file does
+    not. Nothing is added when no adapter is given or applied (older folders keep their hash)."""
+    from rlmkit.local.adapter import DEFAULT, resolve_adapter, served_alias
+
+    applied = resolve_adapter(DEFAULT if adapter is None else adapter)
+    if applied is None:
+        return {} if adapter is None else {"adapter": "none"}
+    return {"adapter": served_alias(applied)}
