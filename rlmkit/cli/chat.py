@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from rlmkit.cli.common import exit_on_error, lm_from_flag
+from rlmkit.cli.common import exit_on_error, lm_from_flag, take_back_ctrl_c
 from rlmkit.errors import RLMKitError
 
 console = Console(soft_wrap=True, highlight=False)  # answers print as they are
@@ -53,6 +53,7 @@ def chat(
     with exit_on_error():
         context = load_paths(paths)
         rlm = rlmkit.RLM("context, question -> answer", lm=lm_from_flag(lm, api_base), sandbox=sandbox)
+    take_back_ctrl_c()  # Ctrl-C stops a call, even when a parent started us ignoring it
     session = rlm.session(context=context)
     size = len(context) if isinstance(context, str) else sum(map(len, context.values()))
     console.print(f"[bold]rlmkit chat[/bold]: {size:,} characters loaded. {HELP}")

@@ -7,6 +7,8 @@ the same thing and an error looks the same whichever verb it comes from.
 from __future__ import annotations
 
 import contextlib
+import signal
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -67,3 +69,14 @@ def exit_on_error(code: int = 2, errors: tuple[type[BaseException], ...] = (RLMK
     except errors as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(code) from exc
+
+
+def take_back_ctrl_c() -> None:
+    """Make Ctrl-C raise KeyboardInterrupt again, for a verb that promises it stops something.
+
+    A process started in the background of a script, or by a parent that ignores SIGINT, starts
+    with SIGINT ignored (and may start with it blocked); Python then installs no handler of its
+    own, and Ctrl-C would do nothing at all."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})

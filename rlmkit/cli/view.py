@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import webbrowser
 from pathlib import Path
 from typing import Annotated
@@ -10,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from rlmkit.cli.common import console, exit_on_error
+from rlmkit.cli.common import console, exit_on_error, take_back_ctrl_c
 from rlmkit.errors import UserError
 
 
@@ -44,9 +43,7 @@ def view(
     console.print(f"serving on {server.url}  (Ctrl-C to stop)")
     if open_browser:
         webbrowser.open(server.url)
-    # a process started in the background of a script inherits "ignore SIGINT";
-    # this verb promises that Ctrl-C stops it, so take SIGINT back
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    take_back_ctrl_c()
     try:
         server.serve_forever()
     except KeyboardInterrupt:
