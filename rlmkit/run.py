@@ -138,15 +138,20 @@ async def run_loop(state: RunState, variables: dict[str, Any], aliases: dict[str
         raise
     finally:
         traj.duration_s = time.monotonic() - run_start
-        # never close a worker that is still starting, nor end a log whose start is not written
-        await asyncio.wait([state.sandbox_ready, state.start_logged])
-        for started in (state.sandbox_ready, state.start_logged):
-            if not started.cancelled():
-                started.exception()  # a start failure after an LM failure: already reported
-        await lease.release(sandbox)
+        # The worker is released by a task of its own, waited for until it is done: a run
+        # cancelled again while it ends (a client gone, then a server stopping) still closes it.
+        settle, interrupted = asyncio.ensure_future(_settle(state, lease, sandbox)), False
+        while not settle.done():
+            try:
+                await asyncio.shield(settle)
+            except asyncio.CancelledError:
+                interrupted = True  # raised again below, once the worker is closed
+        settle.result()
         if tree.log is not None:
             tree.log.end(traj)
         ev.emit(ev.RunFinished(traj, sys.exc_info()[1]))
+        if interrupted and sys.exc_info()[1] is None:
+            raise asyncio.CancelledError  # cancelled while it ended: the caller's cancel stands
 
 
 async def _log_start(state: RunState) -> None:
@@ -154,6 +159,16 @@ async def _log_start(state: RunState) -> None:
         await in_thread(state.hash_inputs)
     if state.tree.log is not None:
         state.tree.log.start(state.trajectory.meta)
+
+
+async def _settle(state: RunState, lease: Any, sandbox: Any) -> None:
+    """The end of a run's sandbox: never close a worker that is still starting, nor end a log
+    whose start is not written; then give the worker back (closed, or to its session)."""
+    await asyncio.wait([state.sandbox_ready, state.start_logged])
+    for started in (state.sandbox_ready, state.start_logged):
+        if not started.cancelled():
+            started.exception()  # a start failure after an LM failure: already reported
+    await lease.release(sandbox)
 
 
 class FreshSandbox:
@@ -230,7 +245,9 @@ async def _turn(
             _finish_turn(traj, turn, start, tree)
         raise
     await state.start_logged  # a turn record never comes before the start record
-    await state.sandbox_ready
+    # shielded: a run cancelled while it waits here must not cancel the worker's start, which
+    # would leave a worker starting in a thread that the run's end can no longer see to close
+    await asyncio.shield(state.sandbox_ready)
     parsed = protocol.parse(completion.text)
     if settings.blocks_per_turn and len(parsed.code_blocks) > settings.blocks_per_turn:
         del parsed.code_blocks[settings.blocks_per_turn :]  # the rest was written before any output

@@ -14,6 +14,7 @@ deadline; nothing sleeps a guessed time.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -29,6 +30,7 @@ import pytest
 
 import rlmkit
 from rlmkit.errors import LMError
+from rlmkit.sandbox.process import standing_pids
 from rlmkit.testing import is_root_request
 from rlmkit.trajectory import read_runs
 from tests.conftest import Script
@@ -177,3 +179,45 @@ def test_worker_killed_between_cells(serve):
     told = third_request["messages"][-1]["content"]
     assert "restarted" in told and "SIGKILL" in told and "did not run" in told
     assert f"worker {killed[0]}" in first.blocks[0].stdout
+
+
+@pytest.mark.parametrize("pool_size", [0, 2])
+def test_a_run_cancelled_at_any_moment_leaves_no_worker_behind(pool_size):
+    """Cancelled while its worker starts (on a thread, or taken from the pool), while it waits for
+    the worker, or while it ends: every run closes its worker. A cancel landing on the wait for
+    the worker used to cancel the worker's start itself, and the worker started on regardless."""
+    import asyncio
+    import random
+
+    from rlmkit.sandbox import pool
+
+    def model(messages):
+        return "```repl\nSUBMIT(answer=question)\n```" if is_root_request({"messages": messages}) else "sub"
+
+    rlm = rlmkit.RLM("context, question -> answer", lm=rlmkit.FunctionLM(model))
+    before = pool.configure(size=pool_size)
+    me = psutil.Process()
+    try:
+
+        async def cancel_many() -> None:
+            await rlm.acall(context="", question="warm")
+            rng = random.Random(7)
+            for _ in range(40):
+                task = asyncio.ensure_future(rlm.acall(context="", question="q"))
+                await asyncio.sleep(rng.random() * 0.006)  # anywhere from the first request to the end
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+        before_runs = {child.pid for child in me.children(recursive=True)}
+        asyncio.run(cancel_many())
+
+        def left_behind() -> set[int]:
+            # the fork server and the pool's idle workers stand between runs; what earlier tests
+            # left is not these runs' doing
+            now = {child.pid for child in me.children(recursive=True)}
+            return now - before_runs - standing_pids()
+
+        wait_for(lambda: not left_behind(), "every cancelled run's worker gone", timeout=20)
+    finally:
+        pool.configure(size=before.size, idle_s=before.idle_s)
