@@ -1,8 +1,10 @@
-"""One Budget shared by a whole tree of calls (root, sub-calls, child RLMs).
+"""What a call tree may spend (``Budget``, frozen limits) apart from what it has spent
+(``Spending``, the counters of one tree).
 
-A child never gets a budget of its own: it charges the root's, so it can never spend
-what the root does not have. Thread-safe, because sub-calls are charged from the
-sandbox's callback threads and from the event loop alike.
+A user gives an RLM (or a session) a ``Budget``; each call tree (root, sub-calls, child RLMs)
+gets one ``Spending`` against it. A child never gets a Spending of its own: it charges the
+root's, so it can never spend what the root does not have. ``Spending`` is thread-safe, because
+sub-calls are charged from the sandbox's callback threads and from the event loop alike.
 """
 
 from __future__ import annotations
@@ -19,20 +21,15 @@ from rlmkit.errors import BudgetExceeded
 DEFAULT_MAX_CALLS = 500
 
 
-@dataclass
+@dataclass(frozen=True)
 class Budget:
-    """Limits for a run: LM calls, tokens, dollars, wall seconds. ``None`` means unlimited."""
+    """Limits for a call tree: LM calls, tokens, dollars, wall seconds. ``None`` means unlimited.
+    Frozen: a program's budget is what it may spend, never what one of its calls spent."""
 
     max_calls: int | None = None
     max_tokens: int | None = None
     max_cost: float | None = None
     max_seconds: float | None = None
-
-    calls: int = field(default=0, init=False)
-    tokens: int = field(default=0, init=False)
-    cost: float = field(default=0.0, init=False)
-    started_at: float | None = field(default=None, init=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("max_calls", "max_tokens", "max_cost", "max_seconds"):
@@ -40,12 +37,32 @@ class Budget:
             if value is not None and value <= 0:
                 raise ValueError(f"Budget.{name} must be positive or None, got {value!r}")
 
-    def __deepcopy__(self, memo: dict) -> Budget:
-        """Copies (dspy deep-copies programs) get the same limits and fresh counters."""
-        return Budget(**self.limits())
+    def limits(self) -> dict[str, float | None]:
+        return {
+            "max_calls": self.max_calls,
+            "max_tokens": self.max_tokens,
+            "max_cost": self.max_cost,
+            "max_seconds": self.max_seconds,
+        }
+
+    def spending(self) -> Spending:
+        """Fresh counters for one call tree against these limits, its clock started now."""
+        return Spending(self).start()
+
+
+@dataclass
+class Spending:
+    """What one call tree has spent of its ``Budget``: counted at each call, checked against it."""
+
+    budget: Budget
+    calls: int = field(default=0, init=False)
+    tokens: int = field(default=0, init=False)
+    cost: float = field(default=0.0, init=False)
+    started_at: float | None = field(default=None, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     # -- lifecycle -------------------------------------------------------------
-    def start(self) -> Budget:
+    def start(self) -> Spending:
         """Start the wall clock (idempotent: the first start of a tree wins)."""
         with self._lock:
             if self.started_at is None:
@@ -56,19 +73,12 @@ class Budget:
     def elapsed(self) -> float:
         return 0.0 if self.started_at is None else time.monotonic() - self.started_at
 
-    def limits(self) -> dict[str, float | None]:
-        return {
-            "max_calls": self.max_calls,
-            "max_tokens": self.max_tokens,
-            "max_cost": self.max_cost,
-            "max_seconds": self.max_seconds,
-        }
-
     def used(self) -> dict[str, float]:
         return {"calls": self.calls, "tokens": self.tokens, "cost": self.cost, "seconds": self.elapsed}
 
     def remaining_seconds(self) -> float | None:
-        return None if self.max_seconds is None else max(0.0, self.max_seconds - self.elapsed)
+        limit = self.budget.max_seconds
+        return None if limit is None else max(0.0, limit - self.elapsed)
 
     # -- checks ----------------------------------------------------------------
     def check(self) -> None:
@@ -86,9 +96,9 @@ class Budget:
     def past_deadline(self) -> BudgetExceeded:
         """The error for a call cancelled at ``max_seconds``."""
         return BudgetExceeded(
-            f"budget exceeded: seconds used {round(self.elapsed, 3)} of {self.max_seconds}",
+            f"budget exceeded: seconds used {round(self.elapsed, 3)} of {self.budget.max_seconds}",
             kind="seconds",
-            limit=self.max_seconds,
+            limit=self.budget.max_seconds,
             used=round(self.elapsed, 3),
         )
 
@@ -101,24 +111,25 @@ class Budget:
             self._check_locked(next_call=False)
 
     def _check_locked(self, *, next_call: bool) -> None:
+        limit = self.budget
         over = []
-        if self.max_calls is not None and (
-            self.calls >= self.max_calls if next_call else self.calls > self.max_calls
+        if limit.max_calls is not None and (
+            self.calls >= limit.max_calls if next_call else self.calls > limit.max_calls
         ):
-            over.append(("calls", self.max_calls, self.calls))
-        if self.max_tokens is not None and self.tokens > self.max_tokens:
-            over.append(("tokens", self.max_tokens, self.tokens))
-        if self.max_cost is not None and self.cost > self.max_cost:
-            over.append(("cost", self.max_cost, self.cost))
-        if self.max_seconds is not None and self.elapsed > self.max_seconds:
-            over.append(("seconds", self.max_seconds, round(self.elapsed, 3)))
+            over.append(("calls", limit.max_calls, self.calls))
+        if limit.max_tokens is not None and self.tokens > limit.max_tokens:
+            over.append(("tokens", limit.max_tokens, self.tokens))
+        if limit.max_cost is not None and self.cost > limit.max_cost:
+            over.append(("cost", limit.max_cost, self.cost))
+        if limit.max_seconds is not None and self.elapsed > limit.max_seconds:
+            over.append(("seconds", limit.max_seconds, round(self.elapsed, 3)))
         if over:
-            kind, limit, used = over[0]
+            kind, cap, used = over[0]
             hint = (
                 " (raise it with budget=rlmkit.Budget(max_calls=N), or max_calls=None for no cap)"
                 if kind == "calls"
                 else ""
             )
             raise BudgetExceeded(
-                f"budget exceeded: {kind} used {used} of {limit}{hint}", kind=kind, limit=limit, used=used
+                f"budget exceeded: {kind} used {used} of {cap}{hint}", kind=kind, limit=cap, used=used
             )

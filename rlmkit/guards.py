@@ -46,8 +46,8 @@ async def call_model(
 ) -> Any:
     """One completion, counted, capped and bounded by the run's deadline. ``record(completion)``
     runs before its tokens are charged, so a call that passes a limit is still in the trajectory."""
-    budget = tree.budget
-    budget.reserve()
+    spending = tree.spending
+    spending.reserve()
 
     async def call() -> Any:  # gated once, by the LM's own limit (the tree caps batched fan-out)
         return await lm.acomplete(
@@ -57,14 +57,14 @@ async def call_model(
             stop=[*lm.traits.stop, *(stop or [])] or None,
         )
 
-    remaining = budget.remaining_seconds()
+    remaining = spending.remaining_seconds()
     try:
         completion = await asyncio.wait_for(call(), timeout=remaining)
     except TimeoutError:
-        raise budget.past_deadline() from None
+        raise spending.past_deadline() from None
     if record is not None:
         record(completion)
-    budget.charge(calls=0, tokens=completion.usage.total_tokens, cost=completion.usage.cost)
+    spending.charge(calls=0, tokens=completion.usage.total_tokens, cost=completion.usage.cost)
     return completion
 
 

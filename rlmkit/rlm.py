@@ -12,7 +12,6 @@ round-trip them together with the RLM's knobs.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -346,15 +345,13 @@ class RLM(DSPyRLMSurface, dspy.Module):
     ) -> RunState:
         lm, sub_lm = self.lm, self.resolved_sub_lm()  # resolve (and fail on bad config) before any call
         if tree is None:
-            budget = (
-                session_call.budget(self.budget)
-                if session_call is not None
-                else dataclasses.replace(self.budget).start()  # fresh counters, same limits
+            spending = (
+                session_call.spending(self.budget) if session_call is not None else self.budget.spending()
             )
             log = TrajectoryLog(self.log_dir) if self.log_dir is not None else None
             tree = Tree(
                 loop=asyncio.get_running_loop(),
-                budget=budget,
+                spending=spending,
                 semaphore=asyncio.Semaphore(self.settings.max_concurrency),
                 log=log,
                 rollout_id=rollout_id,
@@ -374,7 +371,7 @@ class RLM(DSPyRLMSurface, dspy.Module):
             model=lm.model,
             sub_model=sub_lm.model,
             task=task or {},
-            limits={**tree.budget.limits(), **settings.record()},
+            limits={**tree.spending.budget.limits(), **settings.record()},
             inputs=inputs,
             rlmkit_version=rlmkit.__version__,
             session=session_call.meta if session_call is not None else {},

@@ -53,7 +53,7 @@ async def run_loop(state: RunState, variables: dict[str, Any], aliases: dict[str
     functions.update({name: AsyncHostFunction.quick(fn) for name, fn in finishers.items()})
     launch = spec.make_sandbox or (lambda limits: make_sandbox(settings.sandbox, limits))
     lease = state.sandbox_lease or FreshSandbox(launch)  # a session lends its live worker instead
-    sandbox = lease.sandbox(settings, tree.budget)
+    sandbox = lease.sandbox(settings, tree.spending)
     run_start = time.monotonic()
     # Hashing a 100 MB input takes ~0.1 s of CPU: it runs in a thread (hashlib lets go of the GIL)
     # while the first request is out; the start record waits for it, and every later record
@@ -178,8 +178,8 @@ class FreshSandbox:
     def __init__(self, launch: Any):
         self.launch = launch
 
-    def sandbox(self, settings: Any, budget: Any) -> Any:
-        return self.launch(settings.sandbox_limits(budget))
+    def sandbox(self, settings: Any, spending: Any) -> Any:
+        return self.launch(settings.sandbox_limits(spending))
 
     async def start(
         self, name: str, sandbox: Any, variables: dict[str, Any], functions: dict, prelude: str
@@ -258,7 +258,7 @@ async def _turn(
         block = CodeBlock(code=code)
         turn.blocks.append(block)
         state.current_block = block
-        sandbox.limits = settings.sandbox_limits(tree.budget)  # a cell may not outlive the run's deadline
+        sandbox.limits = settings.sandbox_limits(tree.spending)  # a cell may not outlive the run's deadline
         ev.emit(ev.CellStarted(block, sandbox))
         try:
             # unless the cell ends the run, the worker puts back any input the cell rebound (one round trip)

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlmkit.budget import Budget
+from rlmkit.budget import Spending
 from rlmkit.guards import check_values
 from rlmkit.settings import RunSettings
 from rlmkit.signature import OutputValidator
@@ -24,11 +24,11 @@ from rlmkit.trajectory import CodeBlock, RunMeta, SubCall, Trajectory, Trajector
 
 @dataclass
 class Tree:
-    """What a whole call tree shares: the loop, the Budget, the fan-out semaphore (how many batched
+    """What a whole call tree shares: the loop, its Spending, the fan-out semaphore (how many batched
     sub-call items run at once), the clock and the log."""
 
     loop: asyncio.AbstractEventLoop
-    budget: Budget
+    spending: Spending  # of the root's Budget: children charge the same counters
     semaphore: asyncio.Semaphore
     log: TrajectoryLog | None = None
     t0: float = field(default_factory=time.monotonic)

@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlmkit.budget import DEFAULT_MAX_CALLS, Budget
+from rlmkit.budget import DEFAULT_MAX_CALLS, Budget, Spending
 from rlmkit.errors import ConfigError, UserError
 from rlmkit.guards import SUBCALL_MAX_TOKENS, TURN_MAX_TOKENS
 from rlmkit.prompting import Display
@@ -87,10 +87,10 @@ class RunSettings:
             if getattr(self, f.name) is None or type(getattr(self, f.name)) in (int, float)
         }
 
-    def sandbox_limits(self, budget: Budget) -> SandboxLimits:
+    def sandbox_limits(self, spending: Spending) -> SandboxLimits:
         """The sandbox's limits for a run: a cell may not outlive the run's wall-clock budget."""
         timeout = self.cell_timeout
-        remaining = budget.remaining_seconds()
+        remaining = spending.remaining_seconds()
         if remaining is not None:
             timeout = remaining if timeout is None else min(timeout, remaining)
         return dataclasses.replace(self.limits, cell_timeout=timeout)

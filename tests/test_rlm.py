@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import time
@@ -185,6 +186,21 @@ def test_call_budget_ends_run_with_partial_trajectory(serve):
     traj = info.value.trajectory
     assert traj.status == "budget_exceeded" and traj.n_turns >= 1
     assert len(server.requests) == 3
+
+
+def test_a_budget_is_limits_and_each_call_counts_afresh(serve):
+    """The program's Budget is frozen limits; each call tree counts its own spending against it,
+    so a call that spent the budget leaves the next one the whole of it."""
+    budget = rlmkit.Budget(max_calls=3)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        budget.max_calls = 10
+    server, lm = serve(Script([repl("x = llm_query('a')", "print(x)")]))
+    rlm = rlmkit.RLM("context -> answer", lm=lm, budget=budget)
+    for call in (1, 2):
+        with pytest.raises(BudgetExceeded) as info:
+            rlm(context="abc")
+        assert info.value.used == 3 and len(server.requests) == 3 * call
+    assert rlm.budget == rlmkit.Budget(max_calls=3)
 
 
 def test_token_budget(serve):

@@ -11,7 +11,7 @@ import os
 from typing import Any
 
 from rlmkit import events as ev
-from rlmkit.budget import Budget
+from rlmkit.budget import Budget, Spending
 from rlmkit.describe import describe_inputs
 from rlmkit.errors import ConfigError, SandboxError
 from rlmkit.sandbox import make_sandbox
@@ -71,20 +71,20 @@ class SessionCall:
             "restored": restored,
             "lost": dict(lost),
         }
-        self.run_budget: Budget | None = None
+        self.run_spending: Spending | None = None
         self.skip: set[str] = set()  # inputs, host functions, prelude names: not the model's variables
         self._launches_seen = session.launches
 
     # -- what run_tree asks ------------------------------------------------------------
-    def budget(self, per_call: Budget) -> Budget:
-        """The call's own limits, cut to what the session has left."""
+    def spending(self, per_call: Budget) -> Spending:
+        """The call's counters, against its own limits cut to what the session has left."""
         self.session.check_budget()
         limits = per_call.limits()
         for name, remaining in self.session.budget_left().items():
             if remaining is not None:
                 limits[name] = remaining if limits[name] is None else min(limits[name], remaining)
-        self.run_budget = Budget(**limits).start()
-        return self.run_budget
+        self.run_spending = Budget(**limits).spending()
+        return self.run_spending
 
     def describe_inputs(self, variables: dict[str, Any]) -> tuple[list, Any]:
         cache = self.session.described
@@ -95,17 +95,17 @@ class SessionCall:
         return [cache[name][1] for name in variables], finish
 
     # -- the lease (run.FreshSandbox's methods) --------------------------------------------
-    def sandbox(self, settings: Any, budget: Any) -> WorkerHost:
+    def sandbox(self, settings: Any, spending: Any) -> WorkerHost:
         session = self.session
         if session.sandbox is None:
-            sandbox = make_sandbox(settings.sandbox, settings.sandbox_limits(budget))
+            sandbox = make_sandbox(settings.sandbox, settings.sandbox_limits(spending))
             if not isinstance(sandbox, WorkerHost):
                 raise ConfigError(
                     f"a session needs a worker sandbox such as 'process', not {settings.sandbox!r}"
                 )
             sandbox.on_launch, sandbox.relaunch_note = session.restore_into, RESTORED_NOTE
             session.sandbox = sandbox
-        session.sandbox.limits = settings.sandbox_limits(budget)
+        session.sandbox.limits = settings.sandbox_limits(spending)
         return session.sandbox
 
     async def start(self, name: str, sandbox: WorkerHost, variables: dict[str, Any], functions: dict,

@@ -221,8 +221,8 @@ class Session:
         )
 
     def _spend(self, call: SessionCall) -> None:
-        if call.run_budget is not None:
-            for name, value in call.run_budget.used().items():
+        if call.run_spending is not None:
+            for name, value in call.run_spending.used().items():
                 self.spent[name] += value
 
     def _remember(self, asked: dict[str, Any], outputs: dict[str, Any]) -> None:
