@@ -103,9 +103,7 @@ class RunSettings:
             value = getattr(self, f.name)
             if isinstance(value, Protocol):
                 state[f.name], state["finish_prompt"] = value.name, value.finish_prompt
-            elif isinstance(value, Budget):
-                state[f.name] = value.limits()  # limits only: counters belong to a run
-            elif dataclasses.is_dataclass(value):
+            elif dataclasses.is_dataclass(value):  # the sandbox's limits, the budget's (never a spending)
                 state[f.name] = dataclasses.asdict(value)
             else:
                 state[f.name] = value
