@@ -8,7 +8,7 @@ import json
 import pytest
 
 from optimizers.backends.base import DatasetKindError, TrainJob, get_backend
-from optimizers.backends.testing import build_tiny_qwen, write_dataset
+from optimizers.backends.testing import build_tiny_qwen, tiny_lora_job, write_dataset
 from optimizers.compile.schema import ChatMessage, DPORow, SFTRow
 
 SYSTEM = ChatMessage(role="system", content="You are a Recursive Language Model with a REPL.")
@@ -29,19 +29,7 @@ def dpo_row(i: int) -> DPORow:
 
 
 def job_for(tmp_path, data, model) -> TrainJob:
-    return TrainJob(
-        kind="dpo",
-        dataset=data,
-        base_model=str(model),
-        output_dir=tmp_path / "out",
-        lr=1e-2,
-        steps=2,
-        batch_size=2,
-        max_seq_len=256,
-        max_completion_tokens=64,
-        lora={"rank": 4, "alpha": 8},
-        options={"precision": "fp32"},
-    )
+    return tiny_lora_job("dpo", data, model, tmp_path / "out", options={"precision": "fp32"})
 
 
 def test_two_dpo_steps_save_an_adapter_and_log_the_preference_metrics(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 
 from optimizers.backends.base import TrainJob, get_backend
 from optimizers.backends.rlm_rollout import Call, RLMRollout, stitch
-from optimizers.backends.testing import build_tiny_qwen, write_dataset
+from optimizers.backends.testing import build_tiny_qwen, tiny_lora_job, write_dataset
 from optimizers.compile.schema import ChatMessage, RewardSpec, RLRow
 from rlmkit.errors import ConfigError
 from rlmkit.testing.server import ScriptedServer, is_root_request
@@ -48,27 +48,19 @@ def rl_row(n: int) -> RLRow:
 
 
 def job_for(tmp_path, model, **update) -> TrainJob:
-    data = write_dataset(tmp_path / "data", {"train": [rl_row(4), rl_row(5)]})
+    data = update.pop("dataset", None) or write_dataset(tmp_path / "data", {"train": [rl_row(4), rl_row(5)]})
     fields = {
-        "kind": "rl",
-        "dataset": data,
-        "base_model": str(model),
-        "output_dir": tmp_path / "out",
-        "lr": 1e-2,
-        "steps": 2,
-        "batch_size": 2,
         "group_size": 2,
         "max_seq_len": 4000,
         "max_completion_tokens": 8,
         "max_turns": 2,
-        "lora": {"rank": 4, "alpha": 8},
         "options": {
             "inputs_fn": "tests.test_backend_trl_grpo:numbers_input",
             "trainer": {"temperature": 1.0},
         },
     }
     fields.update(update)
-    return TrainJob(**fields)
+    return tiny_lora_job("rl", data, model, tmp_path / "out", **fields)
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from optimizers.backends.base import BaseModelNotFoundError, DatasetKindError, TrainJob, get_backend
-from optimizers.backends.testing import build_tiny_qwen, write_dataset
+from optimizers.backends.testing import build_tiny_qwen, tiny_lora_job, write_dataset
 from optimizers.compile.schema import ChatMessage, RewardSpec, RLRow, SFTRow
 
 SYSTEM = ChatMessage(role="system", content="You are a Recursive Language Model with a REPL.")
@@ -39,19 +39,7 @@ def test_two_lora_steps_save_an_adapter_that_loads_back(tmp_path, tiny_model, la
     data = write_dataset(
         tmp_path / "data", {"train": [sft_row(i) for i in range(6)], "validation": [sft_row(9)]}
     )
-    job = TrainJob(
-        kind="sft",
-        dataset=data,
-        base_model=str(tiny_model),
-        output_dir=tmp_path / "out",
-        lr=1e-2,
-        steps=2,
-        batch_size=2,
-        max_seq_len=256,
-        max_completion_tokens=64,
-        lora={"rank": 4, "alpha": 8},
-        options={"format": layout},
-    )
+    job = tiny_lora_job("sft", data, tiny_model, tmp_path / "out", options={"format": layout})
     result = get_backend("trl-sft").run(job)
 
     assert result.status == "trained" and result.artifact_kind == "lora_adapter"

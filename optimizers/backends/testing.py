@@ -107,3 +107,20 @@ def write_tiny_gguf(path: Path, architecture: str, blocks: int = 1) -> Path:
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+def tiny_lora_job(kind: str, dataset: Path, model: Path, output_dir: Path, **fields: Any) -> Any:
+    """A two-step LoRA job on the tiny model: what a backend test trains (``fields`` override)."""
+    from optimizers.backends.base import TrainJob
+
+    defaults = {
+        "lr": 1e-2,
+        "steps": 2,
+        "batch_size": 2,
+        "max_seq_len": 256,
+        "max_completion_tokens": 64,
+        "lora": {"rank": 4, "alpha": 8},
+    }
+    return TrainJob(
+        kind=kind, dataset=dataset, base_model=str(model), output_dir=output_dir, **{**defaults, **fields}
+    )

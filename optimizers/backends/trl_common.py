@@ -1,13 +1,21 @@
-"""What the TRL backends share: loading the base model offline, the LoRA config, the
-trainer arguments every TRL config takes, and saving the adapter with its metrics."""
+"""What the TRL backends share: ``TRLBackend`` (export each split as the trainer's records,
+then load the base model offline, train with the LoRA config and the arguments every TRL config
+takes, and save the adapter with its metrics); each backend says only what differs."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from optimizers.backends.base import Dependency, TrainJob, TrainResult, resolve_local_model
+from optimizers.backends.base import (
+    Backend,
+    Dependency,
+    TrainJob,
+    TrainResult,
+    resolve_local_model,
+    write_splits,
+)
 from optimizers.backends.options import TRLOptions
 
 TRL_DEPS = (
@@ -152,3 +160,48 @@ def write_job_file(job: TrainJob) -> Path:
     absolute = {"dataset": job.dataset.resolve(), "output_dir": job.output_dir.resolve()}
     path.write_text(job.model_copy(update=absolute).dump_toml())
     return path
+
+
+class TRLBackend(Backend):
+    """A backend that trains with one TRL trainer. A subclass gives ``records`` (its rows as the
+    trainer's dataset records) and ``train`` (the trainer's config and data, handed to ``fit``)."""
+
+    requires = TRL_DEPS
+    needs_local_model = True
+    row_kinds: ClassVar = {}
+
+    def records(self, job: TrainJob, rows: list[Any]) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def train(self, job: TrainJob, prepared: TrainResult) -> TrainResult:
+        raise NotImplementedError
+
+    def prepare(self, job: TrainJob) -> TrainResult:
+        validated = self.validate(job)
+        folder = job.output_dir / "data"
+        records = {split: self.records(job, rows) for split, rows in validated.splits.items()}
+        files = [write_job_file(job), *write_splits(folder, records)]
+        return self.exported(validated, folder, files, command=launch_command(self.name, job))
+
+    def run(self, job: TrainJob, dry_run: bool = False) -> TrainResult:
+        prepared = self.prepare(job)
+        return prepared if dry_run else self.train(job, prepared)
+
+    def fit(self, job: TrainJob, trainer_type: Any, **trainer_fields: Any) -> TrainResult:
+        """Train ``trainer_type`` on the base model with this job's LoRA, then save and summarise."""
+        model, tokenizer = load_model_and_tokenizer(job)
+        trainer = trainer_type(
+            model=model, processing_class=tokenizer, peft_config=lora_config(job), **trainer_fields
+        )
+        trainer.train()
+        return finish(self.name, job, trainer)
+
+    def fit_splits(self, job: TrainJob, prepared: TrainResult, trainer_type: Any, args: Any) -> TrainResult:
+        """``fit`` on the exported splits: train on ``train``, evaluate on ``validation`` if any."""
+        from datasets import load_dataset
+
+        files = {f.stem: str(f) for f in prepared.files if f.suffix == ".jsonl"}
+        data = load_dataset("json", data_files=files)
+        return self.fit(
+            job, trainer_type, args=args, train_dataset=data["train"], eval_dataset=data.get("validation")
+        )

@@ -13,18 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from optimizers.backends.base import Backend, TrainJob, TrainResult, write_splits
+from optimizers.backends.base import TrainJob, TrainResult
 from optimizers.backends.options import TRLOptions, option
-from optimizers.backends.trl_common import (
-    TRL_DEPS,
-    chat_messages,
-    finish,
-    launch_command,
-    load_model_and_tokenizer,
-    lora_config,
-    trainer_arguments,
-    write_job_file,
-)
+from optimizers.backends.trl_common import TRLBackend, chat_messages, trainer_arguments
 from rlmkit.errors import ConfigError
 
 
@@ -51,43 +42,18 @@ class TRLDPOOptions(TRLOptions):
             raise ConfigError(f"options.beta must be > 0, not {self.beta!r}")
 
 
-class TRLDPOBackend(Backend):
+class TRLDPOBackend(TRLBackend):
     name = "trl-dpo"
-    requires = TRL_DEPS
     row_kinds: ClassVar = {"dpo": ("dpo",)}
-    needs_local_model = True
     options_type = TRLDPOOptions
 
-    def prepare(self, job: TrainJob) -> TrainResult:
-        validated = self.validate(job)
-        folder = job.output_dir / "data"
-        records = {split: dpo_records(rows) for split, rows in validated.splits.items()}
-        files = [write_job_file(job), *write_splits(folder, records)]
-        return self.exported(validated, folder, files, command=launch_command(self.name, job))
+    def records(self, job: TrainJob, rows: list[Any]) -> list[dict[str, Any]]:
+        return dpo_records(rows)
 
-    def run(self, job: TrainJob, dry_run: bool = False) -> TrainResult:
-        prepared = self.prepare(job)
-        if dry_run:
-            return prepared
-        from datasets import load_dataset
+    def train(self, job: TrainJob, prepared: TrainResult) -> TrainResult:
         from trl import DPOConfig, DPOTrainer
 
-        data = load_dataset(
-            "json", data_files={f.stem: str(f) for f in prepared.files if f.suffix == ".jsonl"}
-        )
-        model, tokenizer = load_model_and_tokenizer(job)
         config = DPOConfig(
-            max_length=job.max_seq_len,
-            beta=float(self.options(job).beta),
-            **trainer_arguments(job),
+            max_length=job.max_seq_len, beta=float(self.options(job).beta), **trainer_arguments(job)
         )
-        trainer = DPOTrainer(
-            model=model,
-            args=config,
-            train_dataset=data["train"],
-            eval_dataset=data.get("validation"),
-            processing_class=tokenizer,
-            peft_config=lora_config(job),
-        )
-        trainer.train()
-        return finish(self.name, job, trainer)
+        return self.fit_splits(job, prepared, DPOTrainer, config)

@@ -18,18 +18,10 @@ import json
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from optimizers.backends.base import Backend, TrainJob, TrainResult, canonical, write_splits
+from optimizers.backends.base import TrainJob, TrainResult, canonical
 from optimizers.backends.options import RolloutOptions, TRLOptions
 from optimizers.backends.rlm_rollout import check_playable
-from optimizers.backends.trl_common import (
-    TRL_DEPS,
-    finish,
-    launch_command,
-    load_model_and_tokenizer,
-    lora_config,
-    trainer_arguments,
-    write_job_file,
-)
+from optimizers.backends.trl_common import TRLBackend, trainer_arguments
 from rlmkit.errors import ConfigError
 
 
@@ -38,11 +30,9 @@ class TRLGRPOOptions(TRLOptions, RolloutOptions):
     """trl-grpo's options: the model file, TRL config fields, and how a row becomes an RLM run."""
 
 
-class TRLGRPOBackend(Backend):
+class TRLGRPOBackend(TRLBackend):
     name = "trl-grpo"
-    requires = TRL_DEPS
     row_kinds: ClassVar = {"rl": ("rl",)}
-    needs_local_model = True
     options_type = TRLGRPOOptions
 
     def check(self, job: TrainJob, splits: dict[str, list[Any]]) -> None:
@@ -55,17 +45,10 @@ class TRLGRPOBackend(Backend):
             raise ConfigError("full fine-tuning has no frozen copy for sub-calls: set options.sub_lm")
         check_playable(job, [row for rows in splits.values() for row in rows])
 
-    def prepare(self, job: TrainJob) -> TrainResult:
-        validated = self.validate(job)
-        folder = job.output_dir / "data"
-        records = {split: [canonical(row) for row in rows] for split, rows in validated.splits.items()}
-        files = [write_job_file(job), *write_splits(folder, records)]
-        return self.exported(validated, folder, files, command=launch_command(self.name, job))
+    def records(self, job: TrainJob, rows: list[Any]) -> list[dict[str, Any]]:
+        return [canonical(row) for row in rows]
 
-    def run(self, job: TrainJob, dry_run: bool = False) -> TrainResult:
-        prepared = self.prepare(job)
-        if dry_run:
-            return prepared
+    def train(self, job: TrainJob, prepared: TrainResult) -> TrainResult:
         from datasets import Dataset
         from trl import GRPOConfig, GRPOTrainer
 
@@ -77,23 +60,19 @@ class TRLGRPOBackend(Backend):
             [{"prompt": [m.model_dump(exclude_none=True) for m in row.prompt]} for row in rows]
         )
         rollout = RLMRollout(job, rows)
-        model, tokenizer = load_model_and_tokenizer(job)
         config = GRPOConfig(
             num_generations=job.group_size,
             max_completion_length=job.max_completion_tokens,
             **trainer_arguments(job),
         )
-        trainer = GRPOTrainer(
-            model=model,
+        result = self.fit(
+            job,
+            GRPOTrainer,
             reward_funcs=rlm_reward,
             args=config,
             train_dataset=dataset,
-            processing_class=tokenizer,
-            peft_config=lora_config(job),
             rollout_func=rollout,
         )
-        trainer.train()
-        result = finish(self.name, job, trainer)
         summary = rollout.summary()
         (job.output_dir / "rollouts.json").write_text(json.dumps(summary))
         return result.model_copy(update={"metrics": {**result.metrics, **summary}})

@@ -15,18 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from optimizers.backends.base import Backend, DatasetError, TrainJob, TrainResult, write_splits
+from optimizers.backends.base import DatasetError, TrainJob, TrainResult
 from optimizers.backends.options import TRLOptions, option
-from optimizers.backends.trl_common import (
-    TRL_DEPS,
-    chat_messages,
-    finish,
-    launch_command,
-    load_model_and_tokenizer,
-    lora_config,
-    trainer_arguments,
-    write_job_file,
-)
+from optimizers.backends.trl_common import TRLBackend, chat_messages, trainer_arguments
 
 
 @dataclass(frozen=True)
@@ -47,11 +38,9 @@ def sft_records(rows: list[Any], layout: str) -> list[dict[str, Any]]:
     ]
 
 
-class TRLSFTBackend(Backend):
+class TRLSFTBackend(TRLBackend):
     name = "trl-sft"
-    requires = TRL_DEPS
     row_kinds: ClassVar = {"sft": ("sft",)}
-    needs_local_model = True
     options_type = TRLSFTOptions
 
     def check(self, job: TrainJob, splits: dict[str, list[Any]]) -> None:
@@ -62,39 +51,17 @@ class TRLSFTBackend(Backend):
                 if row.tools or any(m.tool_calls for m in row.messages):
                     raise DatasetError(f"{split} row {row.id} uses tools; trl-sft takes plain chat rows")
 
-    def prepare(self, job: TrainJob) -> TrainResult:
-        validated = self.validate(job)
-        layout = self.options(job).format
-        folder = job.output_dir / "data"
-        records = {split: sft_records(rows, layout) for split, rows in validated.splits.items()}
-        files = [write_job_file(job), *write_splits(folder, records)]
-        return self.exported(validated, folder, files, command=launch_command(self.name, job))
+    def records(self, job: TrainJob, rows: list[Any]) -> list[dict[str, Any]]:
+        return sft_records(rows, self.options(job).format)
 
-    def run(self, job: TrainJob, dry_run: bool = False) -> TrainResult:
-        prepared = self.prepare(job)
-        if dry_run:
-            return prepared
-        from datasets import load_dataset
+    def train(self, job: TrainJob, prepared: TrainResult) -> TrainResult:
         from trl import SFTConfig, SFTTrainer
 
         layout = self.options(job).format
-        data = load_dataset(
-            "json", data_files={f.stem: str(f) for f in prepared.files if f.suffix == ".jsonl"}
-        )
-        model, tokenizer = load_model_and_tokenizer(job)
         config = SFTConfig(
             max_length=job.max_seq_len,
             completion_only_loss=layout == "prompt_completion",
             assistant_only_loss=layout == "messages",
             **trainer_arguments(job),
         )
-        trainer = SFTTrainer(
-            model=model,
-            args=config,
-            train_dataset=data["train"],
-            eval_dataset=data.get("validation"),
-            processing_class=tokenizer,
-            peft_config=lora_config(job),
-        )
-        trainer.train()
-        return finish(self.name, job, trainer)
+        return self.fit_splits(job, prepared, SFTTrainer, config)
