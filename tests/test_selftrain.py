@@ -149,6 +149,28 @@ def test_a_fresh_work_folder_resumes_from_the_archive_alone(finished, served):
     assert (tmp_path / "elsewhere" / "adapter" / "adapter.gguf").is_file()  # unpacked for the eval stages
 
 
+def test_a_finished_recipe_gains_held_out_suites_without_redoing_a_stage(finished, served, tmp_path):
+    """Held-out suites only add measurements: a finished recipe given more of them runs those
+    suites' two arms and nothing else; a change to what was trained is still refused."""
+    import shutil
+
+    finished_at, run, _, done = finished
+    archive = tmp_path / "archive"
+    shutil.copytree(finished_at / "archive", archive)
+    wider = run.recipe.model_copy(update={"held_out": (SuitePlan(suite="aggregation", length=2_000, n=2),)})
+    runner = ScriptedRunner(served.url)
+    again = SelfTrain(wider, StageStore(tmp_path / "work", archive), run.base_gguf, log=lambda _: None,
+                      runner=runner, train_from=run.train_from)  # fmt: skip
+    now = again.run()
+    assert list(now) == [*done, "eval-base-aggregation-2k", "eval-adapter-aggregation-2k"]
+    assert {name: now[name] for name in done} == done
+    assert [c[3:5] for c in runner.commands] == [["eval", "aggregation"]] * 2
+    assert [row["suite"] for row in again.comparison()] == ["needle-2k", "aggregation-2k"]
+    retrained = wider.model_copy(update={"lr": 1e-3})
+    with pytest.raises(UserError, match="holds the stages of another recipe"):
+        SelfTrain(retrained, StageStore(tmp_path / "work", archive), run.base_gguf, runner=runner).run()
+
+
 def test_a_failed_stage_keeps_the_finished_ones(tmp_path, served):
     run, runner = tiny_run(tmp_path, served.url)
     run.runner = lambda command: 1 if command[3] == "compile" else runner(command)

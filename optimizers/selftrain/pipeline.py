@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from optimizers.selftrain.paired import paired_compare
-from optimizers.selftrain.recipe import Recipe, SuitePlan
+from optimizers.selftrain.recipe import MEASURED_ONLY, Recipe, SuitePlan
 from optimizers.selftrain.stages import StageStore
 from rlmkit.errors import RLMKitError
 
@@ -80,7 +80,7 @@ class SelfTrain:
         """Run the stages ``only`` selects, in order, keeping those done before. With
         ``eval_threads`` the two arms of a suite run side by side, each on its own server: an
         interruption then leaves them at about the same example, so what finished is paired."""
-        self.store.keep_recipe(self.recipe.model_dump(mode="json"))
+        self.store.keep_recipe(self.recipe.model_dump(mode="json"), may_change=MEASURED_ONLY)
         planned = [stage for stage in self.stages() if only(stage[0])]
         self.log("stages: " + ", ".join(name for name, _, _ in planned))
         done: dict[str, dict[str, Any]] = {}

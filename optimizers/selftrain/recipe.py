@@ -8,6 +8,9 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 HELD_OUT_SEEDS = 1000  # seeds from here up are never sampled for training
+# Recipe fields that only add measurements (each suite's evaluation is a stage of its own): a
+# finished recipe may gain held-out suites without redoing or mixing any finished stage.
+MEASURED_ONLY = ("held_out",)
 
 
 class SuitePlan(BaseModel):

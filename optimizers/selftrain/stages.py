@@ -28,12 +28,17 @@ class StageStore:
         self.work, self.archive = Path(work), Path(archive) if archive else None
         (self.work / "stages").mkdir(parents=True, exist_ok=True)
 
-    def keep_recipe(self, recipe: dict[str, Any]) -> None:
+    def keep_recipe(self, recipe: dict[str, Any], may_change: tuple[str, ...] = ()) -> None:
         """Record the recipe the stages belong to; a folder filled by another recipe is refused
-        (its finished stages would be kept and mixed with the new recipe's)."""
+        (its finished stages would be kept and mixed with the new recipe's). Fields named in
+        ``may_change`` add stages without changing any finished one, so they may differ."""
+
+        def fixed(fields: dict[str, Any]) -> dict[str, Any]:
+            return {name: value for name, value in fields.items() if name not in may_change}
+
         for folder in filter(None, (self.work, self.archive)):
             path = folder / "recipe.json"
-            if path.exists() and json.loads(path.read_text()) != recipe:
+            if path.exists() and fixed(json.loads(path.read_text())) != fixed(recipe):
                 raise UserError(
                     f"{folder} holds the stages of another recipe ({path}); use another folder, or "
                     "delete it to start again"
