@@ -33,7 +33,7 @@ def run_guard(cgroups: list[str], workdir: str, host_cmd: list[str], user: list[
     a (uid, gid), when given), returns its code."""
     for group in cgroups:
         Path(group, "cgroup.procs").write_text(str(os.getpid()))
-    confine = load_module("rlmkit_confine", REPO / "rlmkit" / "sandbox" / "confine.py")
+    confine = load_module("rlmkit_confine", REPO / "rlmkit" / "sandbox" / "worker_side" / "confine.py")
     confine.enter_namespaces(False, True)  # a private mount namespace (we are root)
     confine.private_workdir(workdir, DISK_MAX, None)
     os.chmod(workdir, 0o755)  # like /tmp for a worker that drops to its own uid (mode=0700 by default)

@@ -2,7 +2,7 @@
 sha256, preview), computed without keeping the body.
 
 This sits above both the trajectory model and the sandbox: hashing a huge str reads its
-character buffer in place (``sandbox/textbuf.py``, the same zero-copy view the pipe uses), while
+character buffer in place (``sandbox/worker_side/textbuf.py``, the same zero-copy view the pipe uses), while
 ``trajectory.py`` stays a plain data model that anyone may import.
 """
 
@@ -44,7 +44,7 @@ def describe_variable(
 def text_sha256(value: str | bytes) -> str:
     """sha256 of the UTF-8 of ``value`` without a whole copy: an ASCII str is hashed straight
     from its own character buffer (which is its UTF-8), other text in 1 MiB encoded slices."""
-    from rlmkit.sandbox import textbuf  # ctypes: loaded when a run hashes, not by every reader
+    from rlmkit.sandbox.worker_side import textbuf  # ctypes: loaded when a run hashes, not by every reader
 
     if isinstance(value, bytes):
         return hashlib.sha256(value).hexdigest()  # hashlib releases the GIL over a big buffer

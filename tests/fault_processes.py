@@ -57,7 +57,7 @@ def full_disk(log_dir: str, out: str) -> None:
     """A run whose log directory is a 256 KiB tmpfs, filled up while the run waits for its third
     reply: the two turns before it are logged, the rest cannot be. Writes what it saw to ``out``."""
     import rlmkit
-    from rlmkit.sandbox import confine
+    from rlmkit.sandbox.worker_side import confine
     from rlmkit.testing import ScriptedServer, is_root_request
 
     os.makedirs(log_dir, exist_ok=True)

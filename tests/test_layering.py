@@ -5,6 +5,7 @@ a cycle hidden in a function is still two modules that cannot be understood apar
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -176,3 +177,50 @@ def test_production_code_serves_and_trains_without_the_test_helpers():
         if target == "rlmkit.testing" or target.startswith("rlmkit.testing.")
     ]
     assert offenders == []
+
+
+WORKER_SIDE = "rlmkit.sandbox.worker_side"
+
+
+def worker_side_modules() -> dict[str, Path]:
+    return {name: path for name, path in modules("rlmkit").items() if name.startswith(WORKER_SIDE)}
+
+
+def test_the_sandbox_worker_side_imports_only_the_standard_library_and_itself():
+    """What runs inside the worker process starts under ``python -I -S``: no site-packages, and its
+    own folder is the only other place it finds modules (siblings by bare name, ``import wire``).
+    The one exception is optional: a session's snapshots use cloudpickle from the folder the host
+    names, and the standard pickle without it."""
+    own = worker_side_modules()
+    siblings = {name.rpartition(".")[2] for name in own}
+    offenders = [
+        f"{name} imports {target}"
+        for name, path in own.items()
+        for target in imported_names(path, set(own))
+        if target.split(".")[0] not in sys.stdlib_module_names
+        and target not in siblings | {"cloudpickle"}
+        and not (target == WORKER_SIDE or target.startswith(WORKER_SIDE + "."))
+    ]
+    assert offenders == []
+
+
+def test_the_sandbox_host_side_starts_the_worker_side_by_path_and_imports_only_what_both_speak():
+    """The host never imports the worker's own modules (its entry, the fork server, the confinement,
+    session snapshots): it starts them by path. Of that folder it imports the files both ends of the
+    pipe speak, and only those."""
+    from rlmkit.sandbox import process
+    from rlmkit.sandbox.worker_side import BOTH_SIDES
+
+    both = {f"{WORKER_SIDE}.{name}" for name in BOTH_SIDES}
+    production = {**modules("rlmkit"), **modules("optimizers"), **modules("programs")}
+    known = set(production)
+    offenders = [
+        f"{name} imports {target}"
+        for name, path in production.items()
+        if not name.startswith(WORKER_SIDE)
+        for target in imported_names(path, known)
+        if (target == WORKER_SIDE or target.startswith(WORKER_SIDE + ".")) and target not in both
+    ]
+    assert offenders == []
+    assert Path(process.WORKER) == ROOT / "rlmkit" / "sandbox" / "worker_side" / "worker.py"
+    assert set(worker_side_modules()) >= both | {f"{WORKER_SIDE}.worker", f"{WORKER_SIDE}.fork_server"}

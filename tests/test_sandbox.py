@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from rlmkit.errors import BudgetExceeded, ConfigError, ContextError, Finish, SandboxError
 from rlmkit.sandbox import CellResult, SandboxLimits, make_sandbox
-from rlmkit.sandbox.cells import BoundedText
 from rlmkit.sandbox.process import ProcessSandbox
+from rlmkit.sandbox.worker_side.cells import BoundedText
 
 BACKENDS = ["process", "inline"] + (["monty"] if importlib.util.find_spec("pydantic_monty") else [])
 

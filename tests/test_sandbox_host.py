@@ -11,10 +11,11 @@ import pytest
 
 import rlmkit
 from rlmkit.errors import BudgetExceeded
-from rlmkit.sandbox import BACKENDS, make_sandbox, wire
+from rlmkit.sandbox import BACKENDS, make_sandbox
 from rlmkit.sandbox.base import AsyncHostFunction, SandboxLimits
 from rlmkit.sandbox.host import Launcher, WorkerHost
 from rlmkit.sandbox.process import ProcessLauncher
+from rlmkit.sandbox.worker_side import wire
 from tests.conftest import Script
 from tests.replies import repl
 

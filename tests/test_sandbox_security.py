@@ -16,8 +16,8 @@ import psutil
 import pytest
 
 from rlmkit.sandbox import SandboxLimits, pool, process
-from rlmkit.sandbox.confine import landlock_abi
 from rlmkit.sandbox.process import ProcessLauncher, ProcessSandbox
+from rlmkit.sandbox.worker_side.confine import landlock_abi
 from rlmkit.testing.hostile_cases import ENV_SECRET, HOSTILE_CASES, SECRET_TEXT, HostileEnv
 
 CELL_TIMEOUT = 2.0

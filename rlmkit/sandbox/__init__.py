@@ -1,10 +1,15 @@
-"""REPL sandboxes: where the root model's code runs.
+"""Host side: REPL sandboxes, where the root model's code runs.
 
 ``make_sandbox(name, limits)`` builds one by name:
-- ``process`` (default): a confined worker process per run (see ``confine.py`` for what is
-  and is not a security boundary; ``sandbox.protections`` says what is active here). Its
+- ``process`` (default): a confined worker process per run (see ``worker_side/confine.py`` for
+  what is and is not a security boundary; ``sandbox.protections`` says what is active here). Its
   conversation with the worker is ``host.WorkerHost``'s; ``process.py`` only launches it (forked
-  by a fork server, ``forkserver.py``), and a run takes it pre-started from a pool (``pool.py``).
+  by a fork server, through ``fork_server_client.py``), and a run takes it pre-started from a pool
+  (``pool.py``).
+
+The files here run on the host; what runs inside the worker process lives in ``worker_side/``
+(the worker, the fork server, the confinement, session snapshots), and the host starts it by
+path. Of it the host imports only what both ends speak: ``wire``, ``textbuf`` and ``cells``.
 - ``inline``: ``exec`` in the host process, for debugging only. No isolation at all.
 - ``monty``: pydantic-monty's Rust interpreter (optional extra ``monty``), when installed.
 """

@@ -1,4 +1,4 @@
-"""The sandbox interface: one small contract, several backends.
+"""Host side: the sandbox interface, one small contract, several backends.
 
 A sandbox holds a Python namespace that persists across cells. The host puts the run's
 inputs in once (``start``), then runs cells (``run``). Code in the sandbox calls host

@@ -1,7 +1,7 @@
-"""The host side of the worker conversation, written once for every launcher.
+"""Host side: the host's half of the worker conversation, written once for every launcher.
 
-A launcher (``Launcher``) starts ``worker.py`` somewhere (a confined local process, a
-container, another machine) and hands back a ``Worker``: its pipe (``wire.Channel``) and
+A launcher (``Launcher``) starts ``worker_side/worker.py`` somewhere (a confined local process, a
+container, another machine) and hands back a ``WorkerHandle``: its pipe (``wire.Channel``) and
 how to interrupt, describe and stop it. ``WorkerHost`` does everything else: the start
 handshake, sending the run's variables once, dispatching host-function calls, the cell
 timeout (code time only: time inside host functions does not count), interrupting a cell
@@ -23,9 +23,10 @@ from collections.abc import Generator
 from typing import Any
 
 from rlmkit.errors import ContextError, Finish, RunError, SandboxError
-from rlmkit.sandbox import loop_io, wire
+from rlmkit.sandbox import loop_io
 from rlmkit.sandbox.base import CellResult, HostFunction, Sandbox, SandboxLimits, check_names
-from rlmkit.sandbox.launcher import Launcher, Worker
+from rlmkit.sandbox.launcher import Launcher, WorkerHandle
+from rlmkit.sandbox.worker_side import wire
 from rlmkit.threads import in_thread
 
 START_TIMEOUT_S = 30.0
@@ -52,7 +53,7 @@ class WorkerHost(Sandbox):
         self._lock = threading.RLock()  # re-entrant: a host function may call get() mid-cell
         self._running = False
         self._in_prelude = False
-        self._worker: Worker | None = None
+        self._worker: WorkerHandle | None = None
         self._chan: wire.Channel | None = None
         self._variables: dict[str, Any] = {}
         self._functions: dict[str, HostFunction] = {}
@@ -117,7 +118,7 @@ class WorkerHost(Sandbox):
         finally:  # the replacement starts once this start is done, not competing with it for CPU
             self.launcher.prewarm(self.limits)
 
-    def _starting(self, worker: Worker) -> Generator:
+    def _starting(self, worker: WorkerHandle) -> Generator:
         """A worker's start, as a conversation (see ``_drive``): its ready message; the functions,
         the inputs and the prelude sent in one burst (the worker reads them in order); then its
         answers. The inputs cross once."""

@@ -1,4 +1,4 @@
-"""The inline sandbox: cells run with ``exec`` in the host process. DEBUG ONLY.
+"""Host side: the inline sandbox, cells run with ``exec`` in the host process. DEBUG ONLY.
 
 No isolation whatsoever: model code can read and write any file the host can, reach the
 network, and kill the host. Use it to step through a run in a debugger. Same interface and
@@ -16,8 +16,8 @@ import time
 from typing import Any, Self
 
 from rlmkit.errors import Finish, RunError
-from rlmkit.sandbox import cells
 from rlmkit.sandbox.base import CellResult, HostFunction, Sandbox, check_names
+from rlmkit.sandbox.worker_side import cells
 
 
 class _CellTimer:

@@ -1,6 +1,6 @@
-"""A DSPy ``CodeInterpreter`` as an rlmkit sandbox: every sandbox of DSPy's ecosystem (its
-``LocalInterpreter``, its Deno ``PythonInterpreter``, a user's remote or container interpreter
-written against DSPy's protocol) runs an rlmkit run's cells.
+"""Host side: a DSPy ``CodeInterpreter`` as an rlmkit sandbox. Every sandbox of DSPy's ecosystem
+(its ``LocalInterpreter``, its Deno ``PythonInterpreter``, a user's remote or container
+interpreter written against DSPy's protocol) runs an rlmkit run's cells.
 
 The interpreter comes from a zero-argument factory (``interpreter_factory=``, as in dspy.RLM),
 is started on ``start`` and shut down on ``close``, on success and on error alike; one the

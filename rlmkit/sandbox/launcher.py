@@ -1,7 +1,8 @@
-"""What a sandbox backend on the worker host provides: a ``Launcher`` that starts ``worker.py``
-somewhere and the ``Worker`` it hands back (its pipe, and how to interrupt, describe and stop
-it). ``Launcher.acquire`` is how a sandbox, a session or anything else gets a worker for one run:
-a pre-started one from the pool of its configuration (``pool.py``) when there is one.
+"""Host side: what a sandbox backend on the worker host provides, a ``Launcher`` that starts
+``worker_side/worker.py`` somewhere and the ``WorkerHandle`` it hands back (its pipe, and how to
+interrupt, describe and stop it). ``Launcher.acquire`` is how a sandbox, a session or anything
+else gets a worker for one run: a pre-started one from the pool of its configuration
+(``pool.py``) when there is one.
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ import functools
 from abc import ABC, abstractmethod
 from collections.abc import Hashable
 
-from rlmkit.sandbox import pool, wire
+from rlmkit.sandbox import pool
 from rlmkit.sandbox.base import SandboxLimits
+from rlmkit.sandbox.worker_side import wire
 
 
-class Worker(ABC):
-    """One launched worker: its pipe, and how to interrupt, describe and stop it."""
+class WorkerHandle(ABC):
+    """The host's handle on one launched worker process: its pipe, and how to interrupt, describe
+    and stop it."""
 
     channel: wire.Channel
     pid: int | None = None
@@ -55,14 +58,15 @@ class Worker(ABC):
 
 
 class Launcher(ABC):
-    """Starts ``worker.py`` under ``limits`` and connects its pipe; the worker then says ``ready``.
+    """Starts ``worker_side/worker.py`` under ``limits`` and connects its pipe; the worker then
+    says ``ready``.
 
     ``acquire`` is how a sandbox gets its worker: a pre-started one of the same configuration
     when its pool has one (``pool.py``), else a new one from ``launch``. A launcher whose
     workers may be pooled says how to tell configurations apart (``pool_key``)."""
 
     @abstractmethod
-    def launch(self, limits: SandboxLimits) -> Worker:
+    def launch(self, limits: SandboxLimits) -> WorkerHandle:
         """Start a new worker under ``limits``."""
 
     def pool_key(self, limits: SandboxLimits) -> Hashable | None:
@@ -70,14 +74,14 @@ class Launcher(ABC):
         workers), or None when they must not be pooled."""
         return None
 
-    def acquire(self, limits: SandboxLimits) -> Worker:
+    def acquire(self, limits: SandboxLimits) -> WorkerHandle:
         """A worker for one run (or one restart) that nothing else has used: a pooled one, or a new
         one. Either way the pool is refilled in the background, after a new one is on its way."""
         worker = self.take(limits, refill=False) or self.launch(limits)
         self.prewarm(limits)
         return worker
 
-    def take(self, limits: SandboxLimits, refill: bool = True) -> Worker | None:
+    def take(self, limits: SandboxLimits, refill: bool = True) -> WorkerHandle | None:
         """A pooled worker (it is the caller's now), or None at once when the pool has none."""
         key = self.pool_key(limits)
         worker = None if key is None else pool.take(key)

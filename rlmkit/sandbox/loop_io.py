@@ -1,5 +1,5 @@
-"""The event loop's side of a worker's pipe (``WorkerHost.arun_then``): waiting for the worker's
-next frame with a reader on the pipe instead of a blocked thread, and calling a host function
+"""Host side: the event loop's end of a worker's pipe (``WorkerHost.arun_then``): waiting for the
+worker's next frame with a reader on the pipe instead of a blocked thread, and calling a host function
 from the loop (its coroutine form in place, a plain function on a thread).
 """
 
@@ -10,8 +10,8 @@ import functools
 import time
 from typing import Any
 
-from rlmkit.sandbox import wire
 from rlmkit.sandbox.base import HostFunction
+from rlmkit.sandbox.worker_side import wire
 from rlmkit.threads import in_thread
 
 

@@ -1,4 +1,5 @@
-"""The monty sandbox: pydantic-monty's Rust Python interpreter (optional extra ``monty``).
+"""Host side: the monty sandbox, pydantic-monty's Rust Python interpreter (optional extra
+``monty``), run in the host process.
 
 Safe by construction (no filesystem, network, subprocess or ctypes exist inside it) and
 fast (millisecond cells), but it runs a subset of Python: no generators (``yield``), no class
@@ -18,8 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from rlmkit.errors import ConfigError, Finish, RunError, SandboxError, install_hint
-from rlmkit.sandbox import cells
 from rlmkit.sandbox.base import CellResult, HostFunction, Sandbox, SandboxLimits, check_names
+from rlmkit.sandbox.worker_side import cells
 
 try:
     import pydantic_monty as pm

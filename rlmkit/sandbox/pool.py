@@ -1,4 +1,5 @@
-"""Pre-started workers, per launcher configuration: a run takes one instead of waiting for a start.
+"""Host side: pre-started workers, per launcher configuration; a run takes one instead of waiting
+for a start.
 
 A confined worker costs CPU to start (forked: the fork and the confinement; exec'd: the
 interpreter and its modules too; ``benchmarks/pool_cost.py`` measures each, with the memory an
@@ -38,8 +39,8 @@ from typing import Protocol
 from rlmkit.errors import ConfigError
 
 
-class Worker(Protocol):
-    """What a pool needs of a worker (``host.Worker`` has it; no import, so no cycle)."""
+class PoolableWorker(Protocol):
+    """What a pool needs of a worker (``launcher.WorkerHandle`` has it; no import, so no cycle)."""
 
     pid: int | None
 
@@ -84,13 +85,13 @@ def _checked(size: int, idle_s: float) -> PoolSettings:
 class WorkerPool:
     """Idle pre-started workers of one configuration; ``spawn`` starts one more."""
 
-    def __init__(self, spawn: Callable[[], Worker]):
+    def __init__(self, spawn: Callable[[], PoolableWorker]):
         self._spawn = spawn
-        self._idle: deque[tuple[float, Worker]] = deque()  # (since, worker), oldest first
+        self._idle: deque[tuple[float, PoolableWorker]] = deque()  # (since, worker), oldest first
         self._filling = 0  # spawns asked of the keeper that have not landed
         self.taken = 0  # workers handed out (a count for tests and the docs' measurements)
 
-    def take(self) -> Worker | None:
+    def take(self) -> PoolableWorker | None:
         """An idle live worker (it is the caller's now), or None."""
         dead = []
         worker = None
@@ -182,7 +183,7 @@ _settings = _from_environment()
 _closed = False
 
 
-def take(key: Hashable) -> Worker | None:
+def take(key: Hashable) -> PoolableWorker | None:
     """A pre-started worker of configuration ``key`` (it is the caller's now), or None when that
     pool is empty, not made yet, or pooling is off."""
     with _lock:
@@ -190,7 +191,7 @@ def take(key: Hashable) -> Worker | None:
     return None if pool is None or _settings.size == 0 else pool.take()
 
 
-def refill(key: Hashable, spawn: Callable[[], Worker]) -> None:
+def refill(key: Hashable, spawn: Callable[[], PoolableWorker]) -> None:
     """Ask the keeper to bring the pool of configuration ``key`` (made now if new; ``spawn``
     starts one of its workers) back to its size, in the background."""
     if _settings.size == 0:

@@ -1,9 +1,10 @@
-"""The default sandbox: one confined worker process per run, on this machine, over two pipes.
+"""Host side: the default sandbox, one confined worker process per run, on this machine, over
+two pipes.
 
-This file is only the launcher: it spawns ``worker.py`` in its own session with a scrubbed
-environment, and the worker confines itself (namespaces, uid, Landlock, seccomp, rlimits: see
-``confine.py``). The conversation with the worker (inputs, cells, timeouts, sub-calls,
-restarts) is ``host.WorkerHost``'s, shared by every launcher.
+This file is only the launcher: it spawns ``worker_side/worker.py`` (by path, never imported) in
+its own session with a scrubbed environment, and the worker confines itself (namespaces, uid,
+Landlock, seccomp, rlimits: see ``worker_side/confine.py``). The conversation with the worker
+(inputs, cells, timeouts, sub-calls, restarts) is ``host.WorkerHost``'s, shared by every launcher.
 """
 
 from __future__ import annotations
@@ -18,13 +19,15 @@ import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 
-from rlmkit.sandbox import pool, wire
+from rlmkit.sandbox import pool
 from rlmkit.sandbox.base import SandboxLimits
-from rlmkit.sandbox.forkserver import ForkedProcess, ForkServer, ForkServerGone
+from rlmkit.sandbox.fork_server_client import ForkedProcess, ForkServerClient, ForkServerGone
 from rlmkit.sandbox.host import WorkerHost, max_frame
-from rlmkit.sandbox.launcher import Launcher, Worker
+from rlmkit.sandbox.launcher import Launcher, WorkerHandle
+from rlmkit.sandbox.worker_side import wire
 
-WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
+# The worker's entry, started by path (``python -I -S WORKER``): the host never imports it.
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker_side", "worker.py")
 # Shared libraries and data the interpreter may load lazily (read-only inside the worker).
 SYSTEM_READ_ONLY = [
     "/usr/lib",
@@ -60,7 +63,7 @@ def _thread(role: str) -> ThreadPoolExecutor:
         return _threads[role]
 
 
-_live_workers: weakref.WeakSet[ProcessWorker] = weakref.WeakSet()
+_live_workers: weakref.WeakSet[ProcessWorkerHandle] = weakref.WeakSet()
 
 
 def _forget_after_fork() -> None:
@@ -132,8 +135,9 @@ def _clean_up(*args) -> None:
     _kill_and_clean(*args)
 
 
-class ProcessWorker(Worker):
-    """A worker process on this machine; its finalizer kills it even if the sandbox is dropped."""
+class ProcessWorkerHandle(WorkerHandle):
+    """The host's handle on a worker process on this machine; its finalizer kills the process even
+    if the sandbox is dropped."""
 
     def __init__(self, proc: subprocess.Popen, channel: wire.Channel, fds: list[int], workdir: str,
                  errlog) -> None:  # fmt: skip
@@ -193,7 +197,7 @@ class ProcessWorker(Worker):
 
 
 FORK_SERVER = os.environ.get("RLMKIT_SANDBOX_FORK_SERVER", "1") != "0"  # "0": exec every worker
-_fork_server: ForkServer | None = None
+_fork_server: ForkServerClient | None = None
 
 
 def _start(config: dict, env: dict[str, str], errlog) -> subprocess.Popen | ForkedProcess:
@@ -203,7 +207,7 @@ def _start(config: dict, env: dict[str, str], errlog) -> subprocess.Popen | Fork
     for _ in range(2 if FORK_SERVER else 0):
         if _fork_server is None or not _fork_server.alive:
             try:
-                _fork_server = ForkServer(
+                _fork_server = ForkServerClient(
                     WORKER, {k: v for k, v in env.items() if k not in ("HOME", "TMPDIR")}
                 )
             except OSError:
@@ -233,7 +237,8 @@ def standing_pids() -> set[int]:
 
 
 class ProcessLauncher(Launcher):
-    """Spawns ``worker.py`` with ``python -I -S``; ``confine=False`` skips the OS confinement (tests only)."""
+    """Spawns ``worker_side/worker.py`` with ``python -I -S``; ``confine=False`` skips the OS
+    confinement (tests only)."""
 
     def __init__(self, confine: bool = True):
         self.confine = confine
@@ -254,7 +259,7 @@ class ProcessLauncher(Launcher):
             lim.max_output_chars,
         )
 
-    def launch(self, limits: SandboxLimits) -> ProcessWorker:
+    def launch(self, limits: SandboxLimits) -> ProcessWorkerHandle:
         lim = limits
         workdir = tempfile.mkdtemp(prefix="rlmkit-repl-")
         to_worker_r, to_worker_w = os.pipe()
@@ -295,7 +300,7 @@ class ProcessLauncher(Launcher):
             os.close(to_worker_r)
             os.close(from_worker_w)
         channel = wire.Channel(from_worker_r, to_worker_w, max_frame=max_frame(lim))
-        return ProcessWorker(proc, channel, [from_worker_r, to_worker_w], workdir, errlog)
+        return ProcessWorkerHandle(proc, channel, [from_worker_r, to_worker_w], workdir, errlog)
 
 
 class ProcessSandbox(WorkerHost):

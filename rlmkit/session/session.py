@@ -9,7 +9,7 @@
 
 Each call is an ordinary run of ``RLM.run_tree`` (the same loop), lent the session's worker.
 Inputs cross into it once; an input given again crosses only if it is another object. After
-each call the worker pickles what changed (``sandbox/snapshot.py``) and the session keeps the
+each call the worker pickles what changed (``sandbox/worker_side/snapshot.py``) and the session keeps the
 bytes (and writes them to its directory, when it has one): a worker that dies or is stopped
 while idle comes back with them at the next call, which says so in its trajectory.
 

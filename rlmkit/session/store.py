@@ -1,7 +1,7 @@
 """A session's checkpoint, in memory and in a directory.
 
 The host keeps each variable the worker pickled as opaque bytes (``SavedVariable.blob``) and
-never unpickles them: only a worker does (``sandbox/snapshot.py``). A directory holds
+never unpickles them: only a worker does (``sandbox/worker_side/snapshot.py``). A directory holds
 
     manifest.json              versioned JSON: inputs, variables, history, spending
     inputs/<name>.txt          a text input, stored once (UTF-8)

@@ -1,4 +1,5 @@
-"""OS confinement for the REPL worker, applied by the worker to itself before any model code runs.
+"""Worker side: OS confinement for the REPL worker, applied by the worker to itself before any
+model code runs (the fork server uses only ``die_with_parent``).
 
 Standard library only (the worker runs under ``python -I -S``). Every step is optional: it
 either works or reports why not, and the worker lists what is active (``protections``).

@@ -1,4 +1,5 @@
-"""Zero-copy access to CPython's str buffers, so a huge context crosses the pipe uncopied.
+"""Both sides: zero-copy access to CPython's str buffers, so a huge context crosses the pipe
+uncopied (under ``wire.py``, in the host and in the worker alike).
 
 A compact CPython str stores its characters in one buffer right after its header, one,
 two or four bytes per character (its "kind"). The host writes that buffer to the pipe

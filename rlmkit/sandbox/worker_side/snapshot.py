@@ -1,4 +1,6 @@
-"""The worker's side of session checkpoints (standard library only; runs inside the sandbox).
+"""Worker side: session checkpoints, taken and restored inside the worker process (standard
+library only, plus cloudpickle from a folder the host names; the host stores the bytes and never
+imports this).
 
 A session keeps the variables the model made between calls. After each call the host asks
 the worker for a ``snapshot``: every model variable is pickled here, inside the confined

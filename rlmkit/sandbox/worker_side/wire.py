@@ -1,4 +1,5 @@
-"""Framing on the host<->worker pipes, shared by both sides (standard library only).
+"""Both sides: framing on the host<->worker pipes (standard library only). The worker imports it
+as ``wire``, the host as ``rlmkit.sandbox.worker_side.wire``: one file, both ends of the pipe.
 
 A frame is an 8-byte little-endian length followed by that many bytes: a pickle, or raw
 data. Large inputs never become one giant pickle on either side (see ``textbuf.py``):
@@ -19,9 +20,9 @@ import select
 import struct
 import time
 
-try:  # the worker imports its siblings as top-level modules (it runs under -I -S)
-    from rlmkit.sandbox import textbuf
-except ImportError:
+if __package__:  # the host: rlmkit.sandbox.worker_side.wire
+    from . import textbuf
+else:  # the worker imports its siblings as top-level modules (it runs under -I -S)
     import textbuf
 
 HEADER = struct.Struct("<Q")

@@ -1,8 +1,11 @@
-"""The REPL worker: one process per run, started as ``python -I -S worker.py CONFIG_JSON``.
+"""Worker side: the REPL worker, one process per run, started as ``python -I -S worker.py CONFIG``.
 
-Standard library only. It confines itself (``confine.py``), reports what is active, receives
-the run's variables once, runs the prelude, then runs cells until the host closes the pipe.
-Protocol (frames of an 8-byte length + pickle, see ``wire.py``). The host sends
+Runs inside the worker process, never in the host (a forked worker runs it in a child of the
+fork server, ``fork_server.py``). Standard library only: ``-I -S`` puts neither the script's
+folder nor site-packages on ``sys.path``, so it adds its own folder just long enough to import
+its siblings as top-level modules. It confines itself (``confine.py``), reports what is active,
+receives the run's variables once, runs the prelude, then runs cells until the host closes the
+pipe. Protocol (frames of an 8-byte length + pickle, see ``wire.py``). The host sends
 ``("functions", {name: doc})``; per input ``("var_str", name)`` + the text
 (``Channel.send_text``), ``("var", name)`` + a pickle stream (``Channel.send_pickled``), or
 ``("alias", name, other)`` for an object already sent under another name; ``("loaded",)``;
@@ -25,7 +28,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cells
 import confine
-import forks
+import fork_server
 import snapshot
 import wire
 
@@ -57,7 +60,9 @@ def on_sigint(_sig, _frame):
     raise KeyboardInterrupt("cell interrupted: it ran past the cell timeout")
 
 
-class Worker:
+class WorkerRepl:
+    """The worker's REPL: its namespace, its cells, and its calls back to the host."""
+
     def __init__(self, chan: wire.Channel, config: dict):
         self.chan = chan
         self.config = config
@@ -235,13 +240,13 @@ def run_worker(config: dict) -> None:
         chan.send(("fatal", f"{type(exc).__name__}: {exc}"))
         raise
     chan.send(("ready", protections))
-    Worker(chan, config).serve()
+    WorkerRepl(chan, config).serve()
 
 
 def main() -> None:
     config = marshal.loads(bytes.fromhex(sys.argv[1]))  # built in: no json module (0.3 MB) in the worker
     if config.get("fork_server"):
-        forks.serve(config, run_worker)
+        fork_server.serve(config, run_worker)
     else:
         run_worker(config)
 

@@ -1,5 +1,7 @@
-"""The fork server's side (standard library only, runs in ``worker.py``'s process): a clean
-interpreter that has imported the worker's modules once and forks a new worker per request.
+"""Worker side: the fork server itself, a clean interpreter (``worker.py`` started with
+``fork_server`` in its config) that has imported the worker's modules once and forks a new
+worker per request. Standard library only; the host's client of it is
+``rlmkit/sandbox/fork_server_client.py``.
 
 A worker started with ``python -I -S worker.py`` spends CPU on the interpreter and its modules
 before its first confinement step; forked from this process it spends only the fork and its own

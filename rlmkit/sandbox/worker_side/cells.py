@@ -1,7 +1,8 @@
-"""Running one cell: bounded output capture, REPL echo, tracebacks that show only the cell.
+"""Both sides: running one cell (bounded output capture, REPL echo, tracebacks that show only
+the cell).
 
-Shared by the worker process and the inline sandbox (standard library only: the worker
-imports it under ``python -I -S``).
+Runs inside the worker process, and in the host for the inline and Monty sandboxes, which import
+it from here (standard library only: the worker imports it under ``python -I -S``).
 """
 
 from __future__ import annotations

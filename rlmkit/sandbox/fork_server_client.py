@@ -1,4 +1,5 @@
-"""The host's side of the fork server (``forks.py``): one per host process, started on first use.
+"""Host side: the host's client of the fork server (``worker_side/fork_server.py``), one per host
+process, started on first use by path, as ``python -I -S worker_side/worker.py``.
 
 ``ProcessLauncher`` asks it for each new worker instead of exec'ing ``python worker.py``: a fork
 of a clean interpreter that has the worker's modules loaded costs about a sixth of a start's CPU,
@@ -25,8 +26,8 @@ class ForkServerGone(OSError):
     """The fork server stopped (its workers die with it); a new one is started on the next spawn."""
 
 
-class ForkServer:
-    """A running fork server and the thread that reads its replies."""
+class ForkServerClient:
+    """The host's handle on a running fork server, and the thread that reads its replies."""
 
     def __init__(self, worker_script: str, env: dict[str, str]):
         host_end, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -114,9 +115,9 @@ class ForkServer:
 
 
 class ForkedProcess:
-    """What ``ProcessWorker`` needs of a ``Popen``, for a worker whose parent is the fork server."""
+    """What ``ProcessWorkerHandle`` needs of a ``Popen``, for a worker whose parent is the fork server."""
 
-    def __init__(self, server: ForkServer, pid: int):
+    def __init__(self, server: ForkServerClient, pid: int):
         self._server, self.pid, self.returncode = server, pid, None
 
     def poll(self) -> int | None:
