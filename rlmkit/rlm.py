@@ -11,36 +11,30 @@ round-trip them together with the RLM's knobs.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 from typing import Any
 
 import dspy
 
-import rlmkit
 from rlmkit.budget import Budget
-from rlmkit.describe import describe_inputs
 from rlmkit.dspy_compat import keywords, names, predictors
 from rlmkit.dspy_compat import verbose as _verbose  # noqa: F401 - registers the verbose=True listener
 from rlmkit.dspy_compat.surface import DSPyRLMSurface
 from rlmkit.dspy_compat.tools import host_function, normalize_tools
-from rlmkit.errors import MissingInputError
 from rlmkit.guards import SUBCALL_MAX_TOKENS, TURN_MAX_TOKENS
-from rlmkit.inputs import load_input
 from rlmkit.models.lm_cache import current_rollout_id
 from rlmkit.observe import dspy_bridge  # noqa: F401 - registers DSPy callbacks, usage and history
 from rlmkit.observe.streaming import remember_caller_loop, stream_run
 from rlmkit.prompting import Display
 from rlmkit.protocols import Protocol
-from rlmkit.run import run_loop
-from rlmkit.run_state import RunSpec, RunState, Tree
-from rlmkit.sandbox import interpreter
+from rlmkit.run_state import Children, RunSpec
 from rlmkit.sandbox.base import SandboxLimits
 from rlmkit.settings import DEFAULT_MAX_LLM_CALLS, KNOBS, RunSettings
-from rlmkit.signature import OutputValidator, make_signature, signature_text
+from rlmkit.signature import OutputValidator, make_signature
 from rlmkit.sync_loop import run_sync
-from rlmkit.trajectory import RunMeta, Trajectory, TrajectoryLog
+from rlmkit.trajectory import Trajectory
+from rlmkit.tree import RunInputs, run_tree
 from rlmkit.typed_subcalls import make_typed_subcalls
 
 
@@ -102,6 +96,11 @@ class RLM(DSPyRLMSurface, dspy.Module):
             function under its name.
         interpreter_factory: dspy.RLM's hook: a zero-argument callable returning a DSPy
             ``CodeInterpreter`` that runs the code instead of an rlmkit sandbox.
+
+    Attributes:
+        child_lm: The root model of child runs (``rlm_query`` at ``max_depth`` 2 or more), set
+            after building (same forms as ``lm``). None: the root model. Their sub-calls go to
+            ``sub_lm`` when there is one, else to this model.
 
     Raises:
         SignatureError: The signature cannot be parsed or has no output fields.
@@ -182,6 +181,9 @@ class RLM(DSPyRLMSurface, dspy.Module):
         self._lm_spec = resolve_lm(lm) if lm is not None else None
         self._sub_lm_spec = resolve_lm(sub_lm) if sub_lm is not None else None
         self._sub_lm_given = sub_lm  # what ``rlm.sub_lm`` shows: the caller's own object, as dspy.RLM
+        # the root model of child runs (rlm_query at max_depth 2 or more); None: the root model.
+        # A rollout sets the sub-model here: only its top-level root is the policy being trained.
+        self.child_lm: Any = None
         root_sig = self.signature.with_instructions(
             instructions if instructions is not None else self.signature.instructions
         )
@@ -243,26 +245,6 @@ class RLM(DSPyRLMSurface, dspy.Module):
 
         return resolve_lm(self._sub_lm_spec) if self._sub_lm_spec is not None else self.lm
 
-    def child(self) -> RLM:
-        """The RLM an ``rlm_query`` runs: same models, settings, sub-calls, interpreter factory
-        and verbosity, a plain QA signature."""
-        child = RLM(
-            "context, question -> answer",
-            lm=self._lm_spec,
-            sub_lm=self._sub_lm_spec,
-            subcalls=self.subcalls,
-            interpreter_factory=self.interpreter_factory,
-            verbose=self.verbose,
-        )
-        child._sub_lm_given = self._sub_lm_given
-        child.settings = self.settings.for_child()
-        child.use_preset = self.use_preset
-        return child
-
-    async def _run_child(self, inputs: dict[str, Any], **where: Any) -> tuple[dict[str, Any], Trajectory]:
-        """``RunSpec.start_child``: one ``rlm_query``'s child run, inside the parent's tree."""
-        return await self.child().run_tree(inputs, **where)
-
     # -- calling -------------------------------------------------------------------------
     def forward(self, interpreter: Any = None, /, **inputs: Any) -> dspy.Prediction:
         """Sync calls run on one long-lived event loop, shared by every RLM in the process, so
@@ -289,154 +271,53 @@ class RLM(DSPyRLMSurface, dspy.Module):
         factory = keywords.interpreter_factory(inputs.pop("interpreter_factory", None))
         rollout_id = current_rollout_id.get() if rollout_id is None else rollout_id
         factory = interpreter if interpreter is not None else factory
-        run = self.run_tree(inputs, task=task, rollout_id=rollout_id, factory=factory)
+        checked = self.check_inputs(inputs)  # before the models are resolved: a mistake fails first
+        run = run_tree(self.run_spec(), checked, task=task, rollout_id=rollout_id, interpreter=factory)
+        return await self.prediction(run, inputs)
+
+    async def prediction(
+        self, run: Awaitable[tuple[dict[str, Any], Trajectory]], inputs: dict[str, Any]
+    ) -> dspy.Prediction:
+        """The one way out of a call, a plain one or a session's: the ``dspy.Prediction`` of
+        ``run`` (the outputs, ``trajectory`` and ``final_reasoning``; past its iterations a set
+        ``extract`` answers), recorded in the DSPy trace like a ``Predict`` call on ``inputs``."""
         outputs, trajectory, reasoning = await self.run_or_extract(run)
         _record_dspy_trace(self.root, inputs, outputs)
         return dspy.Prediction(**outputs, trajectory=trajectory, final_reasoning=reasoning)
 
-    async def run_tree(
-        self,
-        inputs: dict[str, Any],
-        *,
-        tree: Tree | None = None,
-        depth: int = 0,
-        parent_id: str | None = None,
-        task: dict[str, Any] | None = None,
-        rollout_id: int | None = None,
-        factory: Any = None,
-        session_call: Any = None,
-    ) -> tuple[dict[str, Any], Trajectory]:
-        """Run at ``depth`` inside ``tree`` (a new tree for a top-level call). ``factory``: a DSPy
-        interpreter factory for this call (else this RLM's ``interpreter_factory``, else its sandbox).
-        ``session_call`` (``rlmkit.session``): the session's live REPL, budget, prompt notes and
-        input hashes."""
-        factory = factory or self.interpreter_factory
-        variables, aliases = self._variables(inputs)
-        # a factory's interpreter is made (and checked) first, as dspy.RLM does; if the run fails
-        # before its sandbox exists, it is shut down here, else the sandbox shuts it down
-        fresh = session_call is None  # a session lends its own live REPL instead
-        made = interpreter.make_interpreter(factory) if fresh and interpreter.is_factory(factory) else None
-        launch = None
-        if factory is not None and fresh:
-            launch = interpreter.launcher(made or factory, self.signature, owned=made is not None)
-        try:
-            state = self._run_state(
-                inputs, variables, tree, depth, parent_id, task, rollout_id, factory, launch, session_call
-            )
-        except BaseException:
-            if made is not None:
-                made.shutdown()
-            raise
-        outputs = await run_loop(state, variables, aliases)
-        return outputs, state.trajectory
+    def check_inputs(self, inputs: dict[str, Any]) -> RunInputs:
+        """``inputs`` as a run takes them, checked before any model call (``MissingInputError``)."""
+        return RunInputs.check(self.signature, inputs, self.settings.display)
 
-    def _run_state(
-        self,
-        inputs: dict[str, Any],
-        variables: dict[str, Any],
-        tree: Tree | None,
-        depth: int,
-        parent_id: str | None,
-        task: dict[str, Any] | None,
-        rollout_id: int | None,
-        factory: Any,
-        launch: Any,
-        session_call: Any,
-    ) -> RunState:
-        lm, sub_lm = self.lm, self.resolved_sub_lm()  # resolve (and fail on bad config) before any call
-        if tree is None:
-            spending = (
-                session_call.spending(self.budget) if session_call is not None else self.budget.spending()
-            )
-            log = TrajectoryLog(self.log_dir) if self.log_dir is not None else None
-            tree = Tree(
-                loop=asyncio.get_running_loop(),
-                spending=spending,
-                semaphore=asyncio.Semaphore(self.settings.max_concurrency),
-                log=log,
-                rollout_id=rollout_id,
-            )
-        # big text's sha256: off the critical path (a session hashes each input once)
-        inputs, hash_inputs = (session_call.describe_inputs if session_call else describe_inputs)(variables)
-        instructions, demos, settings = self._program_for(lm)
-        meta = RunMeta(
-            parent_id=parent_id,
-            depth=depth,
-            signature=signature_text(self.signature),
-            instructions=instructions,
-            protocol=self.protocol.name,
-            sandbox=self.sandbox_name
-            if factory is None
-            else f"interpreter:{getattr(factory, '__name__', type(factory).__name__)}",
-            model=lm.model,
-            sub_model=sub_lm.model,
-            task=task or {},
-            limits={**tree.spending.budget.limits(), **settings.record()},
-            inputs=inputs,
-            rlmkit_version=rlmkit.__version__,
-            session=session_call.meta if session_call is not None else {},
-        )
-        spec = RunSpec(
+    def run_spec(self) -> RunSpec:
+        """What a top-level call of this RLM runs: its program, its models (resolved as the run
+        starts), its knobs, and what its ``rlm_query`` children are made from (``RunSpec.child``)."""
+
+        def root_model() -> Any:  # a set generate_action answers in place of the root model
+            action = self._action_override
+            return self._lm_spec if action is None else predictors.ActionLM(action, self.max_iterations)
+
+        # sub-calls go to the sub-model, else to the root model (a generate_action of their own)
+        sub_lm = self._sub_lm_spec if self._sub_lm_spec is not None else root_model()
+        child_lm = self.child_lm if self.child_lm is not None else self._lm_spec
+        child_sub_lm = self._sub_lm_spec if self._sub_lm_spec is not None else child_lm
+        return RunSpec(
             signature=self.signature,
-            instructions=instructions,
-            demos=demos,
-            settings=settings,
+            instructions=self.instructions,
+            demos=tuple(self.demos),
+            settings=self.settings,
             validator=self.validator,
             typed_subcalls=self.typed_subcalls,
             tools=self.tools,
-            lm=lm,
+            lm=root_model(),
             sub_lm=sub_lm,
-            start_child=self._run_child,
+            children=Children(child_lm, child_sub_lm, self.settings),
+            use_preset=self.use_preset,
             module=self,
-            make_sandbox=launch,
+            interpreter_factory=self.interpreter_factory,
+            verbose=self.verbose,
+            log_dir=self.log_dir,
         )
-        state = RunState(spec, tree, depth, meta)
-        state.hash_inputs = hash_inputs
-        if session_call is not None:
-            state.sandbox_lease, state.task_notes = session_call, session_call.notes
-            state.call_inputs = session_call.asked
-            session_call.meta = state.trajectory.meta.session  # what it learns later lands there
-        return state
-
-    def _program_for(self, lm: Any) -> tuple[str, tuple[Any, ...], RunSettings]:
-        """Instructions, demos and settings of a run: this RLM's own, or, when it has neither
-        instructions nor demos of its own, the program its root model ships with (``lm.traits.preset``:
-        the embedded model's tuned program). ``use_preset=False`` turns that off."""
-        own = (self.instructions, tuple(self.demos), self.settings)
-        preset = lm.traits.preset
-        if not preset or not self.use_preset or own[1] or own[0] != self.signature.instructions:
-            return own
-        fields = {*self.signature.input_fields, *self.signature.output_fields, "transcript"}
-        demos = tuple(dspy.Example(**d) for d in preset.get("demos", ()) if set(d) <= fields)
-        defaults = RunSettings()
-        knobs = {
-            name: value
-            for name, value in preset.get("knobs", {}).items()
-            if getattr(self.settings, name) == getattr(defaults, name)  # a knob the user set wins
-        }
-        return preset.get("instructions") or own[0], demos, self.settings.replace(**knobs)
-
-    def _variables(self, inputs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-        """Inputs as REPL variables, checked before any LM call; ``context`` aliases the first long one."""
-        missing = [name for name in self.signature.input_fields if name not in inputs]
-        if missing:  # the wording is dspy.RLM's: DSPy users match on it
-            raise MissingInputError(
-                f"Missing required inputs: {missing} (signature {signature_text(self.signature)!r})"
-            )
-        unknown = sorted(name for name in inputs if name not in self.signature.input_fields)
-        if unknown:
-            raise MissingInputError(
-                f"Unexpected inputs not declared in the signature: {unknown} "
-                f"(the signature takes {list(self.signature.input_fields)})"
-            )
-        variables = {name: load_input(name, inputs[name]) for name in self.signature.input_fields}
-        aliases: dict[str, str] = {}
-        if "context" not in variables:
-            shown_in_full = self.settings.display.full_input_chars
-            long_inputs = [n for n, v in variables.items() if _size(v) > shown_in_full]
-            if long_inputs:
-                aliases["context"] = long_inputs[0]
-        return variables, aliases
 
     def session(self, **inputs: Any) -> Any:
         """``with rlm.session(context=big) as s: s(question=...)``: many calls over inputs that
@@ -459,10 +340,6 @@ class RLM(DSPyRLMSurface, dspy.Module):
             self.settings = self.settings.from_state(state["rlm"])
         super().load_state({k: v for k, v in state.items() if k != "rlm"}, *args, **kwargs)
         return self
-
-
-def _size(value: Any) -> int:
-    return len(value) if hasattr(value, "__len__") else 0
 
 
 def _record_dspy_trace(predictor: dspy.Predict, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:

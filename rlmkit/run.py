@@ -4,7 +4,8 @@
     (sub-calls dispatch back here) -> protocol says whether it is over -> feed output back
 
 The loop reads a frozen ``RunSpec`` and fills a ``RunState`` (``run_state.py``), inside the
-``Tree`` its whole call tree shares; it never sees the ``RLM`` that built them.
+``Tree`` its whole call tree shares; it never sees the ``RLM`` that built them. ``tree.run_tree``
+prepares a run and calls it; an ``rlm_query`` child run goes back there through ``start_child``.
 """
 
 from __future__ import annotations
@@ -34,18 +35,21 @@ from rlmkit.protocols.base import BLOCK_END
 from rlmkit.run_state import RunState, Tree
 from rlmkit.sandbox import make_sandbox
 from rlmkit.sandbox.base import AsyncHostFunction, CellResult
-from rlmkit.subcalls import SubcallHost
+from rlmkit.subcalls import StartChild, SubcallHost
 from rlmkit.threads import in_thread
 from rlmkit.trajectory import CodeBlock, Message, Trajectory, Turn, bounded
 
 
-async def run_loop(state: RunState, variables: dict[str, Any], aliases: dict[str, str]) -> dict[str, Any]:
-    """Drive one run to validated outputs, or raise a RunError carrying the trajectory."""
+async def run_loop(
+    state: RunState, variables: dict[str, Any], aliases: dict[str, str], start_child: StartChild
+) -> dict[str, Any]:
+    """Drive one run to validated outputs, or raise a RunError carrying the trajectory.
+    ``start_child(inputs)`` runs one ``rlm_query``'s child run inside this run's tree."""
     spec, settings = state.spec, state.spec.settings
     traj = state.trajectory
     tree = state.tree
     protocol = settings.protocol
-    host = SubcallHost(state)
+    host = SubcallHost(state, start_child)
     functions, prelude = host.functions()
     fields = spec.validator.fields
     # SUBMIT and FINAL only check the outputs and raise Finish: the loop calls them in place

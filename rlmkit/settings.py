@@ -76,7 +76,7 @@ class RunSettings:
         return dataclasses.replace(self, **changes)
 
     def for_child(self) -> RunSettings:
-        """A child RLM's settings: the same knobs, its own protocol object (a protocol is mutable)."""
+        """A child run's settings: the same knobs, its own protocol object (a protocol is mutable)."""
         return self.replace(protocol=dataclasses.replace(self.protocol))
 
     def record(self) -> dict[str, Any]:

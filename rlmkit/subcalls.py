@@ -23,15 +23,19 @@ from rlmkit.guards import call_model
 from rlmkit.prompting import FUNCTION_DOCS, TYPED_CALL_REPAIR
 from rlmkit.run_state import RunState
 from rlmkit.sandbox.base import AsyncHostFunction
-from rlmkit.trajectory import Message, SubCall, bounded
+from rlmkit.trajectory import Message, SubCall, Trajectory, bounded
 from rlmkit.typed_subcalls import TypedSubcall
+
+# start_child(inputs) -> (outputs, trajectory): one rlm_query's child run, one level down in the tree
+StartChild = Callable[[dict[str, Any]], Awaitable[tuple[dict[str, Any], Trajectory]]]
 
 
 class SubcallHost:
     """Builds the host functions of one run and records each call in its trajectory."""
 
-    def __init__(self, run: RunState):
+    def __init__(self, run: RunState, start_child: StartChild):
         self.run = run
+        self.start_child = start_child
         self.settings = run.spec.settings
         self.typed = dict(run.spec.typed_subcalls)
         self.tools = dict(run.spec.tools)
@@ -152,11 +156,8 @@ class SubcallHost:
         start = time.monotonic()
         ev.emit(ev.SubcallStarted(node))
         try:
-            outputs, trajectory = await self.run.spec.start_child(
-                {"context": prompt if context is None else context, "question": str(prompt)},
-                tree=self.run.tree,
-                depth=depth,
-                parent_id=self.run.trajectory.meta.run_id,
+            outputs, trajectory = await self.start_child(
+                {"context": prompt if context is None else context, "question": str(prompt)}
             )
             node.child = trajectory
             node.model = trajectory.meta.model

@@ -152,10 +152,16 @@ def test_children_inherit_the_interpreter_factory_verbosity_and_models():
     def factory():
         return None
 
-    sub = scripted("unused")
-    rlm = rlmkit.RLM("context -> answer", sub_lm=sub, interpreter_factory=factory, verbose=True, max_depth=2)
-    child = rlm.child()
+    root, sub = scripted("unused"), scripted("unused")
+    rlm = rlmkit.RLM(
+        "context -> answer", lm=root, sub_lm=sub, interpreter_factory=factory, verbose=True, max_depth=2
+    )
+    child = rlm.run_spec().child()  # what an rlm_query child run reads
     assert child.interpreter_factory is factory and child.verbose and child.sub_lm is sub
+    assert child.lm is root and child.depth == 1
+    assert list(child.signature.input_fields) == ["context", "question"]
+    rlm.child_lm = sub  # a rollout: only the top-level root is the policy
+    assert rlm.run_spec().child().lm is sub and rlm.run_spec().lm is root
 
 
 # -- the result ---------------------------------------------------------------------------------

@@ -224,3 +224,28 @@ def test_the_sandbox_host_side_starts_the_worker_side_by_path_and_imports_only_w
     assert offenders == []
     assert Path(process.WORKER) == ROOT / "rlmkit" / "sandbox" / "worker_side" / "worker.py"
     assert set(worker_side_modules()) >= both | {f"{WORKER_SIDE}.worker", f"{WORKER_SIDE}.fork_server"}
+
+
+def test_the_call_tree_runs_from_specs_and_never_reaches_back_into_the_module():
+    """``tree.run_tree`` starts child runs from ``RunSpec.child()``: the loop, the sub-calls and the
+    call tree import neither the ``RLM`` module nor sessions, which stand above them."""
+    graph = import_graph("rlmkit")
+    tree_floor = ("rlmkit.tree", "rlmkit.run", "rlmkit.run_state", "rlmkit.subcalls", "rlmkit.guards")
+    above = ("rlmkit.rlm", "rlmkit.session")
+    offenders = {name: sorted(t for t in graph[name] if t.startswith(above)) for name in tree_floor}
+    assert {name: t for name, t in offenders.items() if t} == {}
+    assert "rlmkit.tree" in graph["rlmkit.rlm"] and "rlmkit.tree" in graph["rlmkit.session.session"]
+
+
+def test_nothing_built_on_the_runtime_subclasses_the_rlm_module():
+    """Programs and optimizers change a run through its spec (``RLM.child_lm``, the knobs), never
+    by overriding how the module builds its runs."""
+    offenders = [
+        f"{name}: class {node.name}"
+        for package in UPPER_PACKAGES
+        for name, path in modules(package).items()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ClassDef)
+        and any(ast.unparse(base).split(".")[-1] == "RLM" for base in node.bases)
+    ]
+    assert offenders == []

@@ -62,6 +62,26 @@ SCRIPT = {
 }
 
 
+def test_a_session_call_returns_and_traces_what_a_plain_call_does():
+    """To DSPy a session call is a plain call: the same Prediction fields (the outputs, the
+    trajectory, final_reasoning) and the same entry in ``dspy.settings.trace``."""
+    reply = "Count the failing lines.\n" + repl("SUBMIT(answer=str(context.count(' 500')))")
+    rlm, _ = make_rlm({"count": [reply]})
+    with dspy.context(trace=[]):
+        plain = rlm(context=CONTEXT, question="count")
+        with rlm.session(context=CONTEXT) as s:
+            in_session = s(question="count")
+        trace = list(dspy.settings.trace)
+    assert sorted(in_session.keys()) == sorted(plain.keys()) == ["answer", "final_reasoning", "trajectory"]
+    assert in_session.answer == plain.answer == "200"
+    assert in_session.final_reasoning == plain.final_reasoning == "Count the failing lines."
+    assert [step["code"] for step in in_session.trajectory] == [step["code"] for step in plain.trajectory]
+    [(predictor, inputs, outputs), (session_predictor, session_inputs, session_outputs)] = trace
+    assert predictor is session_predictor is rlm.root
+    assert session_inputs == inputs and set(inputs) == {"context", "question"}
+    assert session_outputs.toDict() == outputs.toDict() == {"answer": "200"}
+
+
 def test_variables_persist_and_the_prompt_lists_them():
     rlm, model = make_rlm(SCRIPT)
     with rlm.session(context=CONTEXT) as s:

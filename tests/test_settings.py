@@ -47,9 +47,11 @@ def test_every_knob_survives_save_load_and_reaches_children():
     loaded = rlmkit.RLM("context -> answer", lm=LM)
     loaded.load_state(rlm.dump_state())
     assert comparable(loaded.settings) == comparable(rlm.settings)
-    child = rlm.child()
+    child = rlm.run_spec().child()
     assert comparable(child.settings) == comparable(rlm.settings)
-    assert child.protocol is not rlm.protocol  # a child may rewrite its own protocol's text
+    assert child.settings.protocol is not rlm.protocol  # a child may rewrite its own protocol's text
+    grandchild = child.child()
+    assert comparable(grandchild.settings) == comparable(rlm.settings) and grandchild.depth == 2
 
 
 def test_knobs_are_read_and_set_by_name_and_checked_like_the_constructor():

@@ -265,33 +265,23 @@ class RLMRollout(RLMPlayer):
 
 
 def rollout_rlm(row: Any, options: RolloutOptions, max_turns: int, lm: Any, sub_lm: Any) -> Any:
-    """The RLM that plays ``row``: the row's signature and protocol, the job's limits."""
-    return _rollout_rlm_class()(
+    """The RLM that plays ``row``: the row's signature and protocol, the job's limits. Only the
+    top-level root is the policy: a child run (``rlm_query``) is part of the environment, so its
+    root calls go to the frozen sub-model too (``RLM.child_lm``), when there is one."""
+    import rlmkit
+
+    rlm = rlmkit.RLM(
         row.meta.get("signature") or options.signature,
         lm=lm,
         sub_lm=sub_lm,
         protocol=row.meta.get("protocol") or options.protocol,
         max_iterations=int(max_turns),
-        max_depth=options.max_depth,  # 2+: rlm_query runs child RLMs (frozen, see below)
+        max_depth=options.max_depth,  # 2+: rlm_query runs child runs (frozen, see above)
         sandbox=options.sandbox,
         cell_timeout=float(options.cell_timeout),
     )
-
-
-def _rollout_rlm_class() -> type:
-    import rlmkit
-
-    class RolloutRLM(rlmkit.RLM):
-        """Only the top-level root is the policy: a child RLM (``rlm_query``) is part of the
-        environment, so its root calls go to the frozen sub-model too."""
-
-        def child(self) -> rlmkit.RLM:
-            child = super().child()
-            if child._sub_lm_spec is not None:
-                child._lm_spec = child._sub_lm_spec
-            return child
-
-    return RolloutRLM
+    rlm.child_lm = sub_lm
+    return rlm
 
 
 def row_task(row: Any, options: RolloutOptions) -> tuple[Any, dict[str, Any]]:

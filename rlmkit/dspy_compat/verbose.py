@@ -1,5 +1,6 @@
 """``verbose=True``: each step of a run through ``logging`` (logger ``rlmkit``, level INFO), as
-dspy.RLM logs its iterations. A listener on the run's events, attached only to verbose RLMs."""
+dspy.RLM logs its iterations. A listener on the run's events, attached only to call trees whose
+spec is verbose."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ log = logging.getLogger("rlmkit")
 
 
 def verbose_listener(start: ev.RunStarted) -> Any:
-    if not getattr(start.rlm, "verbose", False):
+    if not getattr(start.spec, "verbose", False):
         return None
 
     def listen(event: ev.Event) -> None:

@@ -4,7 +4,8 @@ Which listeners a call tree gets is decided once, when it starts, from the DSPy 
 in force there (``dspy.configure`` / ``dspy.context``) and the RLM's own ``callbacks``:
 
 - every ``BaseCallback``: ``on_module_*`` for each root turn (the RLM's ``root`` predictor,
-  like a ``dspy.Predict`` step) and each child run (the child RLM), ``on_lm_*`` for every
+  like a ``dspy.Predict`` step) and each child run (its spec's ``module``: a ``dspy.Predict``
+  of the child's QA signature, which its turns report as well), ``on_lm_*`` for every
   model call (root turns and sub-calls, batch items included), ``on_interpreter_startup_*``
   / ``execute_*`` / ``shutdown_*`` per sandbox and cell, ``on_interpreter_tool_call_*`` per
   sub-call or tool. MLflow's callback is served by ``observe.mlflow`` instead (it has no

@@ -50,7 +50,7 @@ def prelude_names(prelude: str) -> frozenset[str]:
 
 
 class SessionCall:
-    """The session's side of one run (``RLM.run_tree(session_call=...)``)."""
+    """The session's side of one run (``tree.run_tree(session_call=...)``)."""
 
     def __init__(
         self,

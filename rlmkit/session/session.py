@@ -7,7 +7,8 @@
         s.save("sessions/incident-42")
     s2 = rlmkit.Session.load("sessions/incident-42", rlm)
 
-Each call is an ordinary run of ``RLM.run_tree`` (the same loop), lent the session's worker.
+Each call is an ordinary run of ``tree.run_tree`` (the same loop), lent the session's worker, and
+returns what a plain call returns (``RLM.prediction``: the same fields, the same DSPy trace entry).
 Inputs cross into it once; an input given again crosses only if it is another object. After
 each call the worker pickles what changed (``sandbox/worker_side/snapshot.py``) and the session keeps the
 bytes (and writes them to its directory, when it has one): a worker that dies or is stopped
@@ -45,6 +46,7 @@ from rlmkit.signature import signature_text
 from rlmkit.sync_loop import run_sync, shared_loop
 from rlmkit.threads import in_thread
 from rlmkit.trajectory import bounded
+from rlmkit.tree import run_tree
 
 RESTORE_TIMEOUT_S = 300.0  # unpickling a large checkpoint in a fresh worker
 
@@ -175,26 +177,41 @@ class Session:
             if missing:  # before the call counts, before any model request
                 raise MissingInputError(f"missing input(s) {missing}: give them at open or at this call")
             call = self._begin_call(show_history=not history_fields, asked=tuple(given))
-            outputs: dict[str, Any] | None = None
-            try:
-                outputs, trajectory = await self.rlm.run_tree(
-                    merged, session_call=call, task=task, rollout_id=rollout_id
-                )
-            except asyncio.CancelledError:
-                self._pending_restore = "interrupted"
-                raise
-            finally:
-                self.calls += 1
-                self.inputs = {k: v for k, v in merged.items() if k not in history_fields}
-                self._spend(call)
-                if outputs is not None:
-                    asked = {k: v for k, v in given.items() if k not in history_fields}
-                    self._remember(asked, outputs)
-                await in_thread(self._checkpoint, call.skip)
-            return dspy.Prediction(**outputs, trajectory=trajectory)
+            run = self._run(call, merged, given, history_fields, task, rollout_id)
+            return await self.rlm.prediction(run, merged)  # the way out of a plain call, too
         finally:
             self._busy.release()
             self._arm_idle()
+
+    async def _run(
+        self,
+        call: SessionCall,
+        merged: dict[str, Any],
+        given: dict[str, Any],
+        history_fields: list[str],
+        task: dict[str, Any] | None,
+        rollout_id: int | None,
+    ) -> tuple[dict[str, Any], Any]:
+        """One call's run in the session's worker, and what the session keeps of it (counts,
+        spending, history, the checkpoint), whether it answered or not."""
+        outputs: dict[str, Any] | None = None
+        try:
+            checked = self.rlm.check_inputs(merged)
+            outputs, trajectory = await run_tree(
+                self.rlm.run_spec(), checked, session_call=call, task=task, rollout_id=rollout_id
+            )
+        except asyncio.CancelledError:
+            self._pending_restore = "interrupted"
+            raise
+        finally:
+            self.calls += 1
+            self.inputs = {k: v for k, v in merged.items() if k not in history_fields}
+            self._spend(call)
+            if outputs is not None:
+                asked = {k: v for k, v in given.items() if k not in history_fields}
+                self._remember(asked, outputs)
+            await in_thread(self._checkpoint, call.skip)
+        return outputs, trajectory
 
     def stream(self, **inputs: Any) -> AsyncIterator[Any]:
         """``async for item in s.stream(question=...)``: the call's ``rlmkit.events`` as they happen
