@@ -1,7 +1,7 @@
 """What the sandbox's pool of pre-started workers costs, and what it saves: one command.
 
-    nice -n 0 python benchmarks/sandbox/pool_cost.py    # measure; writes benchmarks/results/pool_cost.json
-    python benchmarks/render_docs.py            # then: the table in docs/guide/sandboxes.md
+    nice -n 0 python benchmarks/sandbox/pool_cost.py  # measure; writes benchmarks/results/pool_cost.json
+    python benchmarks/render_docs.py                  # then: the table in docs/guide/sandboxes.md
 
 For each way a worker is started (forked by the fork server, the default; exec'd, the fallback):
 the private memory (USS), proportional share (PSS) and RSS of an idle pooled worker; the CPU a

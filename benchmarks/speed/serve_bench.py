@@ -2,7 +2,7 @@
 does with bad input; writes benchmarks/results/serve.json.
 
     python benchmarks/speed/serve_bench.py [--rounds 400] [--concurrent 64] [--bad 20]
-    python benchmarks/render_docs.py     # then: the tables in docs/guide/serving.md
+    python benchmarks/render_docs.py           # then: the tables in docs/guide/serving.md
 
 The program is the real ``rlmkit.RLM`` with the default (process) sandbox and a scripted
 in-process model (``FunctionLM``) whose one turn computes the answer from the request's own

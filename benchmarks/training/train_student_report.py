@@ -1,8 +1,8 @@
 """The distillation results as the ``train-student`` block of ``docs/guide/training.md``,
 rendered from ``benchmarks/results/train_student.json`` by ``benchmarks/render_docs.py``.
 
-    python benchmarks/training/train_student.py --cache CACHE --report-only   # the JSON from the cache
-    python benchmarks/render_docs.py                                  # every docs block from its JSON
+    python benchmarks/training/train_student.py --cache CACHE --report-only  # the JSON from the cache
+    python benchmarks/render_docs.py                     # then every docs block from its JSON
 """
 
 from __future__ import annotations
