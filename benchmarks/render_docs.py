@@ -25,11 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-RESULTS = HERE / "results"
-DOCS = ROOT / "docs"
-sys.path[:0] = [str(ROOT), str(HERE)]
+from _bootstrap import RESULTS, ROOT
 
 import pool_cost
 import provenance
@@ -39,6 +35,7 @@ import sessions_report
 
 from programs.eval_results import bootstrap_ci
 
+DOCS = ROOT / "docs"
 MARKER = re.compile(
     r"(?P<open><!-- rendered: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(?P<close><!-- /rendered: (?P=name) -->)",
     re.DOTALL,
@@ -142,7 +139,8 @@ def quality_peers() -> str:
 def demo() -> str:
     path = RESULTS / "demo_accuracy.json"
     if not path.exists():
-        return "No result committed yet: `python benchmarks/demo_accuracy.py --seeds 2000-2019` measures it."
+        command = "python benchmarks/quality/demo_accuracy.py --seeds 2000-2019"
+        return f"No result committed yet: `{command}` measures it."
     result = json.loads(path.read_text())
     load = " / ".join(str(x) for x in result.get("load_average") or []) or None
     rows = result["rows"]
@@ -210,7 +208,7 @@ def gepa() -> str:
     """gepa_embedded.py: the plain program and GEPA's on the same held-out examples."""
     path = RESULTS / "gepa_embedded.json"
     if not path.exists():
-        return "No result committed yet: `python benchmarks/gepa_embedded.py` measures it."
+        return "No result committed yet: `python benchmarks/quality/gepa_embedded.py` measures it."
     result = json.loads(path.read_text())
     info = result["gepa"]
     lines = [

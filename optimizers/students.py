@@ -151,7 +151,7 @@ def adapter_gguf(adapter: Path, base: Path) -> Path:
 def serve_gguf(base: Path, adapter: str | Path | None = None, **lm_kwargs: Any) -> tuple[Any, Any]:
     """(server, LM) for a GGUF model and optionally a peft adapter trained on it: the train loop's
     way to evaluate a student (llama.cpp on the quantised file: it loads in seconds where
-    transformers dequantises for minutes; benchmarks/train_student.py measures both)."""
+    transformers dequantises for minutes; benchmarks/training/train_student.py measures both)."""
     lora = adapter_gguf(Path(adapter), base) if adapter else None
     server = serve_student(base, lora=lora)
     return server, student_lm(server, **lm_kwargs)

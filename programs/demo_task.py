@@ -1,5 +1,5 @@
 """What ``rlmkit demo`` runs, in one place, so the demo and its accuracy measurement
-(``benchmarks/demo_accuracy.py``) run the same task with the same program.
+(``benchmarks/quality/demo_accuracy.py``) run the same task with the same program.
 
 The task is the needle suite (RULER S-NIAH: one key's value hidden in essay prose, with
 two distractor needles for other keys), the suite the embedded model answers best of
@@ -18,8 +18,8 @@ from typing import Any
 DEMO_SUITE = "needle"
 # 200,000 characters of prose: about 3x the 16,384 tokens the embedded model is served with.
 DEMO_LENGTH = 200_000
-# Tuning (benchmarks/tune_embedded.py) uses seeds below 1000 and the held-out evaluation
-# (benchmarks/local_quality.py) 1000 up; the demo's tasks come from further up still.
+# Tuning (scripts/tune_embedded.py) uses seeds below 1000 and the held-out evaluation
+# (benchmarks/quality/local_quality.py) 1000 up; the demo's tasks come from further up still.
 DEMO_SEED = 2000
 DEMO_MAX_ITERATIONS = 6
 # A run that makes more model calls than this (root turns and sub-calls) is cut and scored 0.

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "speed"
 sys.path.insert(0, str(BENCH))
 
 import serve_bench  # noqa: E402
@@ -24,4 +24,4 @@ def test_a_short_serving_benchmark_measures_and_renders(tmp_path):
     assert all(row["ok"] for row in bad["kinds"].values()) and bad["serves_after"], bad
     table = serve_report.render(results)
     assert "| over HTTP, streamed |" in table and "| malformed JSON | 400 | 400 |" in table
-    assert "python benchmarks/serve_bench.py --rounds 5" in table
+    assert "python benchmarks/speed/serve_bench.py --rounds 5" in table

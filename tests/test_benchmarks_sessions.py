@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "speed"
 sys.path.insert(0, str(BENCH))
 
 import sessions  # noqa: E402
@@ -18,4 +18,4 @@ def test_every_row_runs_and_renders(tmp_path):
     assert results["save_restore"]["restored_answer_ok"]
     assert set(results["second_call"]) == {"100000", "1000000"}
     table = sessions_report.render(results)
-    assert table.count("\n| ") >= 9 and "python benchmarks/sessions.py --quick" in table
+    assert table.count("\n| ") >= 9 and "python benchmarks/speed/sessions.py --quick" in table

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "speed"
 sys.path.insert(0, str(BENCH))
 
 import run

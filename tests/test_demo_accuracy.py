@@ -1,4 +1,5 @@
-"""benchmarks/demo_accuracy.py's pieces that need no model: the seeds it accepts, the summary it writes."""
+"""benchmarks/quality/demo_accuracy.py's pieces that need no model: the seeds it accepts, the summary
+it writes."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "quality"))
 
 import demo_accuracy  # noqa: E402
 

@@ -56,7 +56,7 @@ def test_no_measurement_is_typed_outside_the_rendered_blocks():
 STAMP = re.compile(
     r"(?P<label>\*\*Not current: [^*]+\*\* )?"
     r"\*Measured [^;]+; commit (?P<commit>[^;]+); [^;]+; load [^;]+; "
-    r"`(nice -n \d+ )?python benchmarks/\w+\.py"
+    r"`(nice -n \d+ )?python benchmarks/(\w+/)?\w+\.py"
 )
 CLEAN_COMMIT = re.compile(r"[0-9a-f]{7,40}")
 

@@ -1,12 +1,12 @@
-"""benchmarks/dspy_lm_overhead.py measures rlmkit.RLM's turns with a model string and with a
-dspy.LM on one scripted server, and benchmarks/run.py's report shows both rows."""
+"""benchmarks/speed/dspy_lm_overhead.py measures rlmkit.RLM's turns with a model string and with a
+dspy.LM on one scripted server, and benchmarks/speed/run.py's report shows both rows."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "speed"))
 
 import dspy_lm_overhead  # noqa: E402
 import report  # noqa: E402

@@ -1,4 +1,4 @@
-"""benchmarks/dspy_rlm_tests.py's counting: every test that touches RLM and nothing private is
+"""benchmarks/compat/dspy_rlm_tests.py's counting: every test that touches RLM and nothing private is
 counted whatever the installed dspy.RLM does with it; skipped ones are listed with their reason;
 a failure is named, and explained only where the script says why."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "compat"))
 
 import dspy_rlm_tests  # noqa: E402
 

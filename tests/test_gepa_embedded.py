@@ -1,4 +1,4 @@
-"""benchmarks/gepa_embedded.py with scripted models in place of the embedded one: GEPA's reflection
+"""benchmarks/quality/gepa_embedded.py with scripted models in place of the embedded one: GEPA's reflection
 reaches the instructions, both programs answer the held-out examples, the optimised program is
 the one loaded back from disk, and a rerun resumes from its cache without asking the model."""
 
@@ -12,7 +12,8 @@ import dspy
 
 from rlmkit.testing import is_root_request
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+sys.path[:0] = [str(BENCH / "quality"), str(BENCH)]
 
 import gepa_embedded  # noqa: E402
 import render_docs  # noqa: E402
@@ -61,7 +62,8 @@ def test_gepa_study_writes_before_and_after_and_resumes_from_its_cache(serve, tm
         "| plain | 2 | 0.00 (0.00-0.00) | 0 | 0 |" in table
         and "| gepa | 2 | 1.00 (1.00-1.00) | 2 | 0 |" in table
     )
-    assert KEYWORD in table and "Partial" not in table and "python benchmarks/gepa_embedded.py" in table
+    assert KEYWORD in table and "Partial" not in table
+    assert "python benchmarks/quality/gepa_embedded.py" in table
 
     asked = len(server.requests)
     gepa_embedded.main(argv)  # everything is cached: the model is not asked again

@@ -13,7 +13,7 @@ import pytest
 
 from rlmkit.testing import ScriptedServer
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "quality"
 sys.path.insert(0, str(BENCH))
 
 import local_quality_peers as peers  # noqa: E402

@@ -1,4 +1,4 @@
-"""A short soak (``benchmarks/soak.py``): a few hundred RLM runs in this process, hostile cells
+"""A short soak (``benchmarks/sandbox/soak.py``): a few hundred RLM runs in this process, hostile cells
 mixed in, a batch of concurrent runs; nothing may leak once the first hundred are done."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "sandbox"))
 
 import soak  # noqa: E402
 

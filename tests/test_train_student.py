@@ -1,4 +1,4 @@
-"""benchmarks/train_student.py on tiny inputs: a scripted teacher served over HTTP, the compile,
+"""benchmarks/training/train_student.py on tiny inputs: a scripted teacher served over HTTP, the compile,
 two LoRA steps on a tiny random Qwen, the evaluation arm, the cache that makes it resumable, and
 the partial results file with its docs section. No student download."""
 
@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import json
 import re
+import sys
+from pathlib import Path
 
 import pytest
 
-from benchmarks.train_student import STAGES, Pipeline, Recipe, write_results
-from benchmarks.train_student_report import section
 from rlmkit.testing.server import ScriptedServer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "training"))
+
+from train_student import STAGES, Pipeline, Recipe, write_results  # noqa: E402
+from train_student_report import section  # noqa: E402
 
 # A teacher that solves the needle in two root turns (compile's defaults drop one-turn runs).
 LOOK = (
@@ -83,7 +88,7 @@ def test_a_partial_run_says_what_is_missing_and_renders_only_finished_stages(tmp
     before.mkdir(parents=True)
     (before / "results.jsonl").write_text('{"id": "a", "score": 0.0}\n{"id": "b", "sc')  # a torn last line
 
-    command = "python benchmarks/train_student.py"
+    command = "python benchmarks/training/train_student.py"
     meta = {"date": "2026-01-01 00:00 UTC", "commit": "abc1234", "command": command}
     data = write_results(pipeline, meta, tmp_path / "r.json")
     assert json.loads((tmp_path / "r.json").read_text()) == data

@@ -1,7 +1,7 @@
 """What every framework driver shares. Standard library only: it also runs in the peers' venv.
 
 A driver is a long-lived subprocess that imports one framework once, then runs jobs sent by
-``benchmarks/run.py`` as JSON lines on stdin, answering each with one ``@@RESULT {json}`` line.
+``benchmarks/speed/run.py`` as JSON lines on stdin, answering each with one ``@@RESULT {json}`` line.
 The framework's own prints go to stderr (fd 1 is pointed there), so they never mix with results.
 Timestamps are ``time.monotonic()``: system-wide on Linux, so the orchestrator can line them up
 with the server's request log.

@@ -1,7 +1,7 @@
 """The program shipped for the embedded model: instructions, demos and knobs an optimizer chose
 on training seeds, with where they came from.
 
-``benchmarks/tune_embedded.py`` writes ``tuned_program.json`` (its command, seeds, date and
+``scripts/tune_embedded.py`` writes ``tuned_program.json`` (its command, seeds, date and
 scores are in its ``provenance``). ``local_lm()`` hands it to its LM as ``preset``; an RLM with
 no instructions or demos of its own runs it (``rlmkit.RLM(..., use_preset=False)`` does not).
 """

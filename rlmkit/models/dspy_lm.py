@@ -10,7 +10,7 @@ A plain ``dspy.LM`` (its class exactly ``dspy.LM``, no callbacks of its own) kee
 direct transport: ``DirectDSPyLM`` reads its settings into the shared ``rlmkit.LM`` for them and
 keeps the ``dspy.LM`` as ``dspy_origin``, so the bridge reports each call where DSPy would have:
 the LM's own ``history`` (``lm.inspect_history()``), the global history, callbacks (with the
-``dspy.LM`` as their ``instance``) and the usage tracker. ``benchmarks/dspy_lm_overhead.py``
+``dspy.LM`` as their ``instance``) and the usage tracker. ``benchmarks/speed/dspy_lm_overhead.py``
 measures both paths.
 
 A reply written in DSPy's field format (``[[ ## reasoning ## ]]`` ... ``[[ ## code ## ]]``,

@@ -6,7 +6,7 @@ fast (millisecond cells), but it runs a subset of Python: no generators (``yield
 inheritance (so no custom exception classes), no ``bytearray``, and only some stdlib modules
 (``re``, ``json``, ``collections``, ``math``, ``itertools``, ``random``, ``datetime``,
 ``hashlib``, ``dataclasses``, ``typing``; not ``textwrap``, ``heapq``, ``string``,
-``statistics``, ``contextlib``). See ``benchmarks/sandbox_bench.py`` for the survey.
+``statistics``, ``contextlib``). See ``benchmarks/sandbox/sandbox_bench.py`` for the survey.
 
 Host functions are driven through monty's snapshots: a host function that raises Finish is
 answered with a private BaseException inside the sandbox (``except Exception`` cannot catch

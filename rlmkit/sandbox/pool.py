@@ -2,7 +2,7 @@
 for a start.
 
 A confined worker costs CPU to start (forked: the fork and the confinement; exec'd: the
-interpreter and its modules too; ``benchmarks/pool_cost.py`` measures each, with the memory an
+interpreter and its modules too; ``benchmarks/sandbox/pool_cost.py`` measures each, with the memory an
 idle worker holds, in ``benchmarks/results/pool_cost.json``). A run sends its first model
 request before it needs its worker, but with a fast model the first turn waits for the start,
 and child RLMs started together queue behind each other's starts. A pool keeps a few workers

@@ -6,7 +6,7 @@ kept for the next request unless either side said ``Connection: close``. Nothing
 redirects, cookies, proxies, compression (it never asks for any) or HTTP/2.
 
 Why not httpcore, which this replaced: per request, its h11 state machine, anyio cancel scopes
-and trace hooks cost more CPU than the request itself. ``python benchmarks/http_clients.py``
+and trace hooks cost more CPU than the request itself. ``python benchmarks/speed/client_cost.py http``
 on the 2-core benchmark VM: ``rlmkit.LM.acomplete`` 1.13 ms of CPU per request on httpcore,
 raw asyncio sockets 0.68 ms; every turn pays it once per model call.
 """

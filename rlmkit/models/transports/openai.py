@@ -8,7 +8,7 @@ the entry goes away with the loop.
 
 Why not httpx or httpcore: a request is one JSON POST. httpx's client layer doubled httpcore's
 CPU per request, and httpcore's own machinery (h11, anyio cancel scopes, trace hooks) cost
-more than the request: ``python benchmarks/http_clients.py`` gave ``rlmkit.LM.acomplete`` 1.13
+more than the request: ``python benchmarks/speed/client_cost.py http`` gave ``rlmkit.LM.acomplete`` 1.13
 ms of CPU per request on httpcore against 0.68 ms for raw asyncio sockets; every turn and every
 sub-call of a fan-out pays it. Importing neither also shortens a cold start.
 """

@@ -6,7 +6,7 @@ worker per request. Standard library only; the host's client of it is
 A worker started with ``python -I -S worker.py`` spends CPU on the interpreter and its modules
 before its first confinement step; forked from this process it spends only the fork and its own
 confinement, and shares its pages copy-on-write while it waits in a pool
-(``benchmarks/pool_cost.py`` measures both ways: ``benchmarks/results/pool_cost.json``).
+(``benchmarks/sandbox/pool_cost.py`` measures both ways: ``benchmarks/results/pool_cost.json``).
 The fork server itself is never confined (it must fork and unshare) and never runs model code:
 it reads requests from its host and nothing else. Each forked worker leaves every file of the
 fork server behind, starts a session of its own and confines itself exactly as an exec'd worker
