@@ -16,12 +16,9 @@ from pathlib import Path
 import rlmkit
 from rlmkit.serve import app, running
 from rlmkit.testing import FunctionLM, is_root_request
+from tests.replies import repl
 
 SUB_MARK = "SUB:"  # a prompt the scripted code sends to llm_query starts with it
-
-
-def repl(*lines: str) -> str:
-    return "```repl\n" + "\n".join(lines) + "\n```"
 
 
 def qa_model(messages: list[dict]) -> str:

@@ -9,7 +9,8 @@ import pytest
 
 import rlmkit
 from rlmkit.testing import FunctionLM
-from tests.serve_programs import qa_rlm, repl, served
+from tests.replies import repl
+from tests.serve_programs import qa_rlm, served
 
 KEY = "clients-key"
 

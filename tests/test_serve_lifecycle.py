@@ -23,7 +23,8 @@ from rlmkit import events as ev
 from rlmkit.errors import ConfigError
 from rlmkit.serve.server import check_exposure
 from rlmkit.testing import FunctionLM, is_root_request
-from tests.serve_programs import repl, served
+from tests.replies import repl
+from tests.serve_programs import served
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,7 +12,8 @@ import pytest
 import rlmkit
 from rlmkit.serve import app, running
 from rlmkit.testing import FunctionLM, is_root_request
-from tests.serve_programs import repl, served
+from tests.replies import repl
+from tests.serve_programs import served
 from tests.waiting import wait_for
 
 
