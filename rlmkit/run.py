@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from rlmkit import events as ev
-from rlmkit.errors import BudgetExceeded, LMError, MaxIterationsError, RunError, SandboxError
+from rlmkit.errors import BudgetExceeded, LMError, MaxIterationsError, RunError
 from rlmkit.guards import RESTORE_CALL, AnswerHold, Progress, call_model, input_guard
 from rlmkit.prompting import (
     ANSWER_ACCEPTED,
@@ -33,7 +33,6 @@ from rlmkit.prompting import (
 from rlmkit.protocols import Answer
 from rlmkit.protocols.base import BLOCK_END
 from rlmkit.run_state import RunState, Tree
-from rlmkit.sandbox import make_sandbox
 from rlmkit.sandbox.base import AsyncHostFunction, CellResult
 from rlmkit.subcalls import StartChild, SubcallHost
 from rlmkit.threads import in_thread
@@ -55,8 +54,7 @@ async def run_loop(
     # SUBMIT and FINAL only check the outputs and raise Finish: the loop calls them in place
     finishers = protocol.host_functions(state.submit, fields)
     functions.update({name: AsyncHostFunction.quick(fn) for name, fn in finishers.items()})
-    launch = spec.make_sandbox or (lambda limits: make_sandbox(settings.sandbox, limits))
-    lease = state.sandbox_lease or FreshSandbox(launch)  # a session lends its live worker instead
+    lease = state.hooks  # a fresh worker of its own, or a session's live one
     sandbox = lease.sandbox(settings, tree.spending)
     run_start = time.monotonic()
     # Hashing a 100 MB input takes ~0.1 s of CPU: it runs in a thread (hashlib lets go of the GIL)
@@ -103,8 +101,8 @@ async def run_loop(
                     signature=spec.signature,
                     display=settings.display,
                     max_iterations=settings.max_iterations,
-                    earlier=state.task_notes,
-                    current=state.call_inputs,
+                    earlier=state.hooks.notes,
+                    current=state.hooks.asked,
                 ),
             ),
         ]
@@ -173,34 +171,6 @@ async def _settle(state: RunState, lease: Any, sandbox: Any) -> None:
         if not started.cancelled():
             started.exception()  # a start failure after an LM failure: already reported
     await lease.release(sandbox)
-
-
-class FreshSandbox:
-    """Where a run's REPL comes from: a plain run starts its own (``launch(limits)``) and closes it
-    at the end. A session (``rlmkit.session``) lends a live one instead, with the same three methods."""
-
-    def __init__(self, launch: Any):
-        self.launch = launch
-
-    def sandbox(self, settings: Any, spending: Any) -> Any:
-        return self.launch(settings.sandbox_limits(spending))
-
-    async def start(
-        self, name: str, sandbox: Any, variables: dict[str, Any], functions: dict, prelude: str
-    ) -> None:
-        ev.emit(ev.SandboxStarting(sandbox))
-        try:
-            await sandbox.astart(variables, functions, prelude)
-        except SandboxError:
-            raise  # already says what failed (a DSPy interpreter factory's, say)
-        except Exception as exc:
-            raise SandboxError(f"sandbox {name!r} failed to start: {exc}") from exc
-        ev.emit(ev.SandboxStarted(sandbox))
-
-    async def release(self, sandbox: Any) -> None:
-        ev.emit(ev.SandboxClosing(sandbox))
-        await sandbox.aclose_nowait()
-        ev.emit(ev.SandboxClosed(sandbox))
 
 
 async def _turn(

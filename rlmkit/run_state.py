@@ -20,6 +20,7 @@ from typing import Any
 import dspy
 
 from rlmkit.budget import Spending
+from rlmkit.call_hooks import CallHooks, PlainCall
 from rlmkit.guards import check_values
 from rlmkit.model_choice import resolve_lm
 from rlmkit.settings import RunSettings
@@ -78,8 +79,6 @@ class RunSpec:
     interpreter_factory: Any = None  # a DSPy interpreter factory the cells run in, unless a call names one
     verbose: bool = False  # each step logged on the ``rlmkit`` logger (dspy.RLM's verbose)
     log_dir: Path | None = None  # where a top-level run's tree streams its JSONL log
-    # limits -> Sandbox, in place of settings.sandbox's backend (a DSPy interpreter, say): set by run_tree
-    make_sandbox: Callable[..., Any] | None = None
 
     def resolved(self) -> RunSpec:
         """This spec with its models resolved (a bad name or a missing key fails here) and, when
@@ -164,9 +163,7 @@ class RunState:
         # fills in the sha256 of big inputs (``describe_inputs``); run_loop runs it in a thread
         self.hash_inputs: Callable[[], None] | None = None
         self.start_logged: asyncio.Future | None = None  # set by run_loop: hashed, start record written
-        self.sandbox_lease: Any = None  # a session's live REPL (run.FreshSandbox's methods); None: a new one
-        self.task_notes = ""  # before the task message's inputs (a session: its history, variables, restores)
-        self.call_inputs: tuple[str, ...] = ()  # a session call's own inputs: listed last
+        self.hooks: CallHooks = PlainCall()  # its REPL's lease and what its caller adds (tree.run_tree)
         self._lock = threading.Lock()
 
     def record_subcall(self, node: SubCall) -> None:

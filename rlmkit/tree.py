@@ -12,12 +12,11 @@ module.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 import rlmkit
-from rlmkit.describe import describe_inputs
+from rlmkit.call_hooks import CallHooks, PlainCall
 from rlmkit.errors import MissingInputError
 from rlmkit.inputs import load_input
 from rlmkit.prompting import Display
@@ -68,23 +67,26 @@ async def run_tree(
     task: dict[str, Any] | None = None,
     rollout_id: int | None = None,
     interpreter: Any = None,
-    session_call: Any = None,
+    hooks: CallHooks | None = None,
 ) -> tuple[dict[str, Any], Trajectory]:
     """Run ``spec`` inside ``tree`` (a new tree for a top-level call); each ``rlm_query`` child runs
     from ``spec.child()`` in the same tree. ``interpreter``: a DSPy interpreter (or factory) for this
-    call's cells, in place of ``spec.interpreter_factory``. ``session_call`` (``rlmkit.session``):
-    the session's live REPL, budget, prompt notes and input hashes."""
+    call's cells, in place of ``spec.interpreter_factory``. ``hooks``: what the caller decides (where
+    the REPL comes from, the budget, the task message's notes, the inputs' descriptions); a session
+    call passes its own (``rlmkit.session.call.SessionCall``), else the call is a ``PlainCall``."""
     factory = interpreter or spec.interpreter_factory
     # a factory's interpreter is made (and checked) first, as dspy.RLM does; if the run fails
     # before its sandbox exists, it is shut down here, else the sandbox shuts it down
-    fresh = session_call is None  # a session lends its own live REPL instead
-    made = make_interpreter(factory) if fresh and is_factory(factory) else None
-    launch = None
-    if factory is not None and fresh:
-        launch = launcher(made or factory, spec.signature, owned=made is not None)
+    made = None
+    if hooks is None:  # a session lends its own live REPL and adds its history instead
+        made = make_interpreter(factory) if is_factory(factory) else None
+        launch = (
+            None if factory is None else launcher(made or factory, spec.signature, owned=made is not None)
+        )
+        hooks = PlainCall(launch)
     try:
-        resolved = dataclasses.replace(spec.resolved(), make_sandbox=launch)  # models resolved once, here
-        state = _run_state(resolved, inputs, tree, parent_id, task, rollout_id, factory, session_call)
+        resolved = spec.resolved()  # models resolved once, here
+        state = _run_state(resolved, inputs, tree, parent_id, task, rollout_id, factory, hooks)
     except BaseException:
         if made is not None:
             made.shutdown()
@@ -107,24 +109,19 @@ def _run_state(
     task: dict[str, Any] | None,
     rollout_id: int | None,
     factory: Any,
-    session_call: Any,
+    hooks: CallHooks,
 ) -> RunState:
     settings = spec.settings
     if tree is None:
-        spending = (
-            session_call.spending(settings.budget) if session_call is not None else settings.budget.spending()
-        )
         tree = Tree(
+            spending=hooks.spending(settings.budget),
             loop=asyncio.get_running_loop(),
-            spending=spending,
             semaphore=asyncio.Semaphore(settings.max_concurrency),
             log=TrajectoryLog(spec.log_dir) if spec.log_dir is not None else None,
             rollout_id=rollout_id,
         )
     # big text's sha256: off the critical path (a session hashes each input once)
-    described, hash_inputs = (session_call.describe_inputs if session_call else describe_inputs)(
-        inputs.variables
-    )
+    described, hash_inputs = hooks.describe_inputs(inputs.variables)
     meta = RunMeta(
         parent_id=parent_id,
         depth=spec.depth,
@@ -140,14 +137,12 @@ def _run_state(
         limits={**tree.spending.budget.limits(), **settings.record()},
         inputs=described,
         rlmkit_version=rlmkit.__version__,
-        session=session_call.meta if session_call is not None else {},
+        session=hooks.meta,
     )
     state = RunState(spec, tree, meta)
     state.hash_inputs = hash_inputs
-    if session_call is not None:
-        state.sandbox_lease, state.task_notes = session_call, session_call.notes
-        state.call_inputs = session_call.asked
-        session_call.meta = state.trajectory.meta.session  # what it learns later lands there
+    state.hooks = hooks
+    hooks.meta = state.trajectory.meta.session  # what the caller learns later lands there
     return state
 
 

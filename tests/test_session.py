@@ -609,3 +609,17 @@ def test_the_rlms_own_budget_limits_each_call_and_the_session_goes_on():
             s(question="long")
         assert s(question="short").answer == "1"  # the failed call's variable was checkpointed
     assert s.spent["calls"] == 2
+
+
+def test_a_plain_call_and_a_session_call_give_the_run_the_same_hooks():
+    """The run reads one ``CallHooks``: a plain call's fresh worker and a session call's live one
+    answer the same methods, so the loop has no branch for sessions."""
+    from rlmkit.call_hooks import CallHooks, PlainCall
+    from rlmkit.session.call import SessionCall
+
+    rlm = rlmkit.RLM("context, question -> answer", lm=rlmkit.FunctionLM(lambda messages: "x"))
+    with rlm.session(context=CONTEXT) as session:
+        call = SessionCall(session, number=1, restored=None, lost={}, notes="earlier calls")
+        assert isinstance(call, CallHooks) and isinstance(PlainCall(), CallHooks)
+        budget = rlmkit.Budget(max_calls=5)
+        assert call.spending(budget).budget.max_calls == 5 == PlainCall().spending(budget).budget.max_calls

@@ -1,5 +1,5 @@
 """One call of a session, as the run loop sees it: where its REPL comes from (the session's live
-worker, lent with ``run.FreshSandbox``'s three methods), its budget, the notes its task message
+worker, lent through ``call_hooks.CallHooks``' three lease methods), its budget, the notes its task message
 gets, and its inputs' descriptions (each big input hashed once per session, not per call)."""
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def prelude_names(prelude: str) -> frozenset[str]:
 
 
 class SessionCall:
-    """The session's side of one run (``tree.run_tree(session_call=...)``)."""
+    """The session's side of one run (``tree.run_tree(hooks=...)``): a ``CallHooks``."""
 
     def __init__(
         self,
@@ -94,7 +94,7 @@ class SessionCall:
             cache[info.name] = (fresh[info.name], info)
         return [cache[name][1] for name in variables], finish
 
-    # -- the lease (run.FreshSandbox's methods) --------------------------------------------
+    # -- the lease (CallHooks.sandbox / start / release) ----------------------------------
     def sandbox(self, settings: Any, spending: Any) -> WorkerHost:
         session = self.session
         if session.sandbox is None:

@@ -198,7 +198,7 @@ class Session:
         try:
             checked = self.rlm.check_inputs(merged)
             outputs, trajectory = await run_tree(
-                self.rlm.run_spec(), checked, session_call=call, task=task, rollout_id=rollout_id
+                self.rlm.run_spec(), checked, hooks=call, task=task, rollout_id=rollout_id
             )
         except asyncio.CancelledError:
             self._pending_restore = "interrupted"

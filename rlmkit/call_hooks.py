@@ -1,0 +1,85 @@
+"""What a call's caller decides about its run, as one typed object the run reads.
+
+A run needs a REPL and a few things only its caller knows. ``CallHooks`` names them all:
+
+- the lease of its REPL: ``sandbox`` (the worker, not started yet), ``start`` (its inputs,
+  host functions and prelude go in) and ``release`` (the run is over);
+- ``spending``: the counters the call tree charges, against the call's budget;
+- ``describe_inputs``: how the task message describes the inputs (and hashes the big ones);
+- ``notes``, ``asked`` and ``meta``: what the task message says before the inputs, which inputs
+  were given at this call (listed last), and the record the trajectory keeps of the caller.
+
+A plain call (``PlainCall``) starts a worker of its own (pooled, or one that runs its cells in a
+DSPy interpreter) and closes it at the end. A session call (``rlmkit.session.call.SessionCall``)
+lends the session's live worker, cuts the budget to what the session has left, and adds its
+history. The run loop reads only these hooks, so it has no branch for either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+from rlmkit import events as ev
+from rlmkit.budget import Budget, Spending
+from rlmkit.describe import describe_inputs
+from rlmkit.errors import SandboxError
+from rlmkit.sandbox import make_sandbox
+
+
+@runtime_checkable
+class CallHooks(Protocol):
+    notes: str  # before the task message's inputs (a session: its history, variables, restores)
+    asked: tuple[str, ...]  # inputs given at this call, not before: listed last
+    meta: dict[str, Any]  # the trajectory's record of the caller (a session's id, call, restores)
+
+    def spending(self, budget: Budget) -> Spending: ...
+
+    def describe_inputs(self, variables: dict[str, Any]) -> tuple[list, Any]: ...
+
+    def sandbox(self, settings: Any, spending: Spending) -> Any: ...
+
+    async def start(
+        self, name: str, sandbox: Any, variables: dict[str, Any], functions: dict, prelude: str
+    ) -> None: ...
+
+    async def release(self, sandbox: Any) -> None: ...
+
+
+class PlainCall:
+    """A call on its own: a fresh worker (``launch(limits)``, or the settings' sandbox backend),
+    closed at the end; the whole budget; every input described anew."""
+
+    notes = ""
+    asked: tuple[str, ...] = ()
+
+    def __init__(self, launch: Callable[[Any], Any] | None = None):
+        self.launch = launch  # a DSPy interpreter's launcher, say; None: the settings' backend
+        self.meta: dict[str, Any] = {}
+
+    def spending(self, budget: Budget) -> Spending:
+        return budget.spending()
+
+    def describe_inputs(self, variables: dict[str, Any]) -> tuple[list, Any]:
+        return describe_inputs(variables)
+
+    def sandbox(self, settings: Any, spending: Spending) -> Any:
+        limits = settings.sandbox_limits(spending)
+        return self.launch(limits) if self.launch is not None else make_sandbox(settings.sandbox, limits)
+
+    async def start(
+        self, name: str, sandbox: Any, variables: dict[str, Any], functions: dict, prelude: str
+    ) -> None:
+        ev.emit(ev.SandboxStarting(sandbox))
+        try:
+            await sandbox.astart(variables, functions, prelude)
+        except SandboxError:
+            raise  # already says what failed (a DSPy interpreter factory's, say)
+        except Exception as exc:
+            raise SandboxError(f"sandbox {name!r} failed to start: {exc}") from exc
+        ev.emit(ev.SandboxStarted(sandbox))
+
+    async def release(self, sandbox: Any) -> None:
+        ev.emit(ev.SandboxClosing(sandbox))
+        await sandbox.aclose_nowait()
+        ev.emit(ev.SandboxClosed(sandbox))
