@@ -71,7 +71,10 @@ def section(data: dict[str, Any]) -> str:
         f"Held-out examples of generator seed {recipe.get('test_seed', 1000)}, greedy, at most "
         f"{recipe.get('eval_iterations')} root turns, both arms on the same examples with the same "
         "settings; gain = adapter - base, with a paired bootstrap 95% interval; turns, tokens (prompt and "
-        "completion, sub-calls included) and seconds are per example, base / adapter.",
+        "completion, sub-calls included) and seconds are per example, base / adapter. Seconds are wall "
+        "time of one run among the arm's 4 at a time on its own 1-thread llama.cpp server, under whatever "
+        "else the 2 cores ran then; an arm that finished first left the other more or less CPU, so they "
+        "compare the arms only roughly.",
         "",
         "| " + " | ".join(COLUMNS) + " |",
         "|" + "---|" * len(COLUMNS),
