@@ -49,6 +49,17 @@ if [ "$use_venv" = 1 ]; then
   python=$VIRTUAL_ENV/bin/python
 fi
 py=$("$python" -c 'import sys; print(sys.executable)')  # the interpreter itself, not a shim
+# Root also runs the sandbox's security tests as an unprivileged user (below). useradd and runuser
+# live in /usr/sbin, which a clean PATH (env -i PATH=/usr/bin:/bin, a cron job) leaves out.
+if [ "$(id -u)" = 0 ]; then
+  export PATH="$PATH:/usr/sbin:/sbin"
+  for tool in useradd runuser; do
+    command -v "$tool" >/dev/null 2>&1 || { echo "test: $tool is missing (Debian's passwd, util-linux)" >&2; exit 1; }
+  done
+  if [ "${RLMKIT_CHECK_ONLY:-0}" = 1 ]; then
+    echo "test: check only: would run the sandbox's security tests again as rlmkit-test ($(command -v runuser))"
+  fi
+fi
 if [ "${RLMKIT_CHECK_ONLY:-0}" = 1 ]; then
   echo "test: check only: would install the extras and run the suite with $py"
   exit 0

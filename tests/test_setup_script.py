@@ -230,6 +230,8 @@ def test_as_root_setup_makes_the_venv_and_test_uses_it_with_debians_python(fresh
     told = [line for line in test.stdout.splitlines() if "would install with apt-get" in line]
     assert told == ([f"test: would install with apt-get: {' '.join(missing)}"] if missing else [])
     assert test.stdout.splitlines()[-1].endswith(f"the suite with {venv_python}")  # never /usr/bin/python3
+    # and, as root, the security tests again as an unprivileged user: runuser found on a clean PATH
+    assert "again as rlmkit-test (/usr/sbin/runuser)" in test.stdout
 
 
 @debian_python
