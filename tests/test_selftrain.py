@@ -171,6 +171,47 @@ def test_a_finished_recipe_gains_held_out_suites_without_redoing_a_stage(finishe
         SelfTrain(retrained, StageStore(tmp_path / "work", archive), run.base_gguf, runner=runner).run()
 
 
+def test_the_room_for_training_is_checked_only_when_a_train_stage_is_to_run(finished, monkeypatch, tmp_path):
+    """Measuring a finished recipe needs none of training's memory: only a train stage still to run
+    is refused for want of room, and it is refused before any stage starts."""
+    from typer.testing import CliRunner
+
+    from optimizers.selftrain import checks
+    from rlmkit.cli import app
+
+    def no_room(gguf, work):
+        raise UserError("no room for the dequantised weights")
+
+    monkeypatch.setattr(checks, "check_room", no_room)
+    _, run, _, _ = finished
+    assert not run.will_run("train")  # finished: measuring more needs no room to train
+    assert not tiny_run(tmp_path / "other", "http://127.0.0.1:9")[0].will_run(
+        "train", lambda n: n.startswith("eval-")
+    )
+    # a recipe whose training finished (its records written by hand): measuring it checks no room
+    from optimizers.cli.self_train import make_recipe
+
+    trained = make_recipe(lm=str(run.base_gguf), train=(SuitePlan(suite="needle", length=2000, n=2),))
+    store = StageStore(tmp_path / "trained")
+    store.keep_recipe(trained.model_dump(mode="json"))
+    for name in ("sample-needle-2k", "dataset", "train", "adapter"):
+        store.run(name, lambda folder: {})
+    again = [
+        "needle:2000:2",
+        "--lm",
+        str(run.base_gguf),
+        "--out",
+        str(tmp_path / "trained"),
+        "--stages",
+        "train",
+    ]
+    assert CliRunner().invoke(app, ["self-train", *again]).exit_code == 0
+    flags = ["needle:2000:2", "--lm", str(run.base_gguf), "--out", str(tmp_path / "new"), "--stages", "train"]
+    fresh = CliRunner().invoke(app, ["self-train", *flags])
+    assert fresh.exit_code != 0 and "no room" in fresh.output
+    assert not (tmp_path / "new" / "recipe.json").exists()  # refused before the recipe was kept
+
+
 def test_a_failed_stage_keeps_the_finished_ones(tmp_path, served):
     run, runner = tiny_run(tmp_path, served.url)
     run.runner = lambda command: 1 if command[3] == "compile" else runner(command)

@@ -101,11 +101,16 @@ def self_train_command(
         )
         base = base_gguf(lm)
         check_architecture(base)
-        check_backend(backend)
-        check_room(base, out)
         wanted = [s.strip() for s in stages.split(",")] if stages else None
+
+        def only(name: str) -> bool:
+            return wanted is None or any(name.startswith(w) for w in wanted)
+
         run = SelfTrain(recipe, StageStore(out, archive), base, log=console.print)
-        run.run(only=lambda name: wanted is None or any(name.startswith(w) for w in wanted))
+        if run.will_run("train", only):  # the train extra and the room matter to training alone
+            check_backend(backend)
+            check_room(base, out)
+        run.run(only=only)
         Console().print(report_table(run.comparison()))
 
 

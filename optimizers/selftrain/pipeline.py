@@ -76,6 +76,10 @@ class SelfTrain:
             for arm in ARMS:
                 yield f"eval-{arm}-{plan.label}", _bind(self.evaluate, plan, arm), ()
 
+    def will_run(self, name: str, only: Callable[[str], bool] = lambda name: True) -> bool:
+        """Whether ``run(only)`` would run stage ``name`` (selected, and not finished before)."""
+        return only(name) and self.store.record(name) is None
+
     def run(self, only: Callable[[str], bool] = lambda name: True) -> dict[str, dict[str, Any]]:
         """Run the stages ``only`` selects, in order, keeping those done before. With
         ``eval_threads`` the two arms of a suite run side by side, each on its own server: an
