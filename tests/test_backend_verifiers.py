@@ -123,6 +123,9 @@ def in_venv(*args: str, program: str = "python", **kwargs) -> subprocess.Complet
     env["PATH"] = (
         f"{VENV_PYTHON.parent}{os.pathsep}{env.get('PATH', '')}"  # its uv, for verifiers' chat program
     )
+    # uv (the harness installs its chat program's packages with it) trusts the system's certificates,
+    # as pip does, and not only the roots it bundles: an index behind the machine's own CA works too
+    env.setdefault("UV_NATIVE_TLS", "1")
     done = subprocess.run(
         [str(VENV_PYTHON.with_name(program)), *args],
         cwd=kwargs.pop("cwd"),

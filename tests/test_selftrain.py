@@ -343,3 +343,32 @@ def test_unfinished_arms_are_compared_on_the_examples_both_finished(tmp_path):
     assert (compared["n"], compared["gain"], compared["finished"]) == (1, 1.0, False)
     cells = report_cells(compared)
     assert cells[0] == "needle-2k (unfinished: runs so far)" and len(cells) == len(COLUMNS)
+
+
+@pytest.mark.parametrize("python_has_data_filter", [True, False])
+def test_an_archive_unpacks_only_plain_files_inside_the_work_folder(
+    tmp_path, monkeypatch, python_has_data_filter
+):
+    """A packed stage unpacks into the work folder, on Pythons with tarfile's data filter (3.11.4+)
+    and without it (Debian 12's 3.11.2); a name that climbs out of it is refused, nothing unpacked."""
+    import io
+    import tarfile
+
+    if not python_has_data_filter:
+        monkeypatch.delattr(tarfile, "data_filter", raising=False)
+
+    def packed(name: str, members: dict[str, bytes]):
+        path = tmp_path / name
+        with tarfile.open(path, "w:gz") as tar:
+            for arcname, data in members.items():
+                info = tarfile.TarInfo(arcname)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        return path
+
+    store = StageStore(tmp_path / "work")
+    store._extract(packed("good.tar.gz", {"train/log_history.json": b"[]"}))
+    assert (tmp_path / "work" / "train" / "log_history.json").read_text() == "[]"
+    with pytest.raises(UserError, match="not a plain file inside the work folder"):
+        store._extract(packed("bad.tar.gz", {"ok.txt": b"x", "../escaped.txt": b"x"}))
+    assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "work" / "ok.txt").exists()
