@@ -41,3 +41,13 @@ def test_eval_runs_each_context_in_one_session_and_scores_each_question(tmp_path
     sessions = [runs[e.id].meta.session for e in examples]
     assert [s["call"] for s in sessions] == [1, 2, 3, 1, 2, 3]
     assert len({s["id"] for s in sessions[:3]}) == 1 and len({s["id"] for s in sessions}) == 2
+
+
+def test_a_group_never_asks_the_same_question_twice():
+    """Each question is drawn on its own; over a few records two draws can coincide (seed 231 at
+    5,592 characters drew one question twice), so a group redraws until its questions differ."""
+    for seed in (231, *range(40)):
+        examples = generate("shared_context", n=8, length=5_592, seed=seed)
+        for group in {e.meta["context_group"] for e in examples}:
+            questions = [e.inputs["question"] for e in examples if e.meta["context_group"] == group]
+            assert len(set(questions)) == len(questions), (seed, questions)

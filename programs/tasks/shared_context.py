@@ -27,10 +27,12 @@ NAME = "shared_context"
 KNOBS = {"questions": 4, "labelled": False, "users": 20}
 CHOICES = {"labelled": (True, False), "questions": tuple(range(1, 21))}
 MAX_USERS = 1000
+MAX_DRAWS = 100  # questions drawn for one example until one its group has not asked yet
 
 
 def generate(n: int, length: int, seed: int = 0, **knobs: Any) -> list[Example]:
     contexts: dict[int, tuple[Any, str]] = {}  # group -> (records, context): one object per group
+    asked: dict[int, set[str]] = {}  # group -> its questions so far: a group never asks one twice
 
     def one(rng: random.Random, knobs: dict, index: int, n: int, length: int):
         group = index // knobs["questions"]
@@ -39,7 +41,12 @@ def generate(n: int, length: int, seed: int = 0, **knobs: Any) -> list[Example]:
                 example_rng(NAME, seed, -1 - group, length, knobs), knobs, length
             )
         records, context = contexts[group]
-        question, gold, answer_type, kind = ask(rng, records, rng.choice(QUESTIONS))
+        seen = asked.setdefault(group, set())
+        for _ in range(MAX_DRAWS):  # independent draws over a few records can repeat a question
+            question, gold, answer_type, kind = ask(rng, records, rng.choice(QUESTIONS))
+            if question not in seen:
+                break
+        seen.add(question)
         meta = {"question_type": kind, "answer_type": answer_type, "records": len(records.lines),
                 "context_group": f"{NAME}-{seed}-{group}"}  # fmt: skip
         return {"context": context, "question": question}, gold, meta
