@@ -189,6 +189,7 @@ def settle() -> None:
     from rlmkit.sandbox import pool, process
 
     process._thread("reap").submit(lambda: None).result(timeout=60)
+    pool.wait_refilled(60)  # no worker start half done, in this run's pool or another's
     pool.wait_idle(pool.settings().size, 60)
 
 

@@ -251,6 +251,20 @@ def wait_idle(count: int, timeout: float, key: Hashable | None = None) -> bool:
     return True
 
 
+def wait_refilled(timeout: float) -> bool:
+    """Wait until no refill asked of the keeper is still to land (a start in flight holds its
+    worker's pipes): the state a count of processes or descriptors must see. False after
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    with _lock:
+        while any(p._filling for p in _pools.values()):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            _idle_changed.wait(remaining)
+    return True
+
+
 def _idle_now(key: Hashable | None) -> int:
     if key is not None:
         return len(_pools[key]._idle) if key in _pools else 0
