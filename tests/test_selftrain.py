@@ -161,10 +161,15 @@ def test_a_finished_recipe_gains_held_out_suites_without_redoing_a_stage(finishe
     runner = ScriptedRunner(served.url)
     again = SelfTrain(wider, StageStore(tmp_path / "work", archive), run.base_gguf, log=lambda _: None,
                       runner=runner, train_from=run.train_from)  # fmt: skip
+    # one arm alone first, as a second process would run it: the adapter it needs is unpacked
+    alone = again.run(only=lambda name: name.startswith("eval-adapter-aggregation"))
+    assert list(alone) == ["eval-adapter-aggregation-2k"]
+    assert runner.adapters == [str(tmp_path / "work" / "adapter" / "adapter.gguf")]
+    assert (tmp_path / "work" / "adapter" / "adapter.gguf").is_file()
     now = again.run()
     assert list(now) == [*done, "eval-base-aggregation-2k", "eval-adapter-aggregation-2k"]
     assert {name: now[name] for name in done} == done
-    assert [c[3:5] for c in runner.commands] == [["eval", "aggregation"]] * 2
+    assert [c[3:5] for c in runner.commands] == [["eval", "aggregation"]] * 2  # the second arm only now
     assert [row["suite"] for row in again.comparison()] == ["needle-2k", "aggregation-2k"]
     retrained = wider.model_copy(update={"lr": 1e-3})
     with pytest.raises(UserError, match="holds the stages of another recipe"):

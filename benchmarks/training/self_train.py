@@ -1,6 +1,7 @@
 """The embedded model trained on its own runs: the self-training recipe's first pass, measured.
 
     nice -n 5 python benchmarks/training/self_train.py      # run or resume every stage, then report
+    nice -n 5 python benchmarks/training/self_train.py --stages eval-base-needle  # one stage only
     python benchmarks/training/self_train.py --report-only  # the results file and docs from the archive
 
 It runs ``rlmkit self-train`` with the recipe below (work in ``.selftrain/work``, each finished
@@ -33,12 +34,16 @@ DEMO_SEEDS = "2000-2019"
 # The first pass, sized for about two hours of this machine's 2 cores: one suite the embedded
 # model sometimes solves (needle at 20,000 characters), 6 training examples x 4 samples.
 SUITES = ["needle:20000:6"]
+# Measured on held-out seeds but never trained on: whether training on needle hurt the rest.
+HELD_OUT = ["multi_needle:20000:10", "aggregation:20000:10"]
 FLAGS = ["--samples", "4", "--temperature", "0.8", "--test-n", "30", "--max-steps", "24"]
 
 
-def recipe_command(out: Path = WORK, archive: Path = ARCHIVE) -> list[str]:
+def recipe_command(out: Path = WORK, archive: Path = ARCHIVE, stages: str | None = None) -> list[str]:
     archived = ["--out", str(out), "--archive", str(archive)]
-    return [sys.executable, "-m", "rlmkit", "self-train", *SUITES, *FLAGS, *archived]
+    held_out = [flag for suite in HELD_OUT for flag in ("--held-out", suite)]
+    only = ["--stages", stages] if stages else []
+    return [sys.executable, "-m", "rlmkit", "self-train", *SUITES, *held_out, *FLAGS, *archived, *only]
 
 
 def demo_stage(arm: str, adapter: Path) -> Any:
@@ -107,15 +112,20 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--report-only", action="store_true", help="only rewrite the results file and docs")
     parser.add_argument("--no-demo", action="store_true", help="skip the demo's seeds")
+    parser.add_argument(
+        "--stages",
+        help="only the recipe's stages starting with these (comma-separated), e.g. to run two "
+        "unfinished stages as two processes side by side; implies --no-demo",
+    )
     args = parser.parse_args(argv)
     load_at_start = os.getloadavg()[0]
     if not args.report_only:
         from optimizers.selftrain import StageStore
 
-        subprocess.run(recipe_command(), check=True)
-        if not args.no_demo:
+        subprocess.run(recipe_command(stages=args.stages), check=True)
+        if not (args.no_demo or args.stages):
             store = StageStore(WORK, ARCHIVE)
-            adapter = store.folder("adapter") / "adapter.gguf"
+            adapter = store.output("adapter") / "adapter.gguf"
             for arm in ("base", "adapter"):
                 store.run(f"demo-{arm}", demo_stage(arm, adapter))
     argv = ["--report-only"] if args.report_only else []

@@ -107,7 +107,7 @@ class SelfTrain:
         return record
 
     def shown(self, command: list[str]) -> str:
-        adapter = str(self.adapter_path())
+        adapter = str(self.store.folder("adapter") / "adapter.gguf")  # where it is, or will be
         return shown([part.replace(adapter, "ADAPTER") for part in command], self.store.work)
 
     def _call(self, command: list[str]) -> None:
@@ -150,7 +150,7 @@ class SelfTrain:
         }
 
     def dataset(self, folder: Path) -> dict[str, Any]:
-        runs = [str(self.store.folder(f"sample-{plan.label}") / "trajectories") for plan in self.recipe.train]
+        runs = [str(self.store.output(f"sample-{plan.label}") / "trajectories") for plan in self.recipe.train]
         record: dict[str, Any] = {}
         for kind in ("sft", "dpo"):
             command = rlmkit_command("compile", kind, *runs, "--out", str(folder / kind))
@@ -170,14 +170,14 @@ class SelfTrain:
         from optimizers.backends.trl_common import precision
 
         r = self.recipe
-        rows = count_lines(self.store.folder("dataset") / "sft" / "train.jsonl")
+        rows = count_lines(self.store.output("dataset") / "sft" / "train.jsonl")
         if rows == 0:
             raise StageFailed("the compiled SFT dataset has no training rows: no run passed the filters")
         steps = min(r.max_steps, math.ceil(rows * r.epochs))
         job = TrainJob(
             kind="sft",
             # absolute: a job file's relative paths are read relative to the file itself
-            dataset=(self.store.folder("dataset") / "sft").resolve(),
+            dataset=(self.store.output("dataset") / "sft").resolve(),
             base_model=self.train_from["base_model"],
             output_dir=folder.resolve(),
             lr=r.lr,
@@ -212,7 +212,7 @@ class SelfTrain:
     def adapter(self, folder: Path) -> dict[str, Any]:
         from optimizers.gguf_lora import convert_adapter
 
-        trained = self.store.folder("train") / "adapter"
+        trained = self.store.output("train") / "adapter"
         out = convert_adapter(trained, folder / "adapter.gguf", base=self.base_gguf, half=True)
         return {
             "file": out.name,
@@ -222,7 +222,8 @@ class SelfTrain:
         }
 
     def adapter_path(self) -> Path:
-        return self.store.folder("adapter") / "adapter.gguf"
+        """The finished adapter stage's GGUF (unpacked from the archive if need be)."""
+        return self.store.output("adapter") / "adapter.gguf"
 
     def evaluate(self, plan: SuitePlan, arm: str, folder: Path) -> dict[str, Any]:
         r = self.recipe

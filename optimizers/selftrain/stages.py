@@ -54,6 +54,13 @@ class StageStore:
     def folder(self, name: str) -> Path:
         return self.work / name
 
+    def output(self, name: str) -> Path:
+        """A finished stage's folder, for a later stage to read: unpacked from the archive first
+        when only the archive has it (a run of only some stages, in a fresh work folder)."""
+        if self.record(name) is None:
+            raise UserError(f"stage {name!r} has not finished: run it first (its output is read here)")
+        return self.folder(name)
+
     def record(self, name: str) -> dict[str, Any] | None:
         """The finished stage's record (unpacking it from the archive first if only it has it)."""
         path = self.work / "stages" / f"{name}.json"
