@@ -40,36 +40,46 @@ FUNCTION_DOCS = {
     "SHOW_VARS": "SHOW_VARS() -> None: print the REPL's variables with their types and sizes.",
 }
 
-# How each protocol tells the model to finish ({fields}: the output fields), and the one-time
-# request at max_iterations. Protocol objects start from these; optimizers may rewrite them.
-FINISH_PROMPT = {
-    "submit": (
+
+# Each protocol's texts (rlmkit/protocols/): how it tells the model to finish ({fields}: the
+# output fields), and the one-time request at max_iterations. A protocol object holds its own
+# as attributes, starting from these; optimizers may rewrite them.
+@dataclass(frozen=True)
+class FinishTexts:
+    finish: str
+    answer_now: str
+
+
+ANSWER_NOW = "You are out of turns. Give your final answer now."  # a protocol without its own
+SUBMIT_TEXTS = FinishTexts(
+    finish=(
         "When you are done, call SUBMIT({fields}) inside a ```repl block, passing the variables (or "
         "literals) that hold your final values, never a type name such as str. Only call SUBMIT once you "
         "have printed and checked the answer."
     ),
-    "final": (
+    answer_now=(
+        "You are out of turns. Reply now with one ```repl block that calls SUBMIT(...) with your best answer."
+    ),
+)
+FINAL_TEXTS = FinishTexts(
+    finish=(
         "When you are done, give the answer with FINAL(your answer) on its own line outside code, or with "
         "FINAL_VAR(variable_name) to return a REPL variable you computed. Both also work inside a ```repl "
         "block. Answer fields: {fields}."
     ),
-    "answer": (
+    answer_now="You are out of turns. Reply now with FINAL(your best answer) or FINAL_VAR(variable_name).",
+)
+ANSWER_TEXTS = FinishTexts(
+    finish=(
         'The REPL has a dict `answer = {{"content": None, "ready": False}}`. When you are done, set '
         'answer["content"] to your final answer ({fields}; a dict of them if there are several) and then '
         'answer["ready"] = True inside a ```repl block. The run ends right after that block.'
     ),
-}
-ANSWER_NOW = {
-    "base": "You are out of turns. Give your final answer now.",
-    "submit": (
-        "You are out of turns. Reply now with one ```repl block that calls SUBMIT(...) with your best answer."
-    ),
-    "final": "You are out of turns. Reply now with FINAL(your best answer) or FINAL_VAR(variable_name).",
-    "answer": (
+    answer_now=(
         'You are out of turns. Reply now with one ```repl block that sets answer["content"] and '
         'answer["ready"] = True.'
     ),
-}
+)
 
 # Guard rails (rlmkit/guards.py): a repeated turn, a rebound input, a type submitted as an answer,
 # an answer given before the model read what its own turn printed.

@@ -259,7 +259,7 @@ async def _turn(
             turn.held, state.submitted = state.submitted, None
             shown = ", ".join(f"{name}={bounded(repr(value), 200)}" for name, value in turn.held.items())
             outputs = [out for out in outputs if out != ANSWER_ACCEPTED] + [ANSWER_HELD.format(shown=shown)]
-    if not parsed.code_blocks and parsed.final is None and parsed.final_var is None:
+    if not protocol.made_a_move(parsed):
         outputs.append(NO_CODE_BLOCK)
     if state.submitted is None and (nudge := progress.after(completion.text, parsed.code_blocks)):
         outputs.append(nudge)

@@ -2,24 +2,21 @@
 
 A protocol is a small object: the prompt text that tells the model how to finish, the
 host functions and prelude it adds to the REPL, ``answer()`` (the one rule for how a turn
-ends: the answer it found, if any), and the one-time "answer now" request sent at
-``max_iterations``. Every text the model reads lives in ``rlmkit.prompting``.
+ends: the answer it found, if any), the one-time "answer now" request sent at
+``max_iterations``, and its ending grammar (``endings()`` / ``write_ending()``, from
+``rlmkit.protocols.endings``). Every text the model reads lives in ``rlmkit.prompting``;
+each protocol holds its own texts as attributes.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from rlmkit.errors import Finish
 from rlmkit.prompting import ANSWER_NOW, FUNCTION_DOCS, REPL_PROMPT  # noqa: F401 - re-exported
-
-# ```repl is the convention; ```python / ```py are accepted. A last block the model did not
-# close (it stopped mid-reply) still counts: the regex's second branch takes it to the end.
-# Group 1 is the code. optimizers/compile/repair.py reads replies with this same pattern.
-CODE_BLOCK = re.compile(r"```(?:repl|python|py)[ \t]*\r?\n(.*?)(?:```|\Z)", re.DOTALL)
+from rlmkit.protocols.endings import CODE_BLOCK, Grammar
 
 # A code block's closing fence. An opening fence is "```repl", so a stop at this string cuts a
 # reply right after its first block (``blocks_per_turn=1``); the parser still takes that block.
@@ -55,12 +52,13 @@ ReadVar = Callable[[str, Any], Any]
 
 
 @dataclass
-class Protocol:
-    """Base class; subclasses fill ``name``, ``finish_prompt`` and the hooks."""
+class Protocol(Grammar):
+    """Base class; subclasses fill ``name``, ``finish_prompt`` and the hooks (the ending
+    grammar's among them, see ``Grammar``)."""
 
     name: str = "base"
     finish_prompt: str = ""  # how to end a run; an optimizable parameter
-    answer_now: str = ANSWER_NOW["base"]
+    answer_now: str = ANSWER_NOW
     prelude: str = ""
     # Where a root reply is cut off. Our feedback starts with "REPL output:", so a model that
     # writes it is inventing the output of its own code; nothing after it is worth running.
@@ -82,6 +80,11 @@ class Protocol:
 
     def parse(self, reply: str) -> Parsed:
         return Parsed(code_blocks=find_code_blocks(reply))
+
+    def made_a_move(self, parsed: Parsed) -> bool:
+        """Whether the reply did anything this protocol runs (code, or a prose ending); a reply
+        that did not is told how to write code."""
+        return bool(parsed.code_blocks)
 
     def answer(
         self, parsed: Parsed, read_var: ReadVar, fields: list[str], *, turn_over: bool

@@ -2,26 +2,32 @@
 
 Outputs are validated against the signature's output fields when SUBMIT is called; a type
 or missing-field error is raised inside the cell, so the model sees it as the cell's output
-and can try again on its next turn.
+and can try again on its next turn. Its ending grammar also reads SUBMIT written in prose or
+with positional values (mistakes a compiler fixes); it always writes one keyword call in code.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
-from rlmkit.prompting import ANSWER_NOW, FINISH_PROMPT, READY_TO_SUBMIT
+from rlmkit.prompting import READY_TO_SUBMIT, SUBMIT_TEXTS
 from rlmkit.protocols.base import Answer, Parsed, Protocol, ReadVar, finish_with
+from rlmkit.protocols.endings import UNPARSABLE, Ending, Source, Value, Written
 from rlmkit.trajectory import bounded
 
 
 @dataclass
 class SubmitProtocol(Protocol):
     name: str = "submit"
-    finish_prompt: str = FINISH_PROMPT["submit"]
-    answer_now: str = ANSWER_NOW["submit"]
+    finish_prompt: str = SUBMIT_TEXTS.finish
+    answer_now: str = SUBMIT_TEXTS.answer_now
+    code_words: ClassVar[tuple[str, ...]] = ("SUBMIT",)
+    code_marker: ClassVar[re.Pattern] = re.compile(r"\bSUBMIT\(")
+    prose_forms: ClassVar[tuple[str, ...]] = ("SUBMIT",)
 
     def render_finish(self, output_fields: dict[str, str]) -> str:
         """Show the call with values (``SUBMIT(answer=answer)``): small models copy a rendered
@@ -66,6 +72,33 @@ class SubmitProtocol(Protocol):
             finish_with(submit, kwargs)
 
         return {"SUBMIT": SUBMIT}
+
+    def read_statement(self, node: ast.AST, source: Source) -> Ending | None:
+        if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
+            return None
+        call = node.value
+        if not (isinstance(call.func, ast.Name) and call.func.id == "SUBMIT"):
+            return None
+        values = {kw.arg or "**": Value(source.segment(kw.value)) for kw in call.keywords}
+        for position, arg in enumerate(call.args):
+            values[f"#{position}"] = Value(source.segment(arg))
+        return Ending(self.name, "SUBMIT", values, in_place=True)
+
+    def read_prose(self, form: str, inner: str, call: str) -> Ending:
+        """SUBMIT written as prose (it never ran): its arguments are read as Python."""
+        try:
+            ending = self.read_statement(ast.parse(call).body[0], Source(call))
+        except (SyntaxError, IndexError):
+            ending = None
+        if ending is None:
+            return Ending(self.name, form, problem=UNPARSABLE, fixes=["submit_outside_code"])
+        ending.in_place = False
+        ending.fixes.append("submit_outside_code")
+        return ending
+
+    def write_ending(self, values: dict[str, Value], fields: dict[str, str]) -> Written:
+        args = ", ".join(f"{name}={value.as_expr(fields.get(name, 'str'))}" for name, value in values.items())
+        return Written([f"SUBMIT({args})"])
 
 
 def _values(fields: Any, first_value: str | None = None) -> str:
