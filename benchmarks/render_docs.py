@@ -10,7 +10,7 @@ A rendered block sits between two marker comments in a page under docs/:
     python benchmarks/render_docs.py --check   # exit 1 naming each block that differs
 
 Each block opens with its stamp: date, commit, machine, load and the command that measured it
-(provenance.py). tests/test_docs_figures.py runs the check, so a table in the docs is what its
+(provenance.py). tests/project/test_docs_figures.py runs the check, so a table in the docs is what its
 results file says.
 """
 

@@ -105,7 +105,7 @@ if [ "$(id -u)" = 0 ]; then
   done
   user_home=$(mktemp -d) && chown rlmkit-test "$user_home"
   runuser -u rlmkit-test -- env HOME="$user_home" PYTHONPATH="$PWD" PYTHONDONTWRITEBYTECODE=1 \
-    "$py" -m pytest -q -p no:cacheprovider tests/test_sandbox_security.py tests/security
+    "$py" -m pytest -q -p no:cacheprovider tests/sandbox/test_sandbox_security.py tests/sandbox/security
   rm -rf "$user_home"
 fi
 exec "$py" -m pytest -q "$@"

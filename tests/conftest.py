@@ -8,30 +8,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import pytest  # noqa: E402
 
-from rlmkit.testing import ScriptedServer, is_root_request, last_user_text  # noqa: E402
-
-
-def root_turn(body: dict) -> int:
-    """How many assistant turns the root has had before this request."""
-    return sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
-
-
-class Script:
-    """A scripted model: ``root`` replies by turn index (str or callable(body) -> str);
-    ``sub(prompt) -> str`` answers sub-calls (default: echo a short answer)."""
-
-    def __init__(self, root, sub=None):
-        self.root = root
-        self.sub = sub or (lambda prompt: "sub-answer")
-
-    def __call__(self, body: dict):
-        if is_root_request(body):
-            replies = self.root(body) if callable(self.root) else self.root
-            if isinstance(replies, str):
-                return replies
-            turn = root_turn(body)
-            return replies[min(turn, len(replies) - 1)]
-        return self.sub(last_user_text(body))
+from rlmkit.testing import ScriptedServer  # noqa: E402
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
     python benchmarks/quality/tuner_seeds.py [--seeds 10] [--trials 12] [--examples 4]
 
-The setup of ``tests/test_tuner.py``: a real ``rlmkit.RLM`` (inline sandbox) against the
+The setup of ``tests/tuner/test_tuner.py``: a real ``rlmkit.RLM`` (inline sandbox) against the
 scripted ``KeywordResponder`` on 127.0.0.1, which answers right only when the instruction
 holds its keyword and ``max_iterations >= 3``. The space: 4 candidate instructions x
 ``max_iterations`` 1..4 = 16 configurations, 2 of them correct. Each seed is a fresh study
@@ -27,7 +27,7 @@ from optimizers import IntKnob, RLMTuner, SearchSpace
 from optimizers.tuner.scripted import KEYWORD, KeywordResponder, secret_examples, secret_metric
 from rlmkit.testing import ScriptedServer
 
-CANDIDATES = [  # the candidate instructions of tests/test_tuner.py
+CANDIDATES = [  # the candidate instructions of tests/tuner/test_tuner.py
     "Answer quickly.",
     "Think step by step before you write code.",
     f"{KEYWORD}: look at the data first, then search every line for what is asked.",

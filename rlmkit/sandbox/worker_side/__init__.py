@@ -3,7 +3,7 @@
 The host never imports the worker's own modules; it starts them by path, as
 ``python -I -S worker_side/worker.py CONFIG``, and the worker imports its siblings as top-level
 modules (``import wire``: with ``-I -S`` the script's folder is the only place it looks). So
-everything here imports only the standard library and each other (``tests/test_layering.py``).
+everything here imports only the standard library and each other (``tests/project/test_layering.py``).
 
 - ``worker.py``: the worker's entry and its REPL (``WorkerRepl``), one per run.
 - ``fork_server.py``: the fork server, a clean interpreter that forks new workers; its host-side

@@ -1,0 +1,85 @@
+"""``rlmkit mcp``: an MCP client session from the ``mcp`` SDK, over stdio, calling the program's
+tool with the context as a file path, as a folder and as text."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+ROOT = Path(__file__).resolve().parents[2]
+# The verb as typer runs it, without the other verbs the installed distribution's entry points name.
+MCP = ["-c", "import typer; from rlmkit.cli.mcp import mcp; typer.run(mcp)"]
+
+
+def call_tools(calls: list[dict], logs: list | None = None) -> tuple[list, list[tuple[bool, str]]]:
+    """The server's tools, and (is_error, text) of each call in ``calls``; the log messages the
+    server sent go to ``logs``."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[*MCP, "tests.helpers.serve_programs:qa", "--name", "ask_rlm"],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=str(ROOT),
+    )
+
+    async def main():
+        async def logged(message) -> None:
+            if logs is not None:
+                logs.append(message.data)
+
+        async with (
+            stdio_client(params) as (read, write),
+            ClientSession(read, write, logging_callback=logged) as session,
+        ):
+            await session.initialize()
+            tools = (await session.list_tools()).tools
+            texts = []
+            for arguments in calls:
+                result = await session.call_tool("ask_rlm", arguments)
+                text = "".join(part.text for part in result.content if part.type == "text")
+                texts.append((bool(result.is_error), text))
+            return tools, texts
+
+    return asyncio.run(asyncio.wait_for(main(), 120))
+
+
+def test_the_tool_takes_the_context_by_path_or_as_text(tmp_path):
+    log = tmp_path / "app.log"
+    log.write_text("x" * 12_345)
+    folder = tmp_path / "repo"
+    folder.mkdir()
+    (folder / "a.py").write_text("print(1)\n")
+    (folder / "b.py").write_text("print(2)\n")
+    logs: list = []
+    tools, texts = call_tools(
+        [
+            {"question": "errors?", "context_path": str(log)},
+            {"question": "files?", "context_path": str(folder)},
+            {"question": "short", "context": "abc"},
+        ],
+        logs,
+    )
+    (tool,) = tools
+    assert tool.name == "ask_rlm" and "Recursive Language Model" in tool.description
+    assert set(tool.input_schema["properties"]) == {"question", "context", "question_path", "context_path"}
+    # a folder is {path: text} of its files: len() of it counts the files
+    assert texts == [
+        (False, "ERRORS? (12345 chars)"),
+        (False, "FILES? (2 chars)"),
+        (False, "SHORT (3 chars)"),
+    ]
+    # each call's work went to the agent as it happened: its turn, sub-call and output
+    assert sum("[turn 1]" in str(m) for m in logs) == 3 and any(
+        "context chars: 12345" in str(m) for m in logs
+    )
+
+
+def test_a_call_without_the_required_text_is_an_error_result_and_the_server_goes_on():
+    _, results = call_tools([{"question": "no context"}, {"question": "then", "context": "ab"}])
+    (failed, why), answered = results
+    assert failed and "MissingInputError" in why and "context_path" in why
+    assert answered == (False, "THEN (2 chars)")
