@@ -103,6 +103,8 @@ def _choose_ending(
             raise Unrepairable(f"{marker.protocol}_{marker.problem}")
     fixes = [fix for marker in markers for fix in marker.fixes]
     endings = [m for m in markers if m.ends_run]
+    if not endings:  # only values set (answer["content"]) and nothing that ends the run
+        raise Unrepairable("no_ending_found")
     kinds = {m.protocol for m in endings}
     if len(kinds) > 1:  # markers of two protocols: the run's own protocol decided how it ended
         fixes.append("mixed_protocol_markers")

@@ -109,6 +109,8 @@ def test_submit_in_place_keeps_code_order():
         ("```repl\nif ok:\n    SUBMIT(answer=1)\n```", "submit", "final", "ending_inside_nested_block"),
         ('```repl\nanswer["ready"] = True\n```', "answer", "submit", "answer_content_set_in_earlier_turn"),
         ("```repl\nprint(1)\n```", "submit", "final", "no_ending_found"),
+        ('```repl\nanswer["content"] = 3\n```', "answer", "final", "no_ending_found"),
+        ('```repl\nanswer["content"] = 3\n```', "answer", "answer", "no_ending_found"),
         ("```repl\nSUBMIT(answer=1, extra=2)\n```", "submit", "final", "submit_fields_differ_from_signature"),
         ("```repl\nSUBMIT(answer=(\n```", "submit", "final", "submit_code_does_not_parse"),
         ("Done.\nSUBMIT(answer=(", "submit", "submit", "submit_unclosed"),
