@@ -17,7 +17,7 @@ history. The run loop reads only these hooks, so it has no branch for either.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, runtime_checkable
 
 from rlmkit import events as ev
@@ -70,16 +70,27 @@ class PlainCall:
     async def start(
         self, name: str, sandbox: Any, variables: dict[str, Any], functions: dict, prelude: str
     ) -> None:
-        ev.emit(ev.SandboxStarting(sandbox))
-        try:
-            await sandbox.astart(variables, functions, prelude)
-        except SandboxError:
-            raise  # already says what failed (a DSPy interpreter factory's, say)
-        except Exception as exc:
-            raise SandboxError(f"sandbox {name!r} failed to start: {exc}") from exc
-        ev.emit(ev.SandboxStarted(sandbox))
+        await start_lease(name, sandbox, lambda: sandbox.astart(variables, functions, prelude))
 
     async def release(self, sandbox: Any) -> None:
         ev.emit(ev.SandboxClosing(sandbox))
         await sandbox.aclose_nowait()
         ev.emit(ev.SandboxClosed(sandbox))
+
+
+async def start_lease(
+    name: str, sandbox: Any, start: Callable[[], Awaitable[None]], *, launches: bool = True
+) -> None:
+    """Run a lease's ``start``: a start that launches a worker is announced (``SandboxStarting``,
+    then ``SandboxStarted``), and a failure says which sandbox failed (a ``SandboxError`` raised
+    inside already says what failed, a DSPy interpreter factory's say, and passes as it is)."""
+    if launches:
+        ev.emit(ev.SandboxStarting(sandbox))
+    try:
+        await start()
+    except SandboxError:
+        raise
+    except Exception as exc:
+        raise SandboxError(f"sandbox {name!r} failed to start: {exc}") from exc
+    if launches:
+        ev.emit(ev.SandboxStarted(sandbox))

@@ -10,10 +10,10 @@ import importlib.util
 import os
 from typing import Any
 
-from rlmkit import events as ev
 from rlmkit.budget import Budget, Spending
+from rlmkit.call_hooks import start_lease
 from rlmkit.describe import describe_inputs
-from rlmkit.errors import ConfigError, SandboxError
+from rlmkit.errors import ConfigError
 from rlmkit.sandbox import make_sandbox
 from rlmkit.sandbox.host import WorkerHost
 from rlmkit.threads import in_thread
@@ -112,14 +112,8 @@ class SessionCall:
                     prelude: str) -> None:  # fmt: skip
         self.skip = {*variables, *functions, *prelude_names(prelude)}
         launching = not sandbox.alive()
-        if launching:
-            ev.emit(ev.SandboxStarting(sandbox))
-        try:
-            await in_thread(self._start, sandbox, variables, functions, prelude, launching)
-        except Exception as exc:
-            raise SandboxError(f"sandbox {name!r} failed to start: {exc}") from exc
-        if launching:
-            ev.emit(ev.SandboxStarted(sandbox))
+        start = functools.partial(in_thread, self._start, sandbox, variables, functions, prelude, launching)
+        await start_lease(name, sandbox, start, launches=launching)
         self._note_restores()
 
     def _start(self, sandbox: WorkerHost, variables: dict[str, Any], functions: dict, prelude: str,
