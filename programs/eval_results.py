@@ -33,6 +33,17 @@ class ExampleResult(BaseModel):
     wall_s: float = 0.0
     run_id: str | None = None
 
+    @property
+    def key(self) -> tuple[str, int, str]:
+        """What a resumed evaluation matches rows by: a later row for a key replaces an earlier one."""
+        return (self.id, self.sample, self.program)
+
+    @property
+    def never_answered(self) -> bool:
+        """The model could not be reached (its server gone, or too slow for the client's timeout)
+        for this run: it measured nothing about the program, so a resumed evaluation runs it again."""
+        return self.failure == "lm_error" and (self.error or "").startswith("LMUnavailableError")
+
 
 class EvalResult(BaseModel):
     config: dict[str, Any] = Field(default_factory=dict)

@@ -84,15 +84,19 @@ class RunDir:
         return self.path / "results.jsonl"
 
     def finished(self) -> list[ExampleResult]:
+        """The latest row of each run (a run done again, after its model could not be reached,
+        appends a new row that replaces the old one)."""
         if not self.results_path.exists():
             return []
-        rows = []
+        rows: dict[tuple[str, int, str], ExampleResult] = {}
         for line in self.results_path.read_text().splitlines():
             try:
-                rows.append(ExampleResult.model_validate_json(line))
+                row = ExampleResult.model_validate_json(line)
             except ValueError:  # a half-written last line from a killed run: that example reruns
                 continue
-        return rows
+            rows.pop(row.key, None)  # the replacement takes the place of the last run
+            rows[row.key] = row
+        return list(rows.values())
 
     def record(self, row: ExampleResult, trajectory: Trajectory | None) -> None:
         if trajectory is not None:
@@ -312,6 +316,7 @@ def evaluate(
             and row.id in ids
             and row.sample < samples
             and not (retry_failed and row.status == "failed")
+            and not row.never_answered
         ):
             results[row.program][(row.id, row.sample)] = row
     keys = [(e.id, k) for e in examples for k in range(samples)]

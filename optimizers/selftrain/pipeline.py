@@ -295,10 +295,20 @@ def per_example(rows: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def read_rows(folder: Path) -> list[dict[str, Any]]:
+    """An evaluation folder's rows, the latest of each run: ``rlmkit eval`` appends a new row for
+    a run it does again (one its model could not be reached for) and reads the last one, by
+    (id, sample, program), the same way. (The file is the contract: optimizers never import
+    programs.)"""
     path = folder / "results.jsonl"
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows: dict[tuple, dict[str, Any]] = {}
+    for line in filter(str.strip, path.read_text().splitlines()):
+        row = json.loads(line)
+        key = (row["id"], row.get("sample", 0), row.get("program", "program"))
+        rows.pop(key, None)
+        rows[key] = row
+    return list(rows.values())
 
 
 def count_lines(path: Path) -> int:

@@ -63,7 +63,11 @@ def served_lm(server: LocalServer | MachineServer, model: str, **lm_kwargs: Any)
     from rlmkit.models.lm import LM  # the OpenAI-compatible transport: no litellm involved
 
     lm_kwargs.setdefault("max_concurrency", server.config.parallel)
-    lm_kwargs.setdefault("timeout", 600.0)  # a long prompt on 2 CPU cores takes minutes
+    # A long prompt on a busy 2-core machine takes many minutes, more when the server's slots
+    # share one thread, and a request cut off is sent again from its start: a short timeout
+    # then never finishes anything. The server is our own child process (a dead one fails the
+    # connection at once), so the cap only ends a server that hangs.
+    lm_kwargs.setdefault("timeout", 3600.0)
     # A small model's turn is a little code: a cap keeps one run-away reply from holding the
     # CPU for minutes (RLM caps are ceilings; this tighter one wins, see rlmkit/guards.py).
     lm_kwargs.setdefault("max_tokens", EMBEDDED_MAX_TOKENS)

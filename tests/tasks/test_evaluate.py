@@ -95,6 +95,29 @@ def test_resume_skips_finished_and_refuses_another_config(tmp_path):
         evaluate(oracle(), EXAMPLES, out_dir=out, config={"suite": "needle", "lm": "b"})
 
 
+def test_a_run_its_model_never_answered_runs_again_on_resume_and_its_new_row_wins(tmp_path):
+    """A run that failed because the model could not be reached measured nothing about the
+    program: resuming runs it again (a run that failed on its own merits is kept), and readers
+    of the folder see the latest row of each run."""
+    config = {"suite": "needle", "lm": "a"}
+    unreachable = LMUnavailableError("could not reach http://127.0.0.1:1/v1 after 3 tries: timed out")
+    first = oracle(fail={EXAMPLES[0].id: unreachable, EXAMPLES[1].id: MaxIterationsError("6 turns")})
+    result = evaluate(first, EXAMPLES[:3], out_dir=tmp_path, config=config)
+    assert result.failures == {"lm_error": 1, "max_iterations": 1}
+
+    again = oracle()
+    result = evaluate(again, EXAMPLES[:3], out_dir=tmp_path, config=config)
+    assert again.calls == [EXAMPLES[0].id]  # only the unanswered run; the max_iterations one stays
+    assert result.failures == {"max_iterations": 1} and result.rows[0].score == 1.0
+    lines = (tmp_path / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 4  # appended, never rewritten: a kill mid-resume loses nothing
+    from optimizers.selftrain.pipeline import read_rows
+
+    rows = {row["id"]: row for row in read_rows(tmp_path)}
+    assert len(read_rows(tmp_path)) == 3 and rows[EXAMPLES[0].id]["status"] == "ok"
+    assert evaluate(oracle(), EXAMPLES[:3], out_dir=tmp_path, config=config).n == 3
+
+
 def test_a_half_written_results_line_reruns_that_example(tmp_path):
     program = oracle()
     evaluate(program, EXAMPLES[:2], out_dir=tmp_path, config={"x": 1})
