@@ -107,10 +107,6 @@ class WorkerPool:
             candidate.stop_nowait()
         return worker
 
-    def idle_count(self) -> int:
-        with _lock:
-            return len(self._idle)
-
     # -- on the keeper's thread
     def _wanted(self) -> int:
         return 0 if _closed else _settings.size - len(self._idle) - self._filling
