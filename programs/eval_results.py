@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from rlmkit.errors import LMUnavailableError
+
 
 class ExampleResult(BaseModel):
     id: str
@@ -42,7 +44,7 @@ class ExampleResult(BaseModel):
     def never_answered(self) -> bool:
         """The model could not be reached (its server gone, or too slow for the client's timeout)
         for this run: it measured nothing about the program, so a resumed evaluation runs it again."""
-        return self.failure == "lm_error" and (self.error or "").startswith("LMUnavailableError")
+        return LMUnavailableError.recorded_in(self.failure, self.error)
 
 
 class EvalResult(BaseModel):

@@ -88,6 +88,12 @@ class LMConfigError(LMError, UserError):
 class LMUnavailableError(LMError):
     """The provider could not be reached, or retries were exhausted."""
 
+    @staticmethod
+    def recorded_in(failure: str | None, error: str | None) -> bool:
+        """Whether an evaluation row's failure (its kind, and ``"Type: message"``) is this error:
+        a run whose model never answered, which measured nothing about the program."""
+        return failure == "lm_error" and (error or "").startswith("LMUnavailableError:")
+
 
 class LocalModelError(LMError):
     """The embedded model could not be assembled, verified or started."""

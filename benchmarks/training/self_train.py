@@ -66,7 +66,7 @@ def collect(work: Path = WORK, archive: Path = ARCHIVE) -> dict[str, Any]:
     """Everything finished so far, read from the archive (and the work folder's unfinished stages)."""
     from optimizers.selftrain import Recipe, StageStore
     from optimizers.selftrain.paired import paired_compare
-    from optimizers.selftrain.pipeline import SelfTrain, read_rows
+    from optimizers.selftrain.pipeline import SelfTrain, count_lines, read_rows
 
     store = StageStore(work, archive)
     kept = store.recipe()
@@ -89,6 +89,12 @@ def collect(work: Path = WORK, archive: Path = ARCHIVE) -> dict[str, Any]:
     }
     for name in in_progress:  # committed with the results, so the next run resumes these runs
         store.snapshot(name)
+    # rows replaced by a later run: runs whose model could not be reached, done again (not scored)
+    redone = {
+        name: count_lines(store.folder(name) / "results.jsonl") - len(read_rows(store.folder(name)))
+        for name in names
+        if name.startswith("eval-") and (store.folder(name) / "results.jsonl").exists()
+    }
     demo = None
     if stages["demo-base"] and stages["demo-adapter"]:
         scores = {
@@ -100,6 +106,7 @@ def collect(work: Path = WORK, archive: Path = ARCHIVE) -> dict[str, Any]:
         "partial": bool(missing),
         "missing_stages": missing,
         "in_progress": in_progress,  # runs finished so far in unfinished stages: not results
+        "runs_redone": {name: count for name, count in redone.items() if count},
         "stages": {name: record for name, record in stages.items() if record is not None},
         "comparison": run.comparison(),
         "demo": demo,

@@ -80,6 +80,15 @@ def section(data: dict[str, Any]) -> str:
         "|" + "---|" * len(COLUMNS),
     ]
     lines += ["| " + " | ".join(report_cells(row)) + " |" for row in data["comparison"]]
+    if redone := data.get("runs_redone"):
+        lines += [
+            "",
+            "Runs whose model could not be reached measured nothing and were run again; only their "
+            "new runs count: "
+            + ", ".join(f"`{name}` {count}" for name, count in redone.items())
+            + ". (An earlier pass's client gave up after 600 s while four runs shared one "
+            "server thread under other load; the embedded model's timeout is now an hour.)",
+        ]
     if not data["comparison"]:
         lines.append("| — | — | — | not measured yet | | | | | |")
     if demo := data.get("demo"):

@@ -20,7 +20,7 @@ from typing import Any
 from optimizers.selftrain.paired import paired_compare
 from optimizers.selftrain.recipe import MEASURED_ONLY, Recipe, SuitePlan
 from optimizers.selftrain.stages import StageStore
-from rlmkit.errors import RLMKitError
+from rlmkit.errors import LMUnavailableError, RLMKitError
 
 ARMS = ("base", "adapter")
 
@@ -236,6 +236,11 @@ class SelfTrain:
             command += ["--local-threads", str(r.eval_threads)]
         self._call(command)
         rows = read_rows(folder)
+        if unanswered := [row["id"] for row in rows if never_answered(row)]:
+            raise StageFailed(
+                f"the model could not be reached for {len(unanswered)} run(s) ({', '.join(unanswered[:5])}): "
+                "they are not results; rerun to run them again"
+            )
         return {
             "command": self.shown(command),
             "arm": arm,
@@ -252,7 +257,8 @@ class SelfTrain:
         name = f"eval-{arm}-{plan.label}"
         if (record := self.store.record(name)) is not None:
             return record["rows"], True
-        return [_row(row) for row in read_rows(self.store.folder(name))], False
+        runs = read_rows(self.store.folder(name))
+        return [_row(row) for row in runs if not never_answered(row)], False  # those run again
 
     def comparison(self) -> list[dict[str, Any]]:
         """Per measured suite: both arms compared, paired, on the examples both have finished
@@ -292,6 +298,11 @@ def per_example(rows: list[dict[str, Any]]) -> dict[str, float]:
     """Mean turns, tokens and seconds per example."""
     n = max(1, len(rows))
     return {key: sum(row[key] for row in rows) / n for key in ("iterations", "tokens", "wall_s")}
+
+
+def never_answered(row: dict[str, Any]) -> bool:
+    """A run its model could not be reached for (``rlmkit eval`` runs it again on resume)."""
+    return LMUnavailableError.recorded_in(row.get("failure"), row.get("error"))
 
 
 def read_rows(folder: Path) -> list[dict[str, Any]]:

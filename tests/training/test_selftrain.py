@@ -225,6 +225,28 @@ def test_a_failed_stage_keeps_the_finished_ones(tmp_path, served):
     assert run.store.record("sample-needle-2k") is not None and run.store.record("dataset") is None
 
 
+def test_an_arm_whose_model_never_answered_some_runs_is_not_finished(tmp_path):
+    """Runs the model could not be reached for are not results: the evaluation stage stays
+    unfinished (the next run resumes them), and a look at the unfinished arm leaves them out."""
+    unreachable = "LMUnavailableError: could not reach http://127.0.0.1:1/v1"
+    row = {"id": "needle-s1000-0000", "sample": 0, "program": "program", "status": "failed",
+           "score": 0.0, "iterations": 1, "wall_s": 600.0, "prompt_tokens": 10, "completion_tokens": 0,
+           "failure": "lm_error", "error": unreachable}  # fmt: skip
+    answered = {**row, "id": "needle-s1000-0001", "status": "ok", "failure": None, "error": None}
+    store = StageStore(tmp_path / "work")
+    recipe = tiny_recipe()
+    [plan] = recipe.train
+    run = SelfTrain(recipe, store, tmp_path / "base.gguf", log=lambda _: None, runner=lambda command: 0)
+    folder = store.folder(f"eval-base-{plan.label}")
+    folder.mkdir(parents=True)
+    (folder / "results.jsonl").write_text("\n".join(json.dumps(r) for r in (row, answered)) + "\n")
+    with pytest.raises(StageFailed, match="could not be reached for 1 run"):
+        store.run(f"eval-base-{plan.label}", lambda f: run.evaluate(plan, "base", f))
+    assert store.record(f"eval-base-{plan.label}") is None
+    rows, finished = run.arm_rows(plan, "base")
+    assert [r["id"] for r in rows] == ["needle-s1000-0001"] and not finished
+
+
 def test_paired_comparison_keeps_examples_together():
     base = {"a": 0.0, "b": 0.0, "c": 1.0, "d": 1.0}
     other = {"a": 1.0, "b": 1.0, "c": 1.0, "d": 1.0, "extra": 0.0}  # scored by one arm only: left out
