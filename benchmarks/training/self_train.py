@@ -36,6 +36,13 @@ DEMO_SEEDS = "2000-2019"
 SUITES = ["needle:20000:6"]
 # Measured on held-out seeds but never trained on: whether training on needle hurt the rest.
 HELD_OUT = ["multi_needle:20000:10", "aggregation:20000:10"]
+# How this measurement's runs departed from the recipe's own settings (rendered with the results).
+CONDITIONS = [
+    "The base needle arm's last 10 runs ran one at a time (`rlmkit eval ... --workers 1` on the same "
+    "folder): four long prompts at a time overflowed the 1-thread server's shared KV cache, so each "
+    "turn read its whole prompt again and no run finished in 25 minutes. Greedy decoding; the settings "
+    "a run sees are unchanged.",
+]
 FLAGS = ["--samples", "4", "--temperature", "0.8", "--test-n", "30", "--max-steps", "24"]
 
 
@@ -107,6 +114,7 @@ def collect(work: Path = WORK, archive: Path = ARCHIVE) -> dict[str, Any]:
         "missing_stages": missing,
         "in_progress": in_progress,  # runs finished so far in unfinished stages: not results
         "runs_redone": {name: count for name, count in redone.items() if count},
+        "conditions": CONDITIONS,
         "stages": {name: record for name, record in stages.items() if record is not None},
         "comparison": run.comparison(),
         "demo": demo,

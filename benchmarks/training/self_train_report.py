@@ -72,9 +72,10 @@ def section(data: dict[str, Any]) -> str:
         f"{recipe.get('eval_iterations')} root turns, both arms on the same examples with the same "
         "settings; gain = adapter - base, with a paired bootstrap 95% interval; turns, tokens (prompt and "
         "completion, sub-calls included) and seconds are per example, base / adapter. Seconds are wall "
-        "time of one run among the arm's 4 at a time on its own 1-thread llama.cpp server, under whatever "
-        "else the 2 cores ran then; an arm that finished first left the other more or less CPU, so they "
-        "compare the arms only roughly.",
+        "time of one run among up to 4 at a time on its arm's own 1-thread llama.cpp server, under "
+        "whatever else the 2 cores ran then (an arm that finished first left the other more CPU), so "
+        "they compare the arms only roughly.",
+        *[line for condition in data.get("conditions", []) for line in ("", condition)],
         "",
         "| " + " | ".join(COLUMNS) + " |",
         "|" + "---|" * len(COLUMNS),
