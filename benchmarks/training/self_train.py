@@ -38,10 +38,11 @@ SUITES = ["needle:20000:6"]
 HELD_OUT = ["multi_needle:20000:10", "aggregation:20000:10"]
 # How this measurement's runs departed from the recipe's own settings (rendered with the results).
 CONDITIONS = [
-    "The base needle arm's last 10 runs ran one at a time (`rlmkit eval ... --workers 1` on the same "
-    "folder): four long prompts at a time overflowed the 1-thread server's shared KV cache, so each "
-    "turn read its whole prompt again and no run finished in 25 minutes. Greedy decoding; the settings "
-    "a run sees are unchanged.",
+    "The base needle arm's last 5 finished runs ran one at a time (`rlmkit eval ... --workers 1` on "
+    "the same folder): four long prompts at a time overflowed the 1-thread server's shared KV cache, "
+    "so each turn read its whole prompt again and no run finished in 25 minutes. Greedy decoding; the "
+    "settings a run sees are unchanged. One at a time, a base run took about 6 minutes, so the arm's "
+    "last runs did not fit in this pass.",
 ]
 FLAGS = ["--samples", "4", "--temperature", "0.8", "--test-n", "30", "--max-steps", "24"]
 
