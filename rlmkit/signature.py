@@ -7,7 +7,7 @@ import re
 from typing import Any, get_args, get_origin
 
 import dspy
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ConfigDict, PydanticUserError, TypeAdapter, ValidationError
 
 from rlmkit.errors import SignatureError
 
@@ -72,7 +72,7 @@ class OutputValidator:
     def __init__(self, sig: type[dspy.Signature]):
         self.fields = list(sig.output_fields)
         self._adapters = {
-            name: (field.annotation or str, TypeAdapter(field.annotation or str))
+            name: (field.annotation or str, _lenient_adapter(field.annotation or str))
             for name, field in sig.output_fields.items()
         }
 
@@ -91,13 +91,41 @@ class OutputValidator:
                 continue
             annotation, adapter = self._adapters[name]
             try:
-                typed[name] = adapter.validate_python(_coerce(value, annotation))
+                typed[name] = _validate(adapter, value, annotation)
             except ValidationError as exc:
                 detail = "; ".join(err["msg"] for err in exc.errors()[:3])
                 problems.append(f"{name} must be {type_name(annotation)}, got {_short(value)}: {detail}")
         if problems:
             raise ValueError("invalid outputs: " + " | ".join(problems))
         return typed
+
+
+# Numbers where strings are wanted, at any depth: a model that found "9709219" often writes
+# SUBMIT(answer=[9709219]) for a list[str] field, and strict rejection sends it round in circles.
+_LENIENT = ConfigDict(coerce_numbers_to_str=True)
+# Collections one lone value can stand for: a one-item list of it.
+_SEQUENCES = (list, set, frozenset)
+
+
+def _lenient_adapter(annotation: Any) -> TypeAdapter:
+    try:
+        return TypeAdapter(annotation, config=_LENIENT)
+    except PydanticUserError:  # a pydantic model keeps its own config
+        return TypeAdapter(annotation)
+
+
+def _validate(adapter: TypeAdapter, value: Any, annotation: Any) -> Any:
+    """The typed value; a lone scalar given for a list field is read as a one-item list."""
+    coerced = _coerce(value, annotation)
+    try:
+        return adapter.validate_python(coerced)
+    except ValidationError as first:
+        if get_origin(annotation) not in _SEQUENCES or isinstance(coerced, (list, tuple, set, dict)):
+            raise
+        try:
+            return adapter.validate_python([coerced])
+        except ValidationError:
+            raise first from None  # the model is told what was wrong with what it wrote
 
 
 def _coerce(value: Any, annotation: Any) -> Any:

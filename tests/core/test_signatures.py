@@ -52,6 +52,21 @@ def test_typed_outputs_are_validated():
         OutputValidator(signatures.CollectFacts).validate({"facts": [{"statement": "no doc"}]})
 
 
+def test_numbers_and_lone_values_are_read_as_the_strings_and_lists_a_field_wants():
+    # what small models write once they have found the value: each was rejected before
+    validator = OutputValidator(dspy.Signature("context, question -> answer: list[str]"))
+    for written in (9709219, "9709219", [9709219], "[9709219]"):
+        assert validator.validate({"answer": written}) == {"answer": ["9709219"]}, written
+    assert validator.validate({"answer": "Oslo"}) == {"answer": ["Oslo"]}
+    nested = OutputValidator(dspy.Signature("context -> counts: dict[str, list[str]]"))
+    assert nested.validate({"counts": {"a": [1, 2.5]}}) == {"counts": {"a": ["1", "2.5"]}}
+    # a value that still cannot be read is reported as written, not as the one-item retry
+    with pytest.raises(ValueError, match=r"answer must be list\[str\], got None"):
+        validator.validate({"answer": None})
+    with pytest.raises(ValueError, match="facts"):  # a pydantic model keeps its own strictness
+        OutputValidator(signatures.CollectFacts).validate({"facts": {"statement": "no doc"}})
+
+
 def test_classifier_closes_the_label_set_and_works_as_a_sub_call():
     sig = signatures.classifier(("person", "location"))
     assert sig.__name__ == "ClassifyInstance" and "person, location" in sig.instructions
