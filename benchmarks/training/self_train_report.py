@@ -72,9 +72,9 @@ def section(data: dict[str, Any]) -> str:
         f"{recipe.get('eval_iterations')} root turns, both arms on the same examples with the same "
         "settings; gain = adapter - base, with a paired bootstrap 95% interval; turns, tokens (prompt and "
         "completion, sub-calls included) and seconds are per example, base / adapter. Seconds are wall "
-        "time of one run among up to 4 at a time on its arm's own 1-thread llama.cpp server, under "
-        "whatever else the 2 cores ran then (an arm that finished first left the other more CPU), so "
-        "they compare the arms only roughly.",
+        f"time of one run among up to {recipe.get('workers')} at a time (unless said below) on its "
+        "arm's own 1-thread llama.cpp server, under whatever else the 2 cores ran then (an arm that "
+        "finished first left the other more CPU), so they compare the arms only roughly.",
         *[line for condition in data.get("conditions", []) for line in ("", condition)],
         "",
         "| " + " | ".join(COLUMNS) + " |",
@@ -116,7 +116,14 @@ def verdict(data: dict[str, Any]) -> str:
     wins = all(r["gain"] > 0 and r["ci95"][0] > 0 for r in trained)
     safe = all(r["gain"] >= -0.05 for r in rows if not r["trained_on"])
     if wins and safe:
-        return "**Shipped:** the adapter wins on its trained suites and costs no other suite more than 0.05."
+        recipe, train = data.get("recipe") or {}, data["stages"].get("train", {})
+        suites = ", ".join(f"{s['suite']} at {s['length']:,} characters" for s in recipe.get("train", []))
+        return (
+            "**Shipped:** the adapter wins on its trained suites and costs no other suite more than "
+            f"0.05, so the embedded model is served with it by default (`RLMKIT_LOCAL_ADAPTER=none` or "
+            f"`local_lm(adapter=None)` turns it off). It was trained on {train.get('rows')} rows "
+            f"compiled from the model's own successful runs on training seeds (below 1000) of {suites}."
+        )
     return "**Shipped:** nothing. The adapter did not win (see the intervals above)."
 
 

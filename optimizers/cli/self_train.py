@@ -60,6 +60,14 @@ def self_train_command(
     samples: Annotated[int, typer.Option("--samples", min=1, help="Runs per training example.")] = 4,
     temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature.")] = 0.8,
     test_n: Annotated[int, typer.Option("--test-n", help="Held-out examples per trained suite.")] = 30,
+    confirm_seed: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--confirm-seed",
+            help="Measure the trained suites again on this held-out generator seed (repeatable): "
+            "fresh examples, for a change decided after the first held-out runs were read.",
+        ),
+    ] = None,
     max_iterations: Annotated[int, typer.Option("--max-iterations", help="Root turns per run.")] = 8,
     workers: Annotated[int, typer.Option("--workers", help="Runs at once.")] = 4,
     max_steps: Annotated[int, typer.Option("--max-steps", help="Cap on optimizer steps.")] = 64,
@@ -98,6 +106,7 @@ def self_train_command(
             lora_rank=lora_rank,
             precision=precision,
             test_n=test_n,
+            confirm_seeds=tuple(confirm_seed or ()),
         )
         base = base_gguf(lm)
         check_architecture(base)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from optimizers.selftrain.paired import paired_compare
-from optimizers.selftrain.recipe import MEASURED_ONLY, Recipe, SuitePlan
+from optimizers.selftrain.recipe import MEASURED_ONLY, Measurement, Recipe, SuitePlan
 from optimizers.selftrain.stages import StageStore
 from rlmkit.errors import LMUnavailableError, RLMKitError
 
@@ -72,9 +72,9 @@ class SelfTrain:
         yield "dataset", self.dataset, ()
         yield "train", self.train, ("adapter/*.safetensors", "trainer", "data")
         yield "adapter", self.adapter, ()
-        for plan in self.recipe.measured():  # both arms of a suite before the next suite
+        for measurement in self.recipe.measurements():  # both arms of a suite before the next
             for arm in ARMS:
-                yield f"eval-{arm}-{plan.label}", _bind(self.evaluate, plan, arm), ()
+                yield f"eval-{arm}-{measurement.label}", _bind(self.evaluate, measurement, arm), ()
 
     def will_run(self, name: str, only: Callable[[str], bool] = lambda name: True) -> bool:
         """Whether ``run(only)`` would run stage ``name`` (selected, and not finished before)."""
@@ -225,11 +225,11 @@ class SelfTrain:
         """The finished adapter stage's GGUF (unpacked from the archive if need be)."""
         return self.store.output("adapter") / "adapter.gguf"
 
-    def evaluate(self, plan: SuitePlan, arm: str, folder: Path) -> dict[str, Any]:
-        r = self.recipe
+    def evaluate(self, measurement: Measurement, arm: str, folder: Path) -> dict[str, Any]:
+        r, plan = self.recipe, measurement.plan
         adapter = "none" if arm == "base" else str(self.adapter_path())
         command = self.eval_command(
-            plan, folder, "--seed", str(r.test_seed), "--temperature", "0", "--adapter", adapter,
+            plan, folder, "--seed", str(measurement.seed), "--temperature", "0", "--adapter", adapter,
             iterations=r.eval_iterations,
         )  # fmt: skip
         if r.eval_threads:
@@ -246,15 +246,15 @@ class SelfTrain:
             "arm": arm,
             "suite": plan.suite,
             "length": plan.length,
-            "generator_seed": r.test_seed,
+            "generator_seed": measurement.seed,
             "examples": plan.n,
             "rows": [_row(row) for row in rows],
         }
 
     # -- the report ------------------------------------------------------------------
-    def arm_rows(self, plan: SuitePlan, arm: str) -> tuple[list[dict[str, Any]], bool]:
+    def arm_rows(self, label: str, arm: str) -> tuple[list[dict[str, Any]], bool]:
         """An arm's per-example rows and whether its stage finished (else the runs done so far)."""
-        name = f"eval-{arm}-{plan.label}"
+        name = f"eval-{arm}-{label}"
         if (record := self.store.record(name)) is not None:
             return record["rows"], True
         runs = read_rows(self.store.folder(name))
@@ -264,10 +264,10 @@ class SelfTrain:
         """Per measured suite: both arms compared, paired, on the examples both have finished
         (``finished`` says whether both stages did, or this is a look at an unfinished pair)."""
         out = []
-        for plan in self.recipe.measured():
+        for measurement in self.recipe.measurements():
             arms, finished = {}, True
             for arm in ARMS:
-                arms[arm], done = self.arm_rows(plan, arm)
+                arms[arm], done = self.arm_rows(measurement.label, arm)
                 finished &= done
             scores = {arm: {row["id"]: row["score"] for row in rows} for arm, rows in arms.items()}
             both = set(scores["base"]) & set(scores["adapter"])
@@ -275,11 +275,11 @@ class SelfTrain:
                 continue
             arms = {arm: [row for row in rows if row["id"] in both] for arm, rows in arms.items()}
             paired = paired_compare(scores["base"], scores["adapter"])
-            trained = any(p.suite == plan.suite and p.length == plan.length for p in self.recipe.train)
             out.append(
                 {
-                    "suite": plan.label,
-                    "trained_on": trained,
+                    "suite": measurement.label,
+                    "generator_seed": measurement.seed,
+                    "trained_on": self.recipe.trains_on(measurement.plan),
                     "finished": finished,
                     **paired.model_dump(),
                     **{f"{arm}_per_example": per_example(rows) for arm, rows in arms.items()},

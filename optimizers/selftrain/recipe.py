@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 HELD_OUT_SEEDS = 1000  # seeds from here up are never sampled for training
 # Recipe fields that only add measurements (each suite's evaluation is a stage of its own): a
 # finished recipe may gain held-out suites without redoing or mixing any finished stage.
-MEASURED_ONLY = ("held_out",)
+MEASURED_ONLY = ("held_out", "confirm_seeds")
 
 
 class SuitePlan(BaseModel):
@@ -58,6 +58,12 @@ class Recipe(BaseModel):
     # measuring (held-out seeds, greedy, both arms alike)
     test_seed: int = Field(HELD_OUT_SEEDS, ge=HELD_OUT_SEEDS)
     test_n: int = Field(30, ge=1, description="held-out examples per trained suite")
+    confirm_seeds: tuple[int, ...] = Field(
+        (),
+        description="further held-out draws of the trained suites (generator seeds >= 1000, test_n "
+        "examples each), measured like test_seed's: fresh examples for a change decided after "
+        "test_seed's runs were read",
+    )
 
     @model_validator(mode="after")
     def _seeds_apart(self) -> Recipe:
@@ -67,9 +73,41 @@ class Recipe(BaseModel):
                     f"{plan.label}: training seeds {self.sample_seed}..{self.sample_seed + plan.n - 1} "
                     f"reach the held-out seeds (>= {HELD_OUT_SEEDS})"
                 )
+        for seed in self.confirm_seeds:
+            if seed < HELD_OUT_SEEDS or seed == self.test_seed:
+                raise ValueError(
+                    f"confirmation seed {seed}: a held-out seed (>= {HELD_OUT_SEEDS}) other than "
+                    f"test_seed {self.test_seed} is needed"
+                )
         return self
 
     def measured(self) -> list[SuitePlan]:
         """Every suite both arms are measured on: the trained ones at ``test_n``, then the rest."""
         trained = [plan.model_copy(update={"n": self.test_n}) for plan in self.train]
         return trained + list(self.held_out)
+
+    def measurements(self) -> list[Measurement]:
+        """Every paired measurement, in the order they run: each suite of ``measured()`` on
+        ``test_seed``, then each trained suite again on each confirmation seed."""
+        first = [Measurement(plan=plan, seed=self.test_seed, label=plan.label) for plan in self.measured()]
+        trained = self.measured()[: len(self.train)]
+        again = [
+            Measurement(plan=plan, seed=seed, label=f"{plan.label}-s{seed}")
+            for seed in self.confirm_seeds
+            for plan in trained
+        ]
+        return first + again
+
+    def trains_on(self, plan: SuitePlan) -> bool:
+        return any(p.suite == plan.suite and p.length == plan.length for p in self.train)
+
+
+class Measurement(BaseModel):
+    """One suite measured on both arms: its held-out examples come from generator seed ``seed``;
+    ``label`` names its stages (``eval-ARM-LABEL``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    plan: SuitePlan
+    seed: int
+    label: str

@@ -176,6 +176,34 @@ def test_a_finished_recipe_gains_held_out_suites_without_redoing_a_stage(finishe
         SelfTrain(retrained, StageStore(tmp_path / "work", archive), run.base_gguf, runner=runner).run()
 
 
+def test_a_confirmation_seed_measures_the_trained_suites_again_on_fresh_examples(finished, served, tmp_path):
+    """A change decided after reading the first held-out runs is measured on examples no one has
+    read: both arms of each trained suite on another generator seed, nothing else run again."""
+    import shutil
+
+    finished_at, run, _, done = finished
+    archive = tmp_path / "archive"
+    shutil.copytree(finished_at / "archive", archive)
+    confirmed = run.recipe.model_copy(update={"confirm_seeds": (1100,)})
+    runner = ScriptedRunner(served.url)
+    again = SelfTrain(confirmed, StageStore(tmp_path / "work", archive), run.base_gguf, log=lambda _: None,
+                      runner=runner, train_from=run.train_from)  # fmt: skip
+    now = again.run()
+    assert list(now) == [*done, "eval-base-needle-2k-s1100", "eval-adapter-needle-2k-s1100"]
+    assert [c[c.index("--seed") + 1] for c in runner.commands] == ["1100", "1100"]
+    fresh = now["eval-base-needle-2k-s1100"]
+    assert fresh["generator_seed"] == 1100 and {r["id"] for r in fresh["rows"]} == {
+        "needle-s1100-0000", "needle-s1100-0001",
+    }  # fmt: skip
+    rows = again.comparison()
+    assert [(r["suite"], r["generator_seed"], r["trained_on"]) for r in rows] == [
+        ("needle-2k", 1000, True), ("needle-2k-s1100", 1100, True),
+    ]  # fmt: skip
+    for seed in (999, 1000):  # a training seed, and the first draw's own seed
+        with pytest.raises(ValueError, match=f"confirmation seed {seed}"):
+            run.recipe.model_validate({**run.recipe.model_dump(), "confirm_seeds": (seed,)})
+
+
 def test_the_room_for_training_is_checked_only_when_a_train_stage_is_to_run(finished, monkeypatch, tmp_path):
     """Measuring a finished recipe needs none of training's memory: only a train stage still to run
     is refused for want of room, and it is refused before any stage starts."""
@@ -235,15 +263,15 @@ def test_an_arm_whose_model_never_answered_some_runs_is_not_finished(tmp_path):
     answered = {**row, "id": "needle-s1000-0001", "status": "ok", "failure": None, "error": None}
     store = StageStore(tmp_path / "work")
     recipe = tiny_recipe()
-    [plan] = recipe.train
+    [measured, *_] = recipe.measurements()
     run = SelfTrain(recipe, store, tmp_path / "base.gguf", log=lambda _: None, runner=lambda command: 0)
-    folder = store.folder(f"eval-base-{plan.label}")
+    folder = store.folder(f"eval-base-{measured.label}")
     folder.mkdir(parents=True)
     (folder / "results.jsonl").write_text("\n".join(json.dumps(r) for r in (row, answered)) + "\n")
     with pytest.raises(StageFailed, match="could not be reached for 1 run"):
-        store.run(f"eval-base-{plan.label}", lambda f: run.evaluate(plan, "base", f))
-    assert store.record(f"eval-base-{plan.label}") is None
-    rows, finished = run.arm_rows(plan, "base")
+        store.run(f"eval-base-{measured.label}", lambda f: run.evaluate(measured, "base", f))
+    assert store.record(f"eval-base-{measured.label}") is None
+    rows, finished = run.arm_rows(measured.label, "base")
     assert [r["id"] for r in rows] == ["needle-s1000-0001"] and not finished
 
 
