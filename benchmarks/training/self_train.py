@@ -3,6 +3,7 @@
     nice -n 5 python benchmarks/training/self_train.py      # run or resume every stage, then report
     nice -n 5 python benchmarks/training/self_train.py --stages eval-base-needle  # one stage only
     python benchmarks/training/self_train.py --report-only  # the results file and docs from the archive
+    python benchmarks/training/self_train.py --report-only --ship  # and serve the adapter if it wins
 
 It runs ``rlmkit self-train`` with the recipe below (work in ``.selftrain/work``, each finished
 stage packed into ``benchmarks/results/self_train/``, which is committed), then the demo's own
@@ -138,6 +139,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--report-only", action="store_true", help="only rewrite the results file and docs")
     parser.add_argument("--no-demo", action="store_true", help="skip the demo's seeds")
     parser.add_argument(
+        "--ship",
+        action="store_true",
+        help="after the report: serve the adapter by default, if the results pass the rule",
+    )
+    parser.add_argument(
         "--stages",
         help="only the recipe's stages starting with these (comma-separated), e.g. to run two "
         "unfinished stages as two processes side by side; implies --no-demo",
@@ -159,6 +165,46 @@ def main(argv: list[str] | None = None) -> None:
     import render_docs
 
     render_docs.main([])
+    if args.ship:
+        print(f"shipped {ship(data)}")
+
+
+# What the shipped adapter's record keeps of each paired measurement.
+MEASURED_KEYS = ("suite", "generator_seed", "trained_on", "n", "base_mean", "other_mean", "gain", "ci95")
+
+
+def ship(data: dict[str, Any]) -> Path:
+    """The adapter beside the embedded model's code, with its sha256 and where it came from, so
+    ``local_lm()`` serves it by default (``rlmkit/local/adapter.py``); refused unless it wins."""
+    import hashlib
+    import shutil
+
+    from self_train_report import ships, verdict
+
+    from optimizers.selftrain import StageStore
+    from rlmkit.local.adapter import SHIPPED_ADAPTER
+
+    if not ships(data):
+        raise SystemExit(f"the adapter does not ship: {verdict(data)}")
+    adapter = StageStore(WORK, ARCHIVE).output("adapter") / "adapter.gguf"
+    target = SHIPPED_ADAPTER.with_suffix(".gguf")
+    shutil.copyfile(adapter, target)
+    recipe, stages = data["recipe"], data["stages"]
+    record = {
+        "file": target.name,
+        "sha256": hashlib.sha256(target.read_bytes()).hexdigest(),
+        "bytes": target.stat().st_size,
+        "base": stages["adapter"]["base"],
+        "trained_on": [
+            {**plan, "seeds": f"{recipe['sample_seed']}..{recipe['sample_seed'] + plan['n'] - 1}"}
+            for plan in recipe["train"]
+        ],
+        "rows": stages["train"]["rows"],
+        "measured": [{key: row.get(key) for key in MEASURED_KEYS} for row in data["comparison"]],
+        "results": f"benchmarks/results/{RESULTS.name} at {data['commit']}",
+    }
+    SHIPPED_ADAPTER.write_text(json.dumps(record, indent=1) + "\n")
+    return target
 
 
 if __name__ == "__main__":

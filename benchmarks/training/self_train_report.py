@@ -103,19 +103,25 @@ def section(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def ships(data: dict[str, Any]) -> bool:
+    """The rule: the measurement is finished, every trained-suite row (each held-out draw) gains
+    with its paired interval above 0, and no other suite loses more than 0.05."""
+    rows = data["comparison"]
+    trained = [r for r in rows if r["trained_on"]]
+    wins = bool(trained) and all(r["gain"] > 0 and r["ci95"][0] > 0 for r in trained)
+    safe = all(r["gain"] >= -0.05 for r in rows if not r["trained_on"])
+    return not data["partial"] and wins and safe
+
+
 def verdict(data: dict[str, Any]) -> str:
-    """Whether the adapter ships: a trained suite gains with its interval above 0 and no other loses
-    more than 0.05."""
+    """Whether the adapter ships (``ships``), in a sentence."""
     rows = data["comparison"]
     if data["partial"] or not rows:
         return (
             "**Shipped:** nothing. The measurement is not complete, so the embedded model is served "
             "without an adapter."
         )
-    trained = [r for r in rows if r["trained_on"]]
-    wins = all(r["gain"] > 0 and r["ci95"][0] > 0 for r in trained)
-    safe = all(r["gain"] >= -0.05 for r in rows if not r["trained_on"])
-    if wins and safe:
+    if ships(data):
         recipe, train = data.get("recipe") or {}, data["stages"].get("train", {})
         suites = ", ".join(f"{s['suite']} at {s['length']:,} characters" for s in recipe.get("train", []))
         return (

@@ -323,6 +323,30 @@ def test_the_embedded_model_takes_an_adapter_by_argument_or_environment(tmp_path
     assert len(names) == 3
 
 
+def test_a_shipped_adapter_is_the_default_only_while_its_file_matches_its_record(tmp_path, monkeypatch):
+    import hashlib
+
+    from rlmkit.local import adapter as adapters
+
+    monkeypatch.delenv(adapters.ENV, raising=False)
+    monkeypatch.setattr(adapters, "SHIPPED_ADAPTER", tmp_path / "shipped_adapter.json")
+    adapters.shipped_adapter.cache_clear()
+    assert adapters.resolve_adapter() is None  # no record: the base model alone
+    file = write_tiny_gguf(tmp_path / "shipped_adapter.gguf", "qwen2", blocks=1)
+    record = {"file": file.name, "sha256": hashlib.sha256(file.read_bytes()).hexdigest()}
+    adapters.SHIPPED_ADAPTER.write_text(json.dumps(record))
+    adapters.shipped_adapter.cache_clear()
+    assert adapters.resolve_adapter() == file
+    monkeypatch.setenv(adapters.ENV, "none")  # the switch for every process
+    assert adapters.resolve_adapter() is None and adapters.resolve_adapter(None) is None
+    monkeypatch.delenv(adapters.ENV)
+    file.write_bytes(file.read_bytes() + b"\0")
+    adapters.shipped_adapter.cache_clear()
+    with pytest.raises(LocalModelError, match="missing or damaged"):
+        adapters.resolve_adapter()
+    adapters.shipped_adapter.cache_clear()
+
+
 def test_an_eval_folder_knows_its_adapter_by_content_not_path(tmp_path, monkeypatch):
     """A run folder's identity holds the adapter's name and hash: a copy of the same adapter
     elsewhere (the work folder moved, an absolute path for a relative one) resumes its runs; a

@@ -1,0 +1,45 @@
+"""The rule that decides whether the self-trained adapter becomes the embedded model's default:
+every held-out draw of a trained suite must gain with its paired interval above 0, and no other
+suite may lose more than 0.05. Shipping is refused, and writes nothing, when the rule fails."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "training"))
+
+import self_train  # noqa: E402
+import self_train_report  # noqa: E402
+
+
+def row(suite: str, trained: bool, gain: float, low: float) -> dict:
+    return {"suite": suite, "trained_on": trained, "gain": gain, "ci95": (low, gain + 0.1)}
+
+
+def results(*rows: dict, partial: bool = False) -> dict:
+    return {"partial": partial, "comparison": list(rows), "recipe": {}, "stages": {}}
+
+
+WINS = row("needle-20k", True, 0.4, 0.2)
+FRESH_WINS = row("needle-20k-s1100", True, 0.3, 0.1)
+UNHARMED = row("aggregation-20k", False, -0.05, -0.2)
+
+
+def test_every_trained_draw_must_win_and_no_other_suite_may_lose_more_than_005():
+    assert self_train_report.ships(results(WINS, FRESH_WINS, UNHARMED))
+    assert not self_train_report.ships(results(WINS, row("needle-20k-s1100", True, 0.2, -0.02), UNHARMED))
+    assert not self_train_report.ships(results(WINS, FRESH_WINS, row("multi_needle-20k", False, -0.06, -0.3)))
+    assert not self_train_report.ships(results(WINS, FRESH_WINS, partial=True))
+    assert not self_train_report.ships(results(UNHARMED))  # nothing trained was measured
+
+
+def test_an_adapter_that_does_not_win_is_not_shipped(tmp_path, monkeypatch):
+    from rlmkit.local import adapter as adapters
+
+    monkeypatch.setattr(adapters, "SHIPPED_ADAPTER", tmp_path / "shipped_adapter.json")
+    with pytest.raises(SystemExit, match="does not ship"):
+        self_train.ship(results(row("needle-20k", True, 0.1, -0.1), UNHARMED))
+    assert list(tmp_path.iterdir()) == []
