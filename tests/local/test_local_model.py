@@ -9,6 +9,7 @@ import pytest
 
 from rlmkit.errors import LocalModelError
 from rlmkit.local import LOCAL_MODEL_NAME, LocalServer, LocalServerConfig, local_lm, model_file
+from rlmkit.local.adapter import resolve_adapter, served_alias
 from rlmkit.local.model_file import ModelSpec, check_model, ensure_model, find_parts
 
 
@@ -100,7 +101,9 @@ def test_real_generation_through_the_embedded_model(capfd):
     assert "5" in reply.text
     assert 0 < reply.usage.completion_tokens <= 12 and reply.usage.prompt_tokens > 5
     assert reply.usage.cost == 0.0 and not reply.cached
-    assert reply.model == "qwen2.5-coder-1.5b-instruct"  # the server's alias, not a file path
+    # the server's alias, not a file path: the base's name, and the shipped adapter's if one ships
+    assert reply.model == served_alias(resolve_adapter())
+    assert reply.model.startswith("qwen2.5-coder-1.5b-instruct")
     err = capfd.readouterr().err
     assert "slot" not in err and "llama" not in err  # llama.cpp's logs stay in the log file
 
