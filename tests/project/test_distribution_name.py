@@ -61,6 +61,8 @@ def test_a_wheel_built_from_the_checkout_is_dspy_rlmkit_with_the_rlmkit_command(
     for package in ("rlmkit", "programs", "optimizers", "signatures"):
         assert f"{package}/__init__.py" in names
     assert "rlmkit/local/tuned_program.json" in names  # package data travels too
+    if (tree / "rlmkit/local/shipped_adapter.json").exists():  # and the adapter its record names
+        assert "rlmkit/local/shipped_adapter.gguf" in names
     assert "Provides-Extra: local" in metadata
 
 
