@@ -45,10 +45,14 @@ CONDITIONS = [
     "had an answer rejected for its type, such as `SUBMIT(answer=[9709219])` for a `list[str]` "
     "answer, often until their turns ran out. No run of the untrained suites or the demo had an "
     "output rejected, so the change leaves those runs as they were, and they are kept.",
-    "The needle arms ran one run at a time (`rlmkit eval ... --workers 1` into the stage's folder, "
-    "then the stage), each arm on its own 1-thread server, the two side by side: four long prompts "
-    "at a time overflow a 1-thread server's shared KV cache, so each turn reads its whole prompt "
-    "again. Greedy decoding; the settings a run sees are unchanged.",
+    "That change was decided after reading seed 1000's runs, so the trained suite was also measured "
+    "on 30 fresh examples (generator seed 1100, `--confirm-seed 1100`) that nobody had read, and the "
+    "rule was fixed before they ran: the adapter ships only if both draws gain with their intervals "
+    "above 0.",
+    "The needle arms of both draws ran one run at a time (`rlmkit eval ... --workers 1` into the "
+    "stage's folder, then the stage), each arm on its own 1-thread server, the two side by side: "
+    "four long prompts at a time overflow a 1-thread server's shared KV cache, so each turn reads "
+    "its whole prompt again. Greedy decoding; the settings a run sees are unchanged.",
 ]
 # Fresh held-out examples of the trained suite (generator seed 1100), for the lenient typed
 # outputs: that change was made after reading seed 1000's runs, so it is also measured where
