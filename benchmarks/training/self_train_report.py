@@ -68,7 +68,8 @@ def section(data: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        f"Held-out examples of generator seed {recipe.get('test_seed', 1000)}, greedy, at most "
+        f"Held-out examples of generator seed {recipe.get('test_seed', 1000)} (a row ending -sSEED: "
+        "of that seed), greedy, at most "
         f"{recipe.get('eval_iterations')} root turns, both arms on the same examples with the same "
         "settings; gain = adapter - base, with a paired bootstrap 95% interval; turns, tokens (prompt and "
         "completion, sub-calls included) and seconds are per example, base / adapter. Seconds are wall "
