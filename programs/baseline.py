@@ -33,9 +33,9 @@ def window_tokens_of(lm: rlmkit.LM) -> int:
     """The context window of ``lm``'s model, in tokens: the embedded model's server context, else
     ``max_input_tokens`` from litellm's model map (read as data); a clear error when neither
     knows it, before any model call."""
-    from rlmkit.local import LOCAL_MODEL_NAME, LocalServerConfig
+    from rlmkit.local import LocalServerConfig, is_embedded
 
-    if lm.model == LOCAL_MODEL_NAME:
+    if is_embedded(lm.model):
         return LocalServerConfig().ctx  # the server's KV pool, which one long prompt may fill
     entry = prices.model_prices(lm.model) or {}
     window = entry.get("max_input_tokens")

@@ -25,6 +25,12 @@ EMBEDDED_MAX_TOKENS = 1024
 EMBEDDED_INPUT_CHARS = 16_000
 
 
+def is_embedded(model: str) -> bool:
+    """Whether ``model`` names the embedded model: the base alone, or with an adapter applied (its
+    served name is the base's plus the adapter's, see ``served_alias``)."""
+    return model == LOCAL_MODEL_NAME or model.startswith(LOCAL_MODEL_NAME + "+")
+
+
 def local_lm(
     config: LocalServerConfig | None = None,
     *,
@@ -80,6 +86,7 @@ def served_lm(server: LocalServer | MachineServer, model: str, **lm_kwargs: Any)
 __all__ = [
     "EMBEDDED_MODEL",
     "LOCAL_MODEL_NAME",
+    "is_embedded",
     "LocalServer",
     "LocalServerConfig",
     "MachineServer",

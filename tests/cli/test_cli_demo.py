@@ -88,6 +88,8 @@ def test_the_plain_call_line_compares_the_context_with_the_models_window():
     line = _plain_call_line(DEMO_LENGTH, Model(LOCAL_MODEL_NAME))
     assert f"{DEMO_LENGTH // 4 / window:.1f}x the model's {window:,}-token window" in line
     assert "cannot read it at once" in line
+    # with a LoRA adapter applied it is still the embedded model, with the same window
+    assert _plain_call_line(DEMO_LENGTH, Model(f"{LOCAL_MODEL_NAME}+shipped_adapter-8e7df815ad")) == line
     assert "it fits" in _plain_call_line(4 * window // 2, Model(LOCAL_MODEL_NAME))
     assert "128,000-token window" in _plain_call_line(DEMO_LENGTH, Model("openai/gpt-4o-mini"))
     assert "window is not known" in _plain_call_line(DEMO_LENGTH, Model("openai/scripted"))

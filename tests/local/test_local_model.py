@@ -8,7 +8,7 @@ import os
 import pytest
 
 from rlmkit.errors import LocalModelError
-from rlmkit.local import LOCAL_MODEL_NAME, LocalServer, LocalServerConfig, local_lm, model_file
+from rlmkit.local import LocalServer, LocalServerConfig, is_embedded, local_lm, model_file
 from rlmkit.local.adapter import resolve_adapter, served_alias
 from rlmkit.local.model_file import ModelSpec, check_model, ensure_model, find_parts
 
@@ -96,7 +96,8 @@ def test_server_that_cannot_load_its_model_fails_clearly(tmp_path):
 
 def test_real_generation_through_the_embedded_model(capfd):
     lm = local_lm(cache=False, max_tokens=12, temperature=0.0)
-    assert lm.model == LOCAL_MODEL_NAME and lm.api_base.startswith("http://127.0.0.1:")
+    assert is_embedded(lm.model) and lm.api_base.startswith("http://127.0.0.1:")
+    assert lm.model == f"openai/{served_alias(resolve_adapter())}"
     reply = lm.complete([{"role": "user", "content": "What is 2 + 3? Answer with the number only."}])
     assert "5" in reply.text
     assert 0 < reply.usage.completion_tokens <= 12 and reply.usage.prompt_tokens > 5
@@ -120,7 +121,7 @@ def test_no_configured_lm_falls_back_to_the_embedded_model_and_says_so_once(capl
 
     with dspy.context(lm=None), caplog.at_level("WARNING", logger="rlmkit"):  # nothing configured anywhere
         first, second = lm_module.resolve_lm(None), lm_module.resolve_lm(None)
-    assert first is second and first.model == LOCAL_MODEL_NAME and first.transport.name == "openai"
+    assert first is second and is_embedded(first.model) and first.transport.name == "openai"
     notes = [r for r in caplog.records if "embedded local model" in r.getMessage()]
     assert len(notes) == 1
 
