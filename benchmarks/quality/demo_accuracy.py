@@ -8,7 +8,7 @@ in tuning. One seed at a time by default, as the demo runs: ``--workers N`` runs
 by side on the server's slots, faster, but batched decoding can change the model's greedy
 replies (a seed answered right alone was answered wrong three at a time). The demo's
 budget caps model calls, not seconds, so a busy machine slows the runs without changing
-their scores. Resumable: rows already in ``--out`` are kept and their seeds not run again;
+their scores. Resumable: rows already in ``--out`` (of the same adapter) are kept and their seeds not run again;
 the file is rewritten after every seed, stamped with the command, date, commit, machine and load.
 """
 
@@ -161,13 +161,17 @@ def main() -> None:
     seeds = parse_seeds(args.seeds, training=args.training)
     if args.training and args.out.resolve() == RESULTS.resolve():
         raise SystemExit(f"--training results never go to {RESULTS.name}: pass --out")
-    previous = json.loads(args.out.read_text()) if args.out.is_file() else {}
-    rows = [row for row in previous.get("rows", []) if row["seed"] in seeds]
-    done = {row["seed"] for row in rows}
     from rlmkit.local import LocalServerConfig, local_lm, resolve_adapter
 
     adapter = resolve_adapter(args.adapter)
     adapter_name = adapter.name if adapter else None  # the file, not this machine's path to it
+    previous = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    if previous.get("adapter") != adapter_name:  # another model's rows are not this one's to keep
+        if previous.get("rows"):
+            print(f"{args.out} holds rows of adapter {previous.get('adapter')}: measuring afresh")
+        previous = {}
+    rows = [row for row in previous.get("rows", []) if row["seed"] in seeds]
+    done = {row["seed"] for row in rows}
 
     own = {"config": LocalServerConfig(threads=args.threads, parallel=args.workers), "private": True}
     lm = local_lm(
