@@ -8,8 +8,9 @@ in tuning. One seed at a time by default, as the demo runs: ``--workers N`` runs
 by side on the server's slots, faster, but batched decoding can change the model's greedy
 replies (a seed answered right alone was answered wrong three at a time). The demo's
 budget caps model calls, not seconds, so a busy machine slows the runs without changing
-their scores. Resumable: rows already in ``--out`` (of the same adapter) are kept and their seeds not run again;
-the file is rewritten after every seed, stamped with the command, date, commit, machine and load.
+their scores. Resumable: rows already in ``--out`` (of the same adapter) are kept and their
+seeds not run again; the file is rewritten after every seed, stamped with the command, date,
+commit, machine and load.
 """
 
 from __future__ import annotations
