@@ -136,6 +136,14 @@ def quality_peers() -> str:
 
 
 # ------------------------------------------------------------------ the demo (demo_accuracy.py)
+
+
+def _with_adapter(result: dict) -> str:
+    """Which LoRA adapter the embedded model was served with, when one was."""
+    adapter = result.get("adapter")
+    return f" with the LoRA adapter `{adapter}`" if adapter else ", the base model alone"
+
+
 def demo() -> str:
     path = RESULTS / "demo_accuracy.json"
     if not path.exists():
@@ -152,7 +160,8 @@ def demo() -> str:
         "",
         f"`{task['suite']}`, {task['length']:,} characters, "
         f"held-out seeds {rows[0]['seed']}-{rows[-1]['seed']}, "
-        f"{result['model']}: **mean score {statistics.fmean(scores):.2f}** (95% CI {low:.2f}-{high:.2f}), "
+        f"{result['model']}{_with_adapter(result)}: **mean score {statistics.fmean(scores):.2f}** "
+        f"(95% CI {low:.2f}-{high:.2f}), "
         f"{sum(s >= 0.999 for s in scores)} of {len(rows)} fully right, median "
         f"{statistics.median(row['seconds'] for row in rows):.0f} s per run, "
         f"{sum((row['error'] or '').startswith('BudgetExceeded') for row in rows)} cut at the "

@@ -210,9 +210,11 @@ def _measured_accuracy() -> str | None:
         return None
     seeds = [row["seed"] for row in result.get("rows", [])]
     span = f"seeds {min(seeds)}-{max(seeds)}" if seeds else "held-out seeds"
+    served = f"LoRA adapter {result['adapter']}" if result.get("adapter") else "the base model alone"
     return (
         f"measured: this demo answers right on {summary['right']} of {summary['n']} held-out {span} "
-        f"(mean score {summary['accuracy']:.2f}; {result.get('command', '')}, {result.get('date', '')})"
+        f"(mean score {summary['accuracy']:.2f}; {served}; {result.get('command', '')}, "
+        f"{result.get('date', '')})"
     )
 
 

@@ -103,3 +103,17 @@ def test_the_demo_task_is_the_same_for_a_seed_and_moves_the_needle_between_seeds
     assert first.context == again.context and first.gold == again.gold
     assert first.meta["depth"] != other.meta["depth"]
     assert first.gold[0] in first.context and score(first, first.gold[0]) == 1.0
+
+
+def test_the_measured_line_says_which_model_was_measured(tmp_path, monkeypatch):
+    import json
+
+    from programs.cli import demo
+
+    measured = {"summary": {"right": 16, "n": 20, "accuracy": 0.8}, "rows": [{"seed": 2000}, {"seed": 2019}]}
+    monkeypatch.setattr(demo, "ACCURACY_FILE", tmp_path / "demo_accuracy.json")
+    demo.ACCURACY_FILE.write_text(json.dumps({**measured, "adapter": "shipped_adapter.gguf"}))
+    line = demo._measured_accuracy()
+    assert "16 of 20 held-out seeds 2000-2019" in line and "LoRA adapter shipped_adapter.gguf" in line
+    demo.ACCURACY_FILE.write_text(json.dumps(measured))
+    assert "the base model alone" in demo._measured_accuracy()
