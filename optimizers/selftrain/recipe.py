@@ -83,23 +83,26 @@ class Recipe(BaseModel):
 
     def measured(self) -> list[SuitePlan]:
         """Every suite both arms are measured on: the trained ones at ``test_n``, then the rest."""
-        trained = [plan.model_copy(update={"n": self.test_n}) for plan in self.train]
-        return trained + list(self.held_out)
+        return self._trained() + list(self.held_out)
 
     def measurements(self) -> list[Measurement]:
         """Every paired measurement, in the order they run: each suite of ``measured()`` on
         ``test_seed``, then each trained suite again on each confirmation seed."""
         first = [Measurement(plan=plan, seed=self.test_seed, label=plan.label) for plan in self.measured()]
-        trained = self.measured()[: len(self.train)]
         again = [
             Measurement(plan=plan, seed=seed, label=f"{plan.label}-s{seed}")
             for seed in self.confirm_seeds
-            for plan in trained
+            for plan in self._trained()
         ]
         return first + again
 
     def trains_on(self, plan: SuitePlan) -> bool:
+        """Whether ``plan`` is a suite (at its length) this recipe trains on."""
         return any(p.suite == plan.suite and p.length == plan.length for p in self.train)
+
+    def _trained(self) -> list[SuitePlan]:
+        """The trained suites as measured: ``test_n`` held-out examples each."""
+        return [plan.model_copy(update={"n": self.test_n}) for plan in self.train]
 
 
 class Measurement(BaseModel):
