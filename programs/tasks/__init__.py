@@ -6,7 +6,9 @@
 
 Families (``SUITES``): needle (RULER S-NIAH), multi_needle (MRCR), aggregation (OOLONG),
 pairs (OOLONG-Pairs), multihop (BrowseComp-Plus), codeqa (LongBench-v2 CodeQA), shared_context
-(several aggregation questions over one context, asked in one session).
+(several aggregation questions over one context, asked in one session); and two of real text,
+prose (a fact in the Python Language Reference and licence texts) and source (questions about
+standard-library modules), whose held-out seeds read other documents than their training seeds.
 
 A family is one module here defining ``SUITE = Suite(...)`` (generator, scorer, knobs and the
 ``ProgramRecipe`` that answers it: signature, strategy, typed sub-calls), plus its line in
@@ -32,7 +34,10 @@ from programs.tasks.base import (
 )
 
 # The registry: one line per family, the name of its module in programs/tasks/.
-FAMILIES = ("needle", "multi_needle", "aggregation", "pairs", "multihop", "codeqa", "shared_context")
+FAMILIES = (
+    "needle", "multi_needle", "aggregation", "pairs", "multihop", "codeqa", "shared_context",
+    "prose", "source",  # real text: the language reference and licences; standard-library modules
+)  # fmt: skip
 
 
 def _load_family(module_name: str) -> Suite:

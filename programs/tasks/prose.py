@@ -1,0 +1,154 @@
+"""Facts in real prose: the Python Language Reference and licence texts, with one inserted fact.
+
+A context is whole documents of real prose (``real_text``: held-out seeds read other documents
+than training seeds) with one short paragraph added at a random depth, stating a fact about a
+made-up subject, plus ``decoys`` paragraphs stating the same kind of fact about other subjects.
+The question asks for the first subject's fact, in one of several wordings; the answer is a
+number, a name, a sentence or a list (``form``; ``mixed`` cycles through the four).
+
+Score (``real_text.score_form``): a number exactly; a name whole (0.5 for the last name only);
+a sentence by the share of its key words; a list by the share of its items, less decoy items.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from typing import Any
+
+from programs.tasks import real_text
+from programs.tasks.base import Example, ProgramRecipe, Suite, TaskError, build_examples, prediction_value
+
+NAME = "prose"
+KNOBS = {"form": "mixed", "decoys": 1}
+CHOICES = {"form": ("mixed", *real_text.FORMS)}
+
+_SUBJECTS = (
+    "Kestrel", "Marlin", "Juniper", "Osprey", "Tamarack", "Heron", "Larkspur", "Basalt", "Quarry",
+    "Saffron", "Wren", "Cobalt", "Thistle", "Granite", "Alder", "Lantern", "Meridian", "Halcyon",
+)  # fmt: skip
+_FIRST = ("Mirela", "Tomas", "Ingrid", "Kwame", "Lucia", "Anders", "Priya", "Oskar", "Yuki", "Dario")
+_LAST = ("Tosh", "Varga", "Okafor", "Lindqvist", "Moreau", "Castellan", "Brandt", "Ishikawa", "Rourke")
+_CITIES = (
+    "Lisbon", "Tallinn", "Osaka", "Nairobi", "Quito", "Dundee", "Porto", "Gdansk", "Hobart", "Tromso",
+    "Valparaiso", "Ljubljana",
+)  # fmt: skip
+_CLAUSES = (
+    "release candidates must be signed by two maintainers",
+    "deprecated options stay available for three more releases",
+    "every public function needs a worked example in its docstring",
+    "benchmarks run on a quiet machine before each tagged release",
+    "translations are frozen one week before the final build",
+    "security reports are answered within two working days",
+    "the nightly archive keeps only the last forty snapshots",
+    "configuration files are read from the home folder before the system folder",
+)
+
+# form -> (the fact's sentence, the question's wordings); {s} is the subject, {v} the value.
+_FRAMES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "number": (
+        "A note on the {s} project: its build farm runs {v} nightly jobs.",
+        (
+            "How many nightly jobs does the {s} project's build farm run?",
+            "According to the text, what number of nightly jobs runs on the build farm of the {s} project?",
+            "The text mentions the {s} project's build farm. How many nightly jobs does it run? "
+            "Give the number.",
+        ),
+    ),
+    "name": (
+        "A note on the {s} project: its steering group is chaired by {v}.",
+        (
+            "Who chairs the steering group of the {s} project?",
+            "Name the person who chairs the {s} project's steering group.",
+            "According to the text, which person is the chair of the {s} project's steering group?",
+        ),
+    ),
+    "sentence": (
+        "A note on the {s} project: its maintainers agreed that {v}.",
+        (
+            "What did the maintainers of the {s} project agree?",
+            "State the rule the {s} project's maintainers agreed on.",
+            "According to the text, what was agreed by the {s} project's maintainers? "
+            "Answer in one sentence.",
+        ),
+    ),
+    "list": (
+        "A note on the {s} project: its download mirrors are hosted in {v}.",
+        (
+            "In which cities are the {s} project's download mirrors hosted? List every one.",
+            "List all the cities hosting download mirrors of the {s} project.",
+            "According to the text, where are the {s} project's download mirrors? Name each city.",
+        ),
+    ),
+}
+
+
+def _value(rng: random.Random, form: str) -> Any:
+    if form == "number":
+        return rng.randint(12, 9_800)
+    if form == "name":
+        return f"{rng.choice(_FIRST)} {rng.choice(_LAST)}"
+    if form == "sentence":
+        return rng.choice(_CLAUSES)
+    return rng.sample(_CITIES, 3)
+
+
+def _stated(value: Any) -> str:
+    if isinstance(value, list):
+        return f"{', '.join(value[:-1])} and {value[-1]}"
+    return str(value)
+
+
+def _shared(a: Any, b: Any) -> bool:
+    return bool(set(a) & set(b)) if isinstance(a, list) else _stated(a) == _stated(b)
+
+
+def _insert(text: str, rng: random.Random, paragraph: str) -> str:
+    """``paragraph`` on its own between two paragraphs of ``text``, at a random one."""
+    breaks = [i for i in range(len(text)) if text.startswith("\n\n", i)] or [len(text)]
+    at = rng.choice(breaks)
+    return f"{text[:at]}\n\n{paragraph}{text[at:]}"
+
+
+def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int, *, seed: int):
+    form = real_text.FORMS[index % 4] if knobs["form"] == "mixed" else knobs["form"]
+    sentence, wordings = _FRAMES[form]
+    subjects = rng.sample(_SUBJECTS, 1 + knobs["decoys"])
+    values: list[Any] = []
+    while len(values) < len(subjects):  # no value shares a part with another, or a decoy would be right
+        value = _value(rng, form)
+        if all(not _shared(value, v) for v in values):
+            values.append(value)
+    facts = [sentence.format(s=s, v=_stated(v)) for s, v in zip(subjects, values)]
+    room = length - sum(len(f) + 2 for f in facts)
+    text = real_text.joined(real_text.assemble(rng, real_text.documents("prose", seed), room))
+    for fact in facts:
+        text = _insert(text, rng, fact)
+    question = rng.choice(wordings).format(s=subjects[0])
+    meta = {"form": form, "subject": subjects[0], "decoys": values[1:], "fact": facts[0]}
+    return {"context": text, "question": question}, values[0], meta
+
+
+def generate(n: int, length: int, seed: int = 0, **knobs: Any) -> list[Example]:
+    if knobs.get("decoys", 1) not in range(0, len(_SUBJECTS)):
+        raise TaskError(f"suite {NAME!r}: decoys must be an int from 0 to {len(_SUBJECTS) - 1}")
+    real_text.check_fits(NAME, "prose", length)
+    build = functools.partial(_one, seed=seed)
+    return build_examples(NAME, n, length, seed, knobs, defaults=KNOBS, choices=CHOICES, build=build)
+
+
+def score(example: Example, prediction: Any) -> float:
+    meta = example.meta
+    decoys = [item for value in meta["decoys"] for item in value] if meta["form"] == "list" else []
+    return real_text.score_form(meta["form"], example.gold, prediction_value(prediction), decoys)
+
+
+PROGRAM = ProgramRecipe(
+    "signatures:LongDocQA",
+    "Search `context` with code for the names the question gives (re.finditer); print the text "
+    "around each match, then SUBMIT the answer as the printed text states it.",
+)
+
+SUITE = Suite(
+    NAME, generate, score, KNOBS, CHOICES, "a fact in real prose (language reference, licences)", PROGRAM
+)
