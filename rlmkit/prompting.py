@@ -12,6 +12,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
+from rlmkit.errors import ConfigError
 from rlmkit.signature import describe_outputs
 from rlmkit.trajectory import bounded
 
@@ -134,6 +135,11 @@ class Display:
     trajectory_chars: int = 20_000  # bounded copies of outputs / prompts in the trajectory
     sub_model_chars: int = 100_000  # what the prompt tells the model a sub-call can read
     demo_chars: int = 2_000  # each demo field is cut to this size
+    moves: str = "count"  # which list of moves the system prompt shows (MOVES' keys)
+
+    def __post_init__(self) -> None:
+        if self.moves not in MOVES:
+            raise ConfigError(f"unknown moves {self.moves!r}; choose one of {list(MOVES)}")
 
 
 def describe_input(name: str, value: Any, display: Display) -> str:
@@ -197,11 +203,35 @@ call per chunk), so try the moves above first.
 Compute from the input variables; never assign to them and never retype data from the preview.
 Write one ```repl block, then stop: its real output comes in the next message."""
 
+# The same moves for reading: none stores a count where the finishing move reads it. A 1.5B model
+# replays a list in order, and with the moves above often submits the count of its second turn
+# (``result = len(kept)``) as the answer; here every move prints, and the run ends on a value the
+# model has printed and read, copied into SUBMIT.
+READING_MOVES = """Moves to pick from, one per turn (re, math, Counter and defaultdict are imported;
+put in your input's name, the question's words, and text copied exactly from printed data):
+- look at the layout: `print(len(context)); print(context[:500])`
+- find the question's names and print around each match: `for m in list(re.finditer(re.escape(\
+"name from the question"), context))[:5]: print(repr(context[max(0, m.start() - 300):m.end() + 300]))`
+- print the lines carrying every text the question names: `kept = [line for line in \
+context.splitlines() if "text one" in line and "text two" in line]; print(len(kept)); print(kept[:10])`
+- tally a field's values: `tally = Counter(re.findall(r"field: (\\w+)", context)); \
+print(tally.most_common(5))`
+- once printed output shows the answer, finish with it, copied exactly: `{finish_example}`
+- when no search can answer (the answer needs reading), split the input into chunks of about
+{chunk_chars} characters and have sub-models read them with llm_query_batched; slow (one call
+per chunk), so try the moves above first.
+Answer only from text you have printed; never guess. Never assign to the input variables.
+Write one ```repl block, then stop: its real output comes in the next message."""
+MOVES = {"count": REPL_MOVES, "read": READING_MOVES}
+# What each set's finishing move submits: a variable the count move set, or a copied value.
+_FINISHED_WITH = {"count": "result", "read": '"the answer, copied from the output"'}
 
-def finish_move(protocol: Any, output_fields: dict[str, str]) -> str:
-    """The moves' last one, in the protocol's own form: finish with the variable ``result``.
-    (optimizers/compile re-renders it when it turns a run into another protocol's data.)"""
-    return protocol.finish_example(output_fields, "result")
+
+def finish_move(protocol: Any, output_fields: dict[str, str], moves: str = "count") -> str:
+    """The moves' finishing one, in the protocol's own form: with the variable ``result`` (the
+    count moves) or a value copied from the output (the reading moves). (optimizers/compile
+    re-renders it when it turns a run into another protocol's data.)"""
+    return protocol.finish_example(output_fields, _FINISHED_WITH[moves])
 
 
 def system_prompt(
@@ -217,9 +247,9 @@ def system_prompt(
         functions="\n".join(f"- {doc}" for doc in function_docs),
         finish=protocol.render_finish(describe_outputs(signature)),
     )
-    text += "\n\n" + REPL_MOVES.format(
+    text += "\n\n" + MOVES[display.moves].format(
         chunk_chars=f"{max(1_000, display.sub_model_chars // 2):_}",
-        finish_example=finish_move(protocol, describe_outputs(signature)),
+        finish_example=finish_move(protocol, describe_outputs(signature), display.moves),
     )
     if instructions.strip():
         text += f"\n\nTask instructions:\n{instructions.strip()}"

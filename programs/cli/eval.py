@@ -63,6 +63,12 @@ def eval_command(
         "field names, types and output descriptions, with neutral instructions, no strategy, no typed "
         "sub-calls), facts_then_answer (multihop), tally_then_answer (aggregation).",
     ),
+    moves: str = typer.Option(
+        "count",
+        "--moves",
+        help="The moves the system prompt lists: count (the default; ends on a counted result) or "
+        "read (every move prints; the run ends on a value copied from the output).",
+    ),
     max_depth: int = typer.Option(1, "--max-depth", help="Recursion depth for rlm_query sub-calls."),
     max_iterations: int = typer.Option(20, "--max-iterations", help="Root turns per example."),
     workers: int = typer.Option(4, "--workers", help="Examples run concurrently."),
@@ -130,6 +136,7 @@ def _run(
     local_threads,
     sub_lm,
     program,
+    moves,
     max_depth,
     max_iterations,
     workers,
@@ -147,6 +154,7 @@ def _run(
     from programs.evaluate import evaluate
     from programs.registry import baseline_for, build_program
     from programs.tasks import generate, parse_knobs
+    from rlmkit.prompting import Display
 
     # Everything the command line can get wrong fails here, before any model call.
     knobs = parse_knobs(suite, knob or [])
@@ -163,10 +171,13 @@ def _run(
     root = lm_from_flag(lm, api_base, **sampling)
     sub = lm_from_flag(sub_lm, api_base, **sampling) if sub_lm else None
 
+    display = Display(moves=moves)  # an unknown set of moves fails here
+
     def build(name: str):
         return build_program(
-            name, suite, lm=root, sub_lm=sub, max_depth=max_depth, max_iterations=max_iterations
-        )
+            name, suite, lm=root, sub_lm=sub, max_depth=max_depth, max_iterations=max_iterations,
+            display=display,
+        )  # fmt: skip
 
     factory, plain_factory = functools.partial(build, program), functools.partial(build, "plain")
 
@@ -188,6 +199,8 @@ def _run(
     }
     if temperature is not None:  # only when set: older run folders keep their config hash
         config["temperature"] = temperature
+    if moves != Display.moves:  # likewise
+        config["moves"] = moves
     if lm in EMBEDDED_FLAGS:
         config.update(_adapter_config(adapter))
     out = Path(out) if out else Path("runs") / f"eval-{suite}-{length}-s{seed}"
