@@ -1,0 +1,121 @@
+"""The held-out matrix: the embedded model's arms on every suite, real text included, side by side.
+
+    nice -n 5 python benchmarks/training/reading_matrix.py            # run or resume, then report
+    python benchmarks/training/reading_matrix.py --report-only        # the results file from the archive
+    python benchmarks/training/reading_matrix.py --suites prose,source  # only these suites now
+
+Arms (all greedy, held-out generator seed 1000, each on its own 1-thread server, side by side):
+``base`` is the embedded model with today's prompt, ``prompt`` the same model with the reading
+moves (``--moves read``: the best prompt-only change measured so far), ``adapter`` the shipped LoRA
+adapter with today's prompt. Work goes to ``.selftrain/matrix``; each finished stage is packed
+into ``benchmarks/results/reading_matrix/`` (committed), and unfinished ones are snapshotted there
+run by run, so a later checkout resumes them. ``benchmarks/results/reading_matrix.json`` holds the
+table, every arm's per-example scores, and the gate's verdict on the adapter
+(``optimizers/selftrain/gate.py``, committed before the measurement it judges).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+from typing import Any
+
+from _bootstrap import RESULTS, ROOT
+
+import provenance
+
+WORK = ROOT / ".selftrain" / "matrix"
+ARCHIVE = RESULTS / "reading_matrix"
+RESULTS = RESULTS / "reading_matrix.json"
+# Real text first (50,000-100,000 characters, n=30 each), then every synthetic suite (n=20).
+SUITES = [
+    ("prose", 60_000, 30),
+    ("source", 60_000, 30),
+    *(
+        (name, 20_000, 20)
+        for name in ("needle", "multi_needle", "aggregation", "pairs", "multihop", "codeqa")
+    ),
+]
+TRAINED_FAMILIES = ("needle",)  # what the shipped adapter was trained on
+
+
+def matrix():
+    from optimizers.selftrain.matrix import Arm, Matrix
+    from optimizers.selftrain.recipe import SuitePlan
+    from rlmkit.local.adapter import SHIPPED_ADAPTER
+
+    return Matrix(
+        suites=tuple(SuitePlan(suite=s, length=length, n=n) for s, length, n in SUITES),
+        arms=(
+            Arm(name="base"),
+            Arm(name="prompt", moves="read"),
+            Arm(name="adapter", adapter=str(SHIPPED_ADAPTER.with_suffix(".gguf"))),
+        ),
+    )
+
+
+def collect() -> dict[str, Any]:
+    from optimizers.selftrain.gate import GateRule, verdict
+    from optimizers.selftrain.matrix import MatrixRun
+    from optimizers.selftrain.pipeline import read_rows
+    from optimizers.selftrain.stages import StageStore
+    from programs.tasks import real_text
+
+    store = StageStore(WORK, ARCHIVE)
+    run = MatrixRun(matrix(), store, runner=lambda command: 1)
+    stages = [run.stage_name(arm, plan) for plan in run.matrix.suites for arm in run.matrix.arms]
+    unfinished = [name for name in stages if store.record(name) is None]
+    in_progress = {
+        name: len(read_rows(store.folder(name))) for name in unfinished if read_rows(store.folder(name))
+    }
+    for name in in_progress:  # committed with the results: the next run resumes these runs
+        store.snapshot(name)
+    table = run.table()
+    rule = GateRule()
+    labels = [plan.label for plan in run.matrix.suites]
+    return {
+        "matrix": json.loads(run.matrix.model_dump_json()),
+        "partial": bool(unfinished),
+        "unfinished_stages": unfinished,
+        "in_progress": in_progress,
+        "table": table,
+        "gate": {
+            "rule": rule.model_dump(),
+            "trained_families": list(TRAINED_FAMILIES),
+            "adapter": verdict(
+                table,
+                labels,
+                candidate="adapter",
+                prompt_arms=["prompt"],
+                trained_families=TRAINED_FAMILIES,
+                real_text=real_text.FAMILIES,
+            ).model_dump(),
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--report-only", action="store_true", help="only rewrite the results file")
+    parser.add_argument("--suites", help="only these suites (comma-separated families) in this run")
+    args = parser.parse_args(argv)
+    load_at_start = os.getloadavg()[0]
+    if not args.report_only:
+        from optimizers.selftrain.matrix import MatrixRun
+        from optimizers.selftrain.stages import StageStore
+
+        wanted = set(args.suites.split(",")) if args.suites else None
+        run = MatrixRun(matrix(), StageStore(WORK, ARCHIVE), runner=lambda c: subprocess.run(c).returncode)
+        run.run(only=lambda name: wanted is None or any(f"-{s}-" in name for s in wanted))
+    argv = ["--report-only"] if args.report_only else []
+    data = {**provenance.record(__file__, argv, load_at_start), **collect()}
+    RESULTS.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    print(f"wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()

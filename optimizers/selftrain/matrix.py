@@ -1,0 +1,134 @@
+"""The held-out matrix: every suite measured on several arms, side by side on one machine.
+
+An arm is the embedded model with one adapter (or none) and one set of prompt moves; a matrix is
+a list of suites (held-out generator seed, greedy) run on every arm. Each (arm, suite) pair is a
+stage of its own (``eval-ARM-LABEL``) in a ``StageStore``, so a run resumes where it stopped and
+the arms of one suite run together, each on its own server, and finish at about the same
+example: what has finished is paired.
+
+    rlmkit eval SUITE --seed 1000 --temperature 0 --adapter none --moves count --local-threads 1 ...
+
+The arms compare with ``paired_compare`` against the first arm (the base with today's prompt);
+``gate.verdict`` then says whether a candidate ships."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from optimizers.selftrain.paired import paired_compare
+from optimizers.selftrain.pipeline import StageFailed, _row, never_answered, read_rows, rlmkit_command, shown
+from optimizers.selftrain.recipe import HELD_OUT_SEEDS, SuitePlan
+from optimizers.selftrain.stages import StageStore
+
+
+class Arm(BaseModel):
+    """One way of running the embedded model: ``adapter`` is a GGUF LoRA path or ``none``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    adapter: str = "none"
+    moves: str = "count"
+
+
+class Matrix(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    suites: tuple[SuitePlan, ...] = Field(min_length=1)
+    arms: tuple[Arm, ...] = Field(
+        min_length=2, description="the first is the base every arm is compared with"
+    )
+    seed: int = Field(
+        HELD_OUT_SEEDS, ge=HELD_OUT_SEEDS, description="generator seed of the held-out examples"
+    )
+    program: str = "plain"
+    iterations: int = Field(6, ge=1, description="root turns per run")
+    threads: int = Field(1, ge=1, description="llama.cpp threads of each arm's own server")
+
+
+class MatrixRun:
+    """Runs ``matrix`` over ``store``; ``runner`` runs one command and returns its exit status."""
+
+    def __init__(self, matrix: Matrix, store: StageStore, *, runner: Callable[[list[str]], int], log=print):
+        self.matrix, self.store, self.runner, self.log = matrix, store, runner, log
+
+    def stage_name(self, arm: Arm, plan: SuitePlan) -> str:
+        return f"eval-{arm.name}-{plan.label}"
+
+    def command(self, arm: Arm, plan: SuitePlan, folder: Path) -> list[str]:
+        m = self.matrix
+        return rlmkit_command(
+            "eval", plan.suite, "--n", str(plan.n), "--length", str(plan.length), "--seed", str(m.seed),
+            "--lm", "local", "--program", m.program, "--max-iterations", str(m.iterations),
+            "--temperature", "0", "--adapter", arm.adapter, "--moves", arm.moves,
+            "--local-threads", str(m.threads), "--workers", "1", "--out", str(folder),
+        )  # fmt: skip
+
+    def run(self, only: Callable[[str], bool] = lambda name: True) -> None:
+        """Every suite in order, its arms side by side; finished stages are kept."""
+        self.store.keep_recipe(self.matrix.model_dump(mode="json"), may_change=("suites",))
+        for plan in self.matrix.suites:
+            todo = [arm for arm in self.matrix.arms if only(self.stage_name(arm, plan))]
+            with ThreadPoolExecutor(max_workers=max(1, len(todo))) as pool:
+                list(pool.map(self._stage, todo, [plan] * len(todo)))
+
+    def _stage(self, arm: Arm, plan: SuitePlan) -> dict[str, Any]:
+        def evaluate(folder: Path) -> dict[str, Any]:
+            command = self.command(arm, plan, folder)
+            self.log("$ " + shown(command, self.store.work))
+            if (code := self.runner(command)) != 0:
+                raise StageFailed(
+                    f"`{shown(command, self.store.work)}` exited with status {code}; rerun to resume"
+                )
+            rows = read_rows(folder)
+            if unanswered := [row["id"] for row in rows if never_answered(row)]:
+                raise StageFailed(
+                    f"the model could not be reached for {len(unanswered)} run(s); rerun to resume"
+                )
+            return {"command": shown(command, self.store.work), "arm": arm.name, "suite": plan.label,
+                    "rows": [_row(row) for row in rows]}  # fmt: skip
+
+        return self.store.run(self.stage_name(arm, plan), evaluate)
+
+    def rows(self, arm: Arm, plan: SuitePlan) -> tuple[dict[str, float], bool]:
+        """An arm's scores by example on a suite, and whether its stage finished."""
+        name = self.stage_name(arm, plan)
+        if (record := self.store.record(name)) is not None:
+            return {row["id"]: row["score"] for row in record["rows"]}, True
+        runs = read_rows(self.store.folder(name))
+        return {row["id"]: row["score"] for row in runs if not never_answered(row)}, False
+
+    def table(self) -> list[dict[str, Any]]:
+        """Per suite: each arm's mean on the examples every arm has finished, and each arm but
+        the first compared with the first, paired."""
+        out = []
+        for plan in self.matrix.suites:
+            scores, finished = {}, True
+            for arm in self.matrix.arms:
+                scores[arm.name], done = self.rows(arm, plan)
+                finished &= done
+            shared = set.intersection(*(set(s) for s in scores.values()))
+            if not shared:
+                continue
+            base = self.matrix.arms[0].name
+            kept = {name: {i: s[i] for i in shared} for name, s in scores.items()}
+            out.append(
+                {
+                    "suite": plan.label,
+                    "family": plan.suite,
+                    "finished": finished,
+                    "n": len(shared),
+                    "means": {name: sum(s.values()) / len(s) for name, s in kept.items()},
+                    "versus_base": {
+                        name: paired_compare(kept[base], s).model_dump()
+                        for name, s in kept.items()
+                        if name != base
+                    },
+                }
+            )
+        return out
