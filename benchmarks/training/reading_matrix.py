@@ -6,8 +6,9 @@
 
 Arms (all greedy, held-out generator seed 1000, each on its own 1-thread server, side by side):
 ``base`` is the embedded model with today's prompt, ``prompt`` the same model with the reading
-moves (``--moves read``: the best prompt-only change measured so far), ``adapter`` the shipped LoRA
-adapter with today's prompt. Work goes to ``.selftrain/matrix``; each finished stage is packed
+moves and answers held until their output is read (``--moves read --hold-unread-answers``: what
+the model is told changes, not its weights), ``adapter`` the shipped LoRA adapter with today's
+prompt. Work goes to ``.selftrain/matrix``; each finished stage is packed
 into ``benchmarks/results/reading_matrix/`` (committed), and unfinished ones are snapshotted there
 run by run, so a later checkout resumes them. ``benchmarks/results/reading_matrix.json`` holds the
 table, every arm's per-example scores, and the gate's verdict on the adapter
@@ -50,7 +51,7 @@ def matrix():
         suites=tuple(SuitePlan(suite=s, length=length, n=n) for s, length, n in SUITES),
         arms=(
             Arm(name="base"),
-            Arm(name="prompt", moves="read"),
+            Arm(name="prompt", moves="read", hold_unread_answers=True),
             Arm(name="adapter", adapter=str(SHIPPED_ADAPTER.with_suffix(".gguf"))),
         ),
     )

@@ -27,13 +27,15 @@ from optimizers.selftrain.stages import StageStore
 
 
 class Arm(BaseModel):
-    """One way of running the embedded model: ``adapter`` is a GGUF LoRA path or ``none``."""
+    """One way of running the embedded model: ``adapter`` is a GGUF LoRA path or ``none``;
+    ``moves`` and ``hold_unread_answers`` change what the model is told, never its weights."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     adapter: str = "none"
     moves: str = "count"
+    hold_unread_answers: bool = False
 
 
 class Matrix(BaseModel):
@@ -67,6 +69,7 @@ class MatrixRun:
             "--lm", "local", "--program", m.program, "--max-iterations", str(m.iterations),
             "--temperature", "0", "--adapter", arm.adapter, "--moves", arm.moves,
             "--local-threads", str(m.threads), "--workers", "1", "--out", str(folder),
+            *(["--hold-unread-answers"] if arm.hold_unread_answers else []),
         )  # fmt: skip
 
     def run(self, only: Callable[[str], bool] = lambda name: True) -> None:

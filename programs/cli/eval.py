@@ -69,6 +69,12 @@ def eval_command(
         help="The moves the system prompt lists: count (the default; ends on a counted result) or "
         "read (every move prints; the run ends on a value copied from the output).",
     ),
+    hold_unread_answers: bool = typer.Option(
+        False,
+        "--hold-unread-answers",
+        help="Hold back an answer given in the same turn as code that printed output, until the model "
+        "has read that output and answers again (small models otherwise answer before reading).",
+    ),
     max_depth: int = typer.Option(1, "--max-depth", help="Recursion depth for rlm_query sub-calls."),
     max_iterations: int = typer.Option(20, "--max-iterations", help="Root turns per example."),
     workers: int = typer.Option(4, "--workers", help="Examples run concurrently."),
@@ -137,6 +143,7 @@ def _run(
     sub_lm,
     program,
     moves,
+    hold_unread_answers,
     max_depth,
     max_iterations,
     workers,
@@ -176,7 +183,7 @@ def _run(
     def build(name: str):
         return build_program(
             name, suite, lm=root, sub_lm=sub, max_depth=max_depth, max_iterations=max_iterations,
-            display=display,
+            display=display, hold_unread_answers=hold_unread_answers,
         )  # fmt: skip
 
     factory, plain_factory = functools.partial(build, program), functools.partial(build, "plain")
@@ -201,6 +208,8 @@ def _run(
         config["temperature"] = temperature
     if moves != Display.moves:  # likewise
         config["moves"] = moves
+    if hold_unread_answers:
+        config["hold_unread_answers"] = True
     if lm in EMBEDDED_FLAGS:
         config.update(_adapter_config(adapter))
     out = Path(out) if out else Path("runs") / f"eval-{suite}-{length}-s{seed}"
