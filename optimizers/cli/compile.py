@@ -49,6 +49,14 @@ def compile_runs(
     status: Annotated[
         list[str] | None, typer.Option("--status", help="Run statuses to keep (repeatable); 'any' keeps all.")
     ] = None,
+    per_turn: Annotated[
+        bool | None,
+        typer.Option(
+            "--per-turn/--whole-runs",
+            help="sft: also drop single turns whose code failed, that made up REPL output, had an "
+            "answer rejected, or repeat an earlier turn (and every turn after a repeat).",
+        ),
+    ] = None,
     metric: Annotated[
         str | None, typer.Option(help="module:function scoring a run that has no score.")
     ] = None,
@@ -108,6 +116,7 @@ def compile_runs(
                 dedupe=dedupe,
                 per_task_cap=per_task_cap,
                 status=status,
+                per_turn=per_turn,
             ),
         )
         common: dict[str, Any] = {
@@ -151,6 +160,7 @@ def _filter_overrides(**options: Any) -> dict[str, Any]:
         "min_turns": "min_turns",
         "dedupe": "dedupe",
         "per_task_cap": "per_task_cap",
+        "per_turn": "per_turn",
     }
     overrides = {field: options[name] for name, field in mapping.items() if options[name] is not None}
     if options["keep_zero_score"] is not None:

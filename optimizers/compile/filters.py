@@ -30,6 +30,13 @@ class Filters:
     statuses: tuple[str, ...] | None = field(
         default=("ok",), metadata={"help": "run statuses to keep; None keeps every status"}
     )
+    per_turn: bool = field(
+        default=False,
+        metadata={
+            "help": "sft: also drop single turns (code that failed, more or less than one code block, "
+            "made-up REPL output, a rejected answer, a repeated turn and every turn after it)"
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.min_turns < 0 or (self.per_task_cap is not None and self.per_task_cap < 1):

@@ -14,6 +14,7 @@ from optimizers.compile.render import Renderer, SystemPrompt
 from optimizers.compile.result import Compilation, CompileResult
 from optimizers.compile.schema import ChatMessage, SFTRow
 from optimizers.compile.sources import RunsLike
+from optimizers.compile.turn_filter import turn_problems
 from optimizers.compile.turns import TRUNCATION_MARK, is_linear
 from rlmkit.trajectory import SubCall, Trajectory
 
@@ -127,7 +128,11 @@ class _Builder:
     def turn_rows(self, item: Scored, run: Trajectory, role: str) -> None:
         self._cache.clear()  # messages are shared within one run only
         rendered = self.renderer.run(run)
+        problems = turn_problems(run.turns) if self.work.filters.per_turn else {}
         for turn in rendered.turns:
+            if (problem := problems.get(turn.index)) is not None:
+                self.work.report.samples_dropped[f"turn:{problem}"] += 1
+                continue
             self.work.report.fixes.update(turn.fixes)
             meta = self.meta(run, role, turn.fixes)
             self.add(item, run, f"t{turn.index}", turn.index, turn.prompt, turn.reply, meta)
