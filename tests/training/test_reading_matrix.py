@@ -1,0 +1,117 @@
+"""The held-out matrix and the gate that decides whether an adapter ships."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from optimizers.selftrain.gate import verdict
+from optimizers.selftrain.matrix import Arm, Matrix, MatrixRun
+from optimizers.selftrain.recipe import SuitePlan
+from optimizers.selftrain.stages import StageStore
+from rlmkit.errors import UserError
+
+ARMS = (
+    Arm(name="base"),
+    Arm(name="prompt", moves="read", hold_unread_answers=True),
+    Arm(name="adapter", adapter="a.gguf"),
+)
+
+
+class FakeEval:
+    """Stands in for ``rlmkit eval``: writes each example's row, scored by ``scores[arm][suite]``."""
+
+    def __init__(self, scores):
+        self.scores, self.commands = scores, []
+
+    def __call__(self, command: list[str]) -> int:
+        self.commands.append(command)
+        value = lambda flag: command[command.index(flag) + 1]  # noqa: E731
+        arm = {"none": "prompt" if value("--moves") == "read" else "base"}.get(value("--adapter"), "adapter")
+        suite, n, out = value("eval"), int(value("--n")), Path(value("--out"))
+        out.mkdir(parents=True, exist_ok=True)
+        scores = self.scores[arm][suite]
+        with (out / "results.jsonl").open("a") as f:
+            for i in range(n):
+                row = {"id": f"{suite}-{i}", "score": scores[i % len(scores)],
+                       "status": "ok", "failure": None, "iterations": 2, "wall_s": 1.0,
+                       "prompt_tokens": 10, "completion_tokens": 5}  # fmt: skip
+                f.write(json.dumps(row) + "\n")
+        return 0
+
+
+def matrix(n_real=30, n_synthetic=20):
+    suites = (SuitePlan(suite="prose", length=60_000, n=n_real), SuitePlan(suite="needle", n=n_synthetic))
+    return Matrix(suites=suites, arms=ARMS)
+
+
+def run_matrix(tmp_path, scores, **kw):
+    fake = FakeEval(scores)
+    run = MatrixRun(
+        matrix(**kw), StageStore(tmp_path / "work", tmp_path / "archive"), runner=fake, log=lambda _: None
+    )
+    run.run()
+    return run, fake
+
+
+WINS = {
+    "base": {"prose": [0.0, 0.0, 1.0], "needle": [0.0, 1.0]},
+    "prompt": {"prose": [0.0, 1.0, 1.0], "needle": [0.0, 1.0]},
+    "adapter": {"prose": [1.0, 1.0, 1.0], "needle": [1.0, 1.0]},
+}
+
+
+def judge(run, **kw):
+    labels = [plan.label for plan in run.matrix.suites]
+    return verdict(run.table(), labels, candidate="adapter", prompt_arms=["prompt"],
+                   trained_families=["needle"], real_text=["prose"], **kw)  # fmt: skip
+
+
+def test_every_arm_runs_every_suite_once_with_its_own_flags_and_resumes(tmp_path):
+    run, fake = run_matrix(tmp_path, WINS)
+    assert len(fake.commands) == 6
+    prompt = next(c for c in fake.commands if "read" in c)
+    assert "--hold-unread-answers" in prompt and prompt[prompt.index("--adapter") + 1] == "none"
+    assert all(
+        c[c.index("--seed") + 1] == "1000" and c[c.index("--temperature") + 1] == "0" for c in fake.commands
+    )
+    again = MatrixRun(run.matrix, run.store, runner=fake, log=lambda _: None)
+    again.run()
+    assert len(fake.commands) == 6  # finished stages are kept
+
+
+def test_the_table_pairs_each_arm_with_the_base(tmp_path):
+    run, _ = run_matrix(tmp_path, WINS)
+    prose = next(row for row in run.table() if row["family"] == "prose")
+    assert prose["n"] == 30 and prose["finished"]
+    assert prose["means"]["adapter"] == 1.0 and prose["versus_base"]["adapter"]["wins"] == 20
+
+
+def test_an_adapter_that_wins_everywhere_ships(tmp_path):
+    run, _ = run_matrix(tmp_path, WINS)
+    assert judge(run).ships
+
+
+def test_an_adapter_that_loses_a_suite_or_only_matches_the_prompt_does_not_ship(tmp_path):
+    scores = {**WINS, "adapter": {"prose": [0.0, 0.0, 1.0], "needle": [0.0, 0.0]}}
+    run, _ = run_matrix(tmp_path, scores)
+    result = judge(run)
+    assert not result.ships and result.measured
+    assert any("needle-20k: 0.00 is more than 0.05 below" in f for f in result.failures)
+    assert any("no real-text suite gains" in f for f in result.failures)
+    assert any("not above the prompt-only arm 'prompt'" in f for f in result.failures)
+
+
+def test_a_partial_matrix_never_ships_but_can_already_fail(tmp_path):
+    run, _ = run_matrix(tmp_path, WINS, n_real=10)  # real text below its n of 30
+    result = judge(run)
+    assert not result.ships and not result.measured and result.missing == ["prose-60k"]
+
+
+def test_a_matrix_folder_refuses_another_set_of_arms(tmp_path):
+    run, fake = run_matrix(tmp_path, WINS)
+    other = matrix().model_copy(update={"arms": ARMS[:2]})
+    with pytest.raises(UserError, match="another recipe"):
+        MatrixRun(other, run.store, runner=fake).run()
