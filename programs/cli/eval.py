@@ -69,6 +69,13 @@ def eval_command(
         help="The moves the system prompt lists: count (the default; ends on a counted result) or "
         "read (every move prints; the run ends on a value copied from the output).",
     ),
+    hint: bool = typer.Option(
+        False,
+        "--hint",
+        help="Sampling only (seeds below 1000): put the gold answer in each question as a hint. "
+        "rlmkit compile keeps such a run only if its output showed the gold before it answered, and "
+        "writes it without the hint.",
+    ),
     hold_unread_answers: bool = typer.Option(
         False,
         "--hold-unread-answers",
@@ -143,6 +150,7 @@ def _run(
     sub_lm,
     program,
     moves,
+    hint,
     hold_unread_answers,
     max_depth,
     max_iterations,
@@ -166,6 +174,10 @@ def _run(
     # Everything the command line can get wrong fails here, before any model call.
     knobs = parse_knobs(suite, knob or [])
     examples = generate(suite, n=n, length=length, seed=seed, **knobs)
+    if hint:
+        from programs.hints import hinted
+
+        examples = [hinted(example) for example in examples]  # a held-out seed is refused here
     sampling = {"temperature": temperature} if temperature is not None else {}
     if (adapter is not None or local_threads) and lm not in EMBEDDED_FLAGS:
         raise UserError("--adapter and --local-threads apply to the embedded model only (--lm local)")
@@ -210,6 +222,8 @@ def _run(
         config["moves"] = moves
     if hold_unread_answers:
         config["hold_unread_answers"] = True
+    if hint:
+        config["hint"] = True
     if lm in EMBEDDED_FLAGS:
         config.update(_adapter_config(adapter))
     out = Path(out) if out else Path("runs") / f"eval-{suite}-{length}-s{seed}"
