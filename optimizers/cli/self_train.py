@@ -59,6 +59,18 @@ def self_train_command(
     ] = 20_000,
     samples: Annotated[int, typer.Option("--samples", min=1, help="Runs per training example.")] = 4,
     temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature.")] = 0.8,
+    hint: Annotated[
+        bool,
+        typer.Option(
+            "--hint",
+            help="Sample with the gold answer in each training question (kept only "
+            "if the run then printed it; trained on without the hint).",
+        ),
+    ] = False,
+    per_turn: Annotated[
+        bool,
+        typer.Option("--per-turn", help="Compile with the per-turn filter (rlmkit compile sft --per-turn)."),
+    ] = False,
     test_n: Annotated[int, typer.Option("--test-n", help="Held-out examples per trained suite.")] = 30,
     confirm_seed: Annotated[
         list[int] | None,
@@ -98,6 +110,8 @@ def self_train_command(
             held_out=tuple(parse_plan(s, length=length, n=10) for s in held_out or []),
             samples=samples,
             temperature=temperature,
+            hint=hint,
+            per_turn=per_turn,
             max_iterations=max_iterations,
             workers=workers,
             backend=backend,

@@ -84,7 +84,9 @@ class SelfTrain:
         """Run the stages ``only`` selects, in order, keeping those done before. With
         ``eval_threads`` the two arms of a suite run side by side, each on its own server: an
         interruption then leaves them at about the same example, so what finished is paired."""
-        self.store.keep_recipe(self.recipe.model_dump(mode="json"), may_change=MEASURED_ONLY)
+        self.store.keep_recipe(
+            self.recipe.model_dump(mode="json"), may_change=MEASURED_ONLY, added_later=Recipe.added_later()
+        )
         planned = [stage for stage in self.stages() if only(stage[0])]
         self.log("stages: " + ", ".join(name for name, _, _ in planned))
         done: dict[str, dict[str, Any]] = {}
@@ -131,7 +133,7 @@ class SelfTrain:
         r = self.recipe
         command = self.eval_command(
             plan, folder, "--seed", str(r.sample_seed), "--samples", str(r.samples),
-            "--temperature", str(r.temperature),
+            "--temperature", str(r.temperature), *(["--hint"] if r.hint else []),
         )  # fmt: skip
         self._call(command)  # resumes from its folder by itself
         rows = read_rows(folder)  # every run in the folder: an earlier, larger plan's runs too
@@ -153,7 +155,8 @@ class SelfTrain:
         runs = [str(self.store.output(f"sample-{plan.label}") / "trajectories") for plan in self.recipe.train]
         record: dict[str, Any] = {}
         for kind in ("sft", "dpo"):
-            command = rlmkit_command("compile", kind, *runs, "--out", str(folder / kind))
+            per_turn = ["--per-turn"] if self.recipe.per_turn and kind == "sft" else []
+            command = rlmkit_command("compile", kind, *runs, "--out", str(folder / kind), *per_turn)
             if kind == "dpo":  # a by-product no stage trains on yet: none is a count, not a failure
                 self.log("$ " + shown(command))
                 if self.runner(command) != 0:

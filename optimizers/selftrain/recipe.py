@@ -11,6 +11,8 @@ HELD_OUT_SEEDS = 1000  # seeds from here up are never sampled for training
 # Recipe fields that only add measurements (each suite's evaluation is a stage of its own): a
 # finished recipe may gain held-out suites without redoing or mixing any finished stage.
 MEASURED_ONLY = ("held_out", "confirm_seeds")
+# Fields a recipe written before them lacks: read as their defaults, so its folder still resumes.
+ADDED_LATER = ("hint", "per_turn")
 
 
 class SuitePlan(BaseModel):
@@ -36,6 +38,16 @@ class Recipe(BaseModel):
     program: str = Field("plain", description="the program run: the suite's signature, generic prompt")
     # sampling (training seeds)
     samples: int = Field(4, ge=1, description="distinct runs per training example")
+    hint: bool = Field(
+        False,
+        description="sample with the gold answer in each training question (rlmkit eval --hint); a "
+        "run trains only if its output showed the gold before it answered, and without the hint",
+    )
+    per_turn: bool = Field(
+        False,
+        description="compile with the per-turn filter (rlmkit compile sft --per-turn): drop single "
+        "turns whose code failed, that made up output, had an answer rejected, or repeat a turn",
+    )
     temperature: float = Field(0.8, gt=0, description="sampling temperature (distinct runs)")
     sample_seed: int = Field(0, ge=0)
     max_iterations: int = Field(8, ge=1, description="root turns per run (sampling and measuring)")
@@ -80,6 +92,11 @@ class Recipe(BaseModel):
                     f"test_seed {self.test_seed} is needed"
                 )
         return self
+
+    @classmethod
+    def added_later(cls) -> dict:
+        """``ADDED_LATER`` fields at their defaults: what a recipe written before them meant."""
+        return {name: cls.model_fields[name].default for name in ADDED_LATER}
 
     def measured(self) -> list[SuitePlan]:
         """Every suite both arms are measured on: the trained ones at ``test_n``, then the rest."""

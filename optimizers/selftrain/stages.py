@@ -28,12 +28,19 @@ class StageStore:
         self.work, self.archive = Path(work), Path(archive) if archive else None
         (self.work / "stages").mkdir(parents=True, exist_ok=True)
 
-    def keep_recipe(self, recipe: dict[str, Any], may_change: tuple[str, ...] = ()) -> None:
+    def keep_recipe(
+        self,
+        recipe: dict[str, Any],
+        may_change: tuple[str, ...] = (),
+        added_later: dict[str, Any] | None = None,
+    ) -> None:
         """Record the recipe the stages belong to; a folder filled by another recipe is refused
         (its finished stages would be kept and mixed with the new recipe's). Fields named in
-        ``may_change`` add stages without changing any finished one, so they may differ."""
+        ``may_change`` add stages without changing any finished one, so they may differ; a field
+        in ``added_later`` that a kept recipe lacks is read as the value given there."""
 
         def fixed(fields: dict[str, Any]) -> dict[str, Any]:
+            fields = {**(added_later or {}), **fields}
             return {name: value for name, value in fields.items() if name not in may_change}
 
         for folder in filter(None, (self.work, self.archive)):

@@ -115,3 +115,27 @@ def test_a_matrix_folder_refuses_another_set_of_arms(tmp_path):
     other = matrix().model_copy(update={"arms": ARMS[:2]})
     with pytest.raises(UserError, match="another recipe"):
         MatrixRun(other, run.store, runner=fake).run()
+
+
+def test_a_recipe_samples_with_hints_and_compiles_per_turn_and_an_older_folder_still_resumes(tmp_path):
+    from optimizers.selftrain import Recipe
+    from optimizers.selftrain.pipeline import SelfTrain
+
+    commands = []
+    plan = SuitePlan(suite="prose", length=60_000, n=2)
+    recipe = Recipe(train=(plan,), hint=True, per_turn=True)
+    run = SelfTrain(recipe, StageStore(tmp_path / "w"), tmp_path / "m.gguf", log=lambda _: None,
+                    runner=lambda c: commands.append(c) or 0)  # fmt: skip
+    run.store.run("sample-prose-60k", lambda folder: run.sample(plan, folder))
+    assert "--hint" in commands[-1]
+    with pytest.raises(FileNotFoundError):  # the fake runner writes no manifest; the command is what counts
+        run.dataset(tmp_path / "dataset")
+    assert "--per-turn" in commands[-1] and commands[-1][3:5] == ["compile", "sft"]
+    older = Recipe(train=(plan,)).model_dump(mode="json")
+    for name in ("hint", "per_turn"):
+        older.pop(name)  # a recipe kept before these fields existed
+    store = StageStore(tmp_path / "old")
+    store.keep_recipe(older)
+    SelfTrain(Recipe(train=(plan,)), store, tmp_path / "m.gguf", log=lambda _: None, runner=lambda c: 0).run(
+        only=lambda name: False
+    )
