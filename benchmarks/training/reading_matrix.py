@@ -40,6 +40,11 @@ SUITES = [
     ),
 ]
 TRAINED_FAMILIES = ("needle",)  # what the shipped adapter was trained on
+# Each run's wall-time budget, every arm alike. Without one, a run that hands 50,000 characters to
+# llm_query spends about 20 minutes on that one sub-call here (three 1-thread servers on two
+# cores read about 10 tokens a second); with it, such a run stops and scores 0. Time budgets depend
+# on the machine's load: this is the condition these figures were measured under, stated with them.
+MAX_SECONDS = 240
 
 
 def matrix():
@@ -54,6 +59,7 @@ def matrix():
             Arm(name="prompt", moves="read", hold_unread_answers=True),
             Arm(name="adapter", adapter=str(SHIPPED_ADAPTER.with_suffix(".gguf"))),
         ),
+        max_seconds=MAX_SECONDS,
     )
 
 

@@ -51,6 +51,9 @@ class Matrix(BaseModel):
     program: str = "plain"
     iterations: int = Field(6, ge=1, description="root turns per run")
     threads: int = Field(1, ge=1, description="llama.cpp threads of each arm's own server")
+    max_seconds: float | None = Field(
+        None, gt=0, description="wall-time budget of each run (a run past it stops and scores 0)"
+    )
 
 
 class MatrixRun:
@@ -70,6 +73,7 @@ class MatrixRun:
             "--temperature", "0", "--adapter", arm.adapter, "--moves", arm.moves,
             "--local-threads", str(m.threads), "--workers", "1", "--out", str(folder),
             *(["--hold-unread-answers"] if arm.hold_unread_answers else []),
+            *(["--max-seconds", str(m.max_seconds)] if m.max_seconds else []),
         )  # fmt: skip
 
     def run(self, only: Callable[[str], bool] = lambda name: True) -> None:

@@ -69,6 +69,12 @@ def eval_command(
         help="The moves the system prompt lists: count (the default; ends on a counted result) or "
         "read (every move prints; the run ends on a value copied from the output).",
     ),
+    max_seconds: float = typer.Option(
+        None,
+        "--max-seconds",
+        min=1.0,
+        help="Wall-time budget of each run, sub-calls included: a run past it stops and scores 0.",
+    ),
     hint: bool = typer.Option(
         False,
         "--hint",
@@ -150,6 +156,7 @@ def _run(
     sub_lm,
     program,
     moves,
+    max_seconds,
     hint,
     hold_unread_answers,
     max_depth,
@@ -169,6 +176,7 @@ def _run(
     from programs.evaluate import evaluate
     from programs.registry import baseline_for, build_program
     from programs.tasks import generate, parse_knobs
+    from rlmkit.budget import DEFAULT_MAX_CALLS, Budget
     from rlmkit.prompting import Display
 
     # Everything the command line can get wrong fails here, before any model call.
@@ -191,11 +199,13 @@ def _run(
     sub = lm_from_flag(sub_lm, api_base, **sampling) if sub_lm else None
 
     display = Display(moves=moves)  # an unknown set of moves fails here
+    # the default call cap stays; the time limit is added to it
+    budget = {"budget": Budget(max_calls=DEFAULT_MAX_CALLS, max_seconds=max_seconds)} if max_seconds else {}
 
     def build(name: str):
         return build_program(
             name, suite, lm=root, sub_lm=sub, max_depth=max_depth, max_iterations=max_iterations,
-            display=display, hold_unread_answers=hold_unread_answers,
+            display=display, hold_unread_answers=hold_unread_answers, **budget,
         )  # fmt: skip
 
     factory, plain_factory = functools.partial(build, program), functools.partial(build, "plain")
@@ -224,6 +234,8 @@ def _run(
         config["hold_unread_answers"] = True
     if hint:
         config["hint"] = True
+    if max_seconds:
+        config["max_seconds"] = max_seconds
     if lm in EMBEDDED_FLAGS:
         config.update(_adapter_config(adapter))
     out = Path(out) if out else Path("runs") / f"eval-{suite}-{length}-s{seed}"
