@@ -9,7 +9,7 @@ one context-variable read.
 
 The current span lives in a context variable, so concurrent async runs never see each
 other's events; a cell's sub-calls run in a copy of the context the cell started in (as
-tasks on the run's loop, or from a cell thread: ``threads.in_thread``), so they nest under it.
+tasks on the run's loop, or from a cell thread: ``concurrency.threads.in_thread``), so they nest under it.
 
 Events reference live trajectory nodes (``Turn``, ``CodeBlock``, ``SubCall``): an end
 event carries the finished node.

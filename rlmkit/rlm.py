@@ -18,24 +18,24 @@ from typing import Any
 import dspy
 
 from rlmkit.budget import Budget
+from rlmkit.concurrency.sync_loop import run_sync
 from rlmkit.dspy_compat import keywords, names, predictors
 from rlmkit.dspy_compat import verbose as _verbose  # noqa: F401 - registers the verbose=True listener
 from rlmkit.dspy_compat.surface import DSPyRLMSurface
 from rlmkit.dspy_compat.tools import host_function, normalize_tools
-from rlmkit.guards import SUBCALL_MAX_TOKENS, TURN_MAX_TOKENS
 from rlmkit.models.lm_cache import current_rollout_id
 from rlmkit.observe import dspy_bridge  # noqa: F401 - registers DSPy callbacks, usage and history
 from rlmkit.observe.streaming import remember_caller_loop, stream_run
 from rlmkit.prompting import Display
 from rlmkit.protocols import Protocol
-from rlmkit.run_state import Children, RunSpec
+from rlmkit.run.inputs import RunInputs
+from rlmkit.run.spec import Children, RunSpec
+from rlmkit.run.start import run_tree
+from rlmkit.run.typed_subcalls import make_typed_subcalls
 from rlmkit.sandbox.base import SandboxLimits
-from rlmkit.settings import DEFAULT_MAX_LLM_CALLS, KNOBS, RunSettings
+from rlmkit.settings import DEFAULT_MAX_LLM_CALLS, KNOBS, SUBCALL_MAX_TOKENS, TURN_MAX_TOKENS, RunSettings
 from rlmkit.signature import OutputValidator, make_signature
-from rlmkit.sync_loop import run_sync
 from rlmkit.trajectory import Trajectory
-from rlmkit.tree import RunInputs, run_tree
-from rlmkit.typed_subcalls import make_typed_subcalls
 
 
 class RLM(DSPyRLMSurface, dspy.Module):

@@ -56,7 +56,7 @@ def _free_port() -> int:
 def _serve(args: argparse.Namespace, port: int) -> object:
     """Start serving; the returned object keeps the server alive."""
     if args.backend == "scripted":
-        from rlmkit.chat_server import ChatServer
+        from rlmkit.models.chat_server import ChatServer
 
         return ChatServer(lambda body: "ok", port=port).start()
     import xllamacpp

@@ -22,12 +22,12 @@ import time
 from collections.abc import Generator
 from typing import Any
 
+from rlmkit.concurrency.threads import in_thread
 from rlmkit.errors import ContextError, Finish, RunError, SandboxError
 from rlmkit.sandbox import loop_io
 from rlmkit.sandbox.base import CellResult, HostFunction, Sandbox, SandboxLimits, check_names
 from rlmkit.sandbox.launcher import Launcher, WorkerHandle
 from rlmkit.sandbox.worker_side import wire
-from rlmkit.threads import in_thread
 
 START_TIMEOUT_S = 30.0
 GET_TIMEOUT_S = 60.0

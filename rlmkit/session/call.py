@@ -1,5 +1,5 @@
 """One call of a session, as the run loop sees it: where its REPL comes from (the session's live
-worker, lent through ``call_hooks.CallHooks``' three lease methods), its budget, the notes its task message
+worker, lent through ``run.hooks.CallHooks``' three lease methods), its budget, the notes its task message
 gets, and its inputs' descriptions (each big input hashed once per session, not per call)."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ import os
 from typing import Any
 
 from rlmkit.budget import Budget, Spending
-from rlmkit.call_hooks import start_lease
-from rlmkit.describe import describe_inputs
+from rlmkit.concurrency.threads import in_thread
 from rlmkit.errors import ConfigError
+from rlmkit.run.describe import describe_inputs
+from rlmkit.run.hooks import start_lease
 from rlmkit.sandbox import make_sandbox
 from rlmkit.sandbox.host import WorkerHost
-from rlmkit.threads import in_thread
 
 MAX_VARIABLE_BYTES = 64 * 1024**2  # a bigger pickle is listed as unsaved: it stays live, uncheckpointed
 RESTORED_NOTE = "its variables were put back as of the last finished call (a checkpoint)"
@@ -50,7 +50,7 @@ def prelude_names(prelude: str) -> frozenset[str]:
 
 
 class SessionCall:
-    """The session's side of one run (``tree.run_tree(hooks=...)``): a ``CallHooks``."""
+    """The session's side of one run (``run.start.run_tree(hooks=...)``): a ``CallHooks``."""
 
     def __init__(
         self,

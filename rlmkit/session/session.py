@@ -7,7 +7,7 @@
         s.save("sessions/incident-42")
     s2 = rlmkit.Session.load("sessions/incident-42", rlm)
 
-Each call is an ordinary run of ``tree.run_tree`` (the same loop), lent the session's worker, and
+Each call is an ordinary run of ``run.start.run_tree`` (the same loop), lent the session's worker, and
 returns what a plain call returns (``RLM.prediction``: the same fields, the same DSPy trace entry).
 Inputs cross into it once; an input given again crosses only if it is another object. After
 each call the worker pickles what changed (``sandbox/worker_side/snapshot.py``) and the session keeps the
@@ -33,20 +33,20 @@ import dspy
 
 import rlmkit
 from rlmkit.budget import Budget
+from rlmkit.concurrency.sync_loop import run_sync, shared_loop
+from rlmkit.concurrency.threads import in_thread
 from rlmkit.errors import BudgetExceeded, ConfigError, MissingInputError, SessionBusyError, SessionClosedError
-from rlmkit.inputs import load_input
 from rlmkit.models.lm_cache import current_rollout_id
 from rlmkit.observe.streaming import remember_caller_loop, stream_run
 from rlmkit.prompting import session_notes
+from rlmkit.run.inputs import load_input
+from rlmkit.run.start import run_tree
 from rlmkit.sandbox import make_sandbox
 from rlmkit.sandbox.host import WorkerHost
 from rlmkit.session import store
 from rlmkit.session.call import PICKLER_DIR, SessionCall, checkpoint_now
 from rlmkit.signature import signature_text
-from rlmkit.sync_loop import run_sync, shared_loop
-from rlmkit.threads import in_thread
 from rlmkit.trajectory import bounded
-from rlmkit.tree import run_tree
 
 RESTORE_TIMEOUT_S = 300.0  # unpickling a large checkpoint in a fresh worker
 

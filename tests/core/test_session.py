@@ -614,7 +614,7 @@ def test_the_rlms_own_budget_limits_each_call_and_the_session_goes_on():
 def test_a_plain_call_and_a_session_call_give_the_run_the_same_hooks():
     """The run reads one ``CallHooks``: a plain call's fresh worker and a session call's live one
     answer the same methods, so the loop has no branch for sessions."""
-    from rlmkit.call_hooks import CallHooks, PlainCall
+    from rlmkit.run.hooks import CallHooks, PlainCall
     from rlmkit.session.call import SessionCall
 
     rlm = rlmkit.RLM("context, question -> answer", lm=rlmkit.FunctionLM(lambda messages: "x"))

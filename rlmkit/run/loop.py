@@ -3,9 +3,10 @@
     start sandbox (inputs cross once) -> loop: ask the root LM -> parse -> run each code block
     (sub-calls dispatch back here) -> protocol says whether it is over -> feed output back
 
-The loop reads a frozen ``RunSpec`` and fills a ``RunState`` (``run_state.py``), inside the
-``Tree`` its whole call tree shares; it never sees the ``RLM`` that built them. ``tree.run_tree``
-prepares a run and calls it; an ``rlm_query`` child run goes back there through ``start_child``.
+The loop reads a frozen ``RunSpec`` (``spec.py``) and fills a ``RunState`` (``state.py``), inside
+the ``Tree`` its whole call tree shares (``tree.py``); it never sees the ``RLM`` that built them.
+``start.run_tree`` prepares a run and calls it; an ``rlm_query`` child run goes back there through
+``start_child``.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import time
 from typing import Any
 
 from rlmkit import events as ev
+from rlmkit.concurrency.threads import in_thread
 from rlmkit.errors import BudgetExceeded, LMError, MaxIterationsError, RunError
-from rlmkit.guards import RESTORE_CALL, AnswerHold, Progress, call_model, input_guard
 from rlmkit.prompting import (
     ANSWER_ACCEPTED,
     ANSWER_HELD,
@@ -32,10 +33,12 @@ from rlmkit.prompting import (
 )
 from rlmkit.protocols import Answer
 from rlmkit.protocols.base import BLOCK_END
-from rlmkit.run_state import RunState, Tree
+from rlmkit.run.guards import RESTORE_CALL, AnswerHold, Progress, input_guard
+from rlmkit.run.model_call import call_model
+from rlmkit.run.state import RunState
+from rlmkit.run.subcalls import StartChild, SubcallHost
+from rlmkit.run.tree import Tree
 from rlmkit.sandbox.base import AsyncHostFunction, CellResult
-from rlmkit.subcalls import StartChild, SubcallHost
-from rlmkit.threads import in_thread
 from rlmkit.trajectory import CodeBlock, Message, Trajectory, Turn, bounded
 
 
@@ -205,7 +208,7 @@ async def _turn(
         request = [m.model_dump() for m in messages]
         ev.emit(ev.ModelRequest(turn, state.spec.lm, request))
         completion = await call_model(
-            tree,
+            tree.spending,
             state.spec.lm,
             request,
             max_tokens=settings.max_tokens,

@@ -22,8 +22,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from rlmkit import events as ev
 from rlmkit.budget import Budget, Spending
-from rlmkit.describe import describe_inputs
 from rlmkit.errors import SandboxError
+from rlmkit.run.describe import describe_inputs
 from rlmkit.sandbox import make_sandbox
 
 

@@ -19,12 +19,12 @@ from typing import Any
 
 from rlmkit import events as ev
 from rlmkit.errors import BudgetExceeded, LMError, RunError
-from rlmkit.guards import call_model
 from rlmkit.prompting import FUNCTION_DOCS, TYPED_CALL_REPAIR
-from rlmkit.run_state import RunState
+from rlmkit.run.model_call import call_model
+from rlmkit.run.state import RunState
+from rlmkit.run.typed_subcalls import TypedSubcall
 from rlmkit.sandbox.base import AsyncHostFunction
 from rlmkit.trajectory import Message, SubCall, Trajectory, bounded
-from rlmkit.typed_subcalls import TypedSubcall
 
 # start_child(inputs) -> (outputs, trajectory): one rlm_query's child run, one level down in the tree
 StartChild = Callable[[dict[str, Any]], Awaitable[tuple[dict[str, Any], Trajectory]]]
@@ -73,7 +73,7 @@ class SubcallHost:
 
             ev.emit(ev.ModelRequest(node, lm, messages))
             completion = await call_model(
-                tree,
+                tree.spending,
                 lm,
                 messages,
                 max_tokens=self.settings.sub_max_tokens,
