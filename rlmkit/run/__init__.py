@@ -13,7 +13,7 @@ outputs, and every ``rlm_query`` child run under it.
     typed_subcalls.py   a dspy.Signature as a REPL function
     model_call.py       the budgeted model call
     guards.py           input restore, SUBMIT checks, loop nudge, answer hold
-    sync_call.py        the one way sync code calls a run (RLM.__call__, Session.__call__)
+    entry.py            how a call enters a run: its options, and the one bridge from sync code
 
 Nothing here imports the ``RLM`` module, sessions, serving, the CLI or the viewer: they stand
 above the run and speak to it through ``RunSpec``, ``CallHooks`` and ``Spending``. This package

@@ -198,6 +198,14 @@ def test_session_budget_stops_before_any_model_call():
     assert len(model.tasks) == 2 and s.spent["calls"] == 2
 
 
+def test_a_call_stops_at_what_the_session_has_left_and_charges_it():
+    rlm, _ = make_rlm({"long": [repl("x = 1"), repl("SUBMIT(answer='late')")]})
+    with rlm.session(context=CONTEXT, budget=rlmkit.Budget(max_calls=1)) as s:
+        with pytest.raises(BudgetExceeded, match="session budget exceeded: calls used 1 of 1"):
+            s(question="long")
+    assert s.spent["calls"] == 1 and s.spent["seconds"] > 0
+
+
 def test_a_killed_worker_comes_back_with_the_last_checkpoint():
     script = {**SCRIPT, "gen": [repl("stream = (x for x in range(3))", "SUBMIT(answer='gen')")]}
     rlm, model = make_rlm(script)
