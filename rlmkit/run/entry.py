@@ -31,7 +31,7 @@ class CallOptions:
         return cls(task, current_rollout_id.get() if rollout_id is None else rollout_id)
 
 
-def call_sync(acall: Callable[..., Coroutine[Any, Any, T]], *args: Any, **inputs: Any) -> T:
+def call_sync(acall: Callable[..., Coroutine[Any, Any, T]], /, *args: Any, **inputs: Any) -> T:
     """``acall(*args, **inputs)`` from sync code, on the one long-lived loop sync calls share
     (``run_sync``: Ctrl-C cancels this call alone). That loop's thread cannot see the caller's
     context, so the rollout id and, under ``dspy.streamify``, the caller's event loop go with it."""
