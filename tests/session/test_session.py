@@ -303,7 +303,7 @@ def test_save_and_load_in_another_process(tmp_path):
     child = f"""
 import sys; sys.path.insert(0, {os.getcwd()!r})
 import rlmkit
-from tests.core.test_session import SCRIPT, make_rlm
+from tests.session.test_session import SCRIPT, make_rlm
 rlm, model = make_rlm(SCRIPT)
 s = rlmkit.Session.load({str(tmp_path / "saved")!r}, rlm)
 pred = s(question="again")
