@@ -80,7 +80,7 @@ class Session:
         self.idle_timeout = idle_timeout
         self.history: list[tuple[dict[str, Any], dict[str, Any]]] = []
         self.calls = 0
-        self.inputs = self._check_inputs(inputs)
+        self.inputs = self._load_inputs(inputs)
         self.checkpoint = store.Checkpoint()
         self.sandbox: Any = None  # the session's WorkerHost, made at the first call
         self.sent: dict[str, Any] = {}  # name -> the object the worker holds (what needs no resend)
@@ -104,7 +104,7 @@ class Session:
         fields = self.rlm.signature.input_fields
         return [name for name, f in fields.items() if f.annotation is dspy.History]
 
-    def _check_inputs(self, inputs: dict[str, Any]) -> dict[str, Any]:
+    def _load_inputs(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """Inputs given at open or at a call: each one the signature's; the rest may come later."""
         check_known(self.rlm.signature, inputs)
         return {name: load_input(name, value) for name, value in inputs.items()}
@@ -135,7 +135,7 @@ class Session:
         try:
             self._cancel_idle()
             self.spending.check()  # the session's own budget, before any model request
-            given = self._check_inputs(inputs)
+            given = self._load_inputs(inputs)
             merged = {**self.inputs, **given}
             history_fields = self._history_fields()
             for name in history_fields:
