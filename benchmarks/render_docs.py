@@ -413,13 +413,22 @@ def main(argv: list[str] | None = None) -> int:
         for line in out:
             print(f"stale: {line} (run python benchmarks/render_docs.py)")
         return 1 if out else 0
+    render_pages()
+    return 0
+
+
+def render_pages() -> list[Path]:
+    """Rewrite every docs block from its results file; the pages that changed (a script that
+    has just written its results calls this, rather than this script's command line)."""
+    changed = []
     for page in pages():
         text = page.read_text()
         new = rendered(text)
         if new != text:
             page.write_text(new)
             print(f"rendered {', '.join(blocks(text))} in {page.relative_to(ROOT)}")
-    return 0
+            changed.append(page)
+    return changed
 
 
 if __name__ == "__main__":

@@ -19,9 +19,9 @@ from typing import Any
 import dspy
 
 import rlmkit
-from rlmkit.describe import describe_variable
 from rlmkit.model_choice import resolve_lm
 from rlmkit.models import prices
+from rlmkit.run.describe import describe_variable
 from rlmkit.signature import OutputValidator, describe_outputs, make_signature, signature_text
 from rlmkit.trajectory import Message, RunMeta, Trajectory, Turn
 

@@ -3,7 +3,9 @@
 
 A user gives an RLM (or a session) a ``Budget``; each call tree (root, sub-calls, child RLMs)
 gets one ``Spending`` against it. A child never gets a Spending of its own: it charges the
-root's, so it can never spend what the root does not have. ``Spending`` is thread-safe, because
+root's, so it can never spend what the root does not have. A session holds a ``Spending`` of its
+own budget, and each of its calls' trees charges it too (``within``): a call stops at whichever
+limit comes first, its RLM's or what the session has left. ``Spending`` is thread-safe, because
 sub-calls are charged from the sandbox's callback threads and from the event loop alike.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from rlmkit.errors import BudgetExceeded
@@ -45,20 +48,25 @@ class Budget:
             "max_seconds": self.max_seconds,
         }
 
-    def spending(self) -> Spending:
-        """Fresh counters for one call tree against these limits, its clock started now."""
-        return Spending(self).start()
+    def spending(self, *, within: Spending | None = None) -> Spending:
+        """Fresh counters for one call tree against these limits, its clock started now; every
+        charge also goes to ``within`` (a session's counters), when given."""
+        return Spending(self, within=within).start()
 
 
 @dataclass
 class Spending:
-    """What one call tree has spent of its ``Budget``: counted at each call, checked against it."""
+    """What one call tree (or one session) has spent of its ``Budget``: counted at each call,
+    checked against it, and passed on to the Spending it is ``within``, if any."""
 
     budget: Budget
+    within: Spending | None = None  # an outer Spending every charge also goes to (a session's)
+    name: str = "budget"  # what its errors call it ("session budget")
     calls: int = field(default=0, init=False)
     tokens: int = field(default=0, init=False)
     cost: float = field(default=0.0, init=False)
     started_at: float | None = field(default=None, init=False)
+    seconds_before: float = field(default=0.0, init=False)  # counted before the clock's last start
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     # -- lifecycle -------------------------------------------------------------
@@ -69,45 +77,82 @@ class Spending:
                 self.started_at = time.monotonic()
         return self
 
+    def stop(self) -> None:
+        """Stop the clock, keeping the seconds counted so far: a session's clock runs only
+        while one of its calls does, so its ``max_seconds`` is time spent in calls."""
+        with self._lock:
+            if self.started_at is not None:
+                self.seconds_before += time.monotonic() - self.started_at
+                self.started_at = None
+
+    def resume(self, used: Mapping[str, float]) -> Spending:
+        """Carry on from counters saved earlier (``used()``'s keys): a session loaded from disk."""
+        with self._lock:
+            self.calls = int(used.get("calls", 0))
+            self.tokens = int(used.get("tokens", 0))
+            self.cost = float(used.get("cost", 0.0))
+            self.seconds_before = float(used.get("seconds", 0.0))
+        return self
+
     @property
     def elapsed(self) -> float:
-        return 0.0 if self.started_at is None else time.monotonic() - self.started_at
+        running = 0.0 if self.started_at is None else time.monotonic() - self.started_at
+        return self.seconds_before + running
 
     def used(self) -> dict[str, float]:
         return {"calls": self.calls, "tokens": self.tokens, "cost": self.cost, "seconds": self.elapsed}
 
     def remaining_seconds(self) -> float | None:
+        """Seconds left before the nearer deadline, this one's or the outer Spending's."""
+        own, outer = self._own_seconds_left(), self._outer_seconds_left()
+        return own if outer is None else outer if own is None else min(own, outer)
+
+    def _own_seconds_left(self) -> float | None:
         limit = self.budget.max_seconds
         return None if limit is None else max(0.0, limit - self.elapsed)
 
+    def _outer_seconds_left(self) -> float | None:
+        return None if self.within is None else self.within.remaining_seconds()
+
     # -- checks ----------------------------------------------------------------
     def check(self) -> None:
-        """Raise BudgetExceeded if any limit is already spent."""
+        """Raise BudgetExceeded if any limit is already spent (an outer Spending's included)."""
         with self._lock:
             self._check_locked(next_call=True)
+        if self.within is not None:
+            self.within.check()
 
     def reserve(self) -> None:
         """Count one LM call as it starts, or raise if no call is left. Counting at the start,
-        under the lock, is what stops a burst of 5,000 concurrent sub-calls at ``max_calls``."""
+        under the lock, is what stops a burst of 5,000 concurrent sub-calls at ``max_calls``.
+        Locks are taken inner first, then the outer one, always in that order."""
         with self._lock:
             self._check_locked(next_call=True)
+            if self.within is not None:
+                self.within.reserve()
             self.calls += 1
 
     def past_deadline(self) -> BudgetExceeded:
-        """The error for a call cancelled at ``max_seconds``."""
+        """The error for a call cancelled at the nearer ``max_seconds``."""
+        own, outer = self._own_seconds_left(), self._outer_seconds_left()
+        if self.within is not None and outer is not None and (own is None or outer <= own):
+            return self.within.past_deadline()
         return BudgetExceeded(
-            f"budget exceeded: seconds used {round(self.elapsed, 3)} of {self.budget.max_seconds}",
+            f"{self.name} exceeded: seconds used {round(self.elapsed, 3)} of {self.budget.max_seconds}",
             kind="seconds",
             limit=self.budget.max_seconds,
             used=round(self.elapsed, 3),
         )
 
     def charge(self, *, calls: int = 1, tokens: int = 0, cost: float = 0.0) -> None:
-        """Record spending after a call. Raises once a limit is passed (the call itself is kept)."""
+        """Record spending after a call, here and in the outer Spending. Raises once a limit is
+        passed (the call itself is kept)."""
         with self._lock:
             self.calls += calls
             self.tokens += tokens
             self.cost += cost or 0.0
+            if self.within is not None:
+                self.within.charge(calls=calls, tokens=tokens, cost=cost)
             self._check_locked(next_call=False)
 
     def _check_locked(self, *, next_call: bool) -> None:
@@ -131,5 +176,5 @@ class Spending:
                 else ""
             )
             raise BudgetExceeded(
-                f"budget exceeded: {kind} used {used} of {cap}{hint}", kind=kind, limit=cap, used=used
+                f"{self.name} exceeded: {kind} used {used} of {cap}{hint}", kind=kind, limit=cap, used=used
             )

@@ -9,7 +9,7 @@ one context-variable read.
 
 The current span lives in a context variable, so concurrent async runs never see each
 other's events; a cell's sub-calls run in a copy of the context the cell started in (as
-tasks on the run's loop, or from a cell thread: ``threads.in_thread``), so they nest under it.
+tasks on the run's loop, or from a cell thread: ``concurrency.threads.in_thread``), so they nest under it.
 
 Events reference live trajectory nodes (``Turn``, ``CodeBlock``, ``SubCall``): an end
 event carries the finished node.
@@ -27,9 +27,16 @@ import time
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rlmkit.trajectory import Turn
+from rlmkit.trajectory import CodeBlock, Message, RunMeta, SubCall, Trajectory, Turn
+
+if TYPE_CHECKING:  # the run's types, named for readers and tools; the run imports this module
+    import dspy
+
+    from rlmkit.models.contract import Completion, Model
+    from rlmkit.run.spec import RunSpec
+    from rlmkit.sandbox.base import Sandbox
 
 log = logging.getLogger("rlmkit")
 
@@ -53,7 +60,7 @@ class Event:
     starts = False  # a start event opens a span; its end event closes the span with the same key
     leaf = False  # a span that never has children is not made the current span (one less context write)
 
-    def key(self) -> Any:
+    def key(self) -> tuple[str, object]:
         raise NotImplementedError
 
     def __repr__(self) -> str:  # short: a RunStarted holds the inputs, a ModelRequest the whole prompt
@@ -67,17 +74,17 @@ class Event:
 class RunStarted(Event):
     """A run begins (``depth`` > 0: a child run made by ``rlm_query``)."""
 
-    meta: Any  # RunMeta
-    spec: Any  # the RunSpec: models, settings, signature
-    inputs: dict[str, Any]
+    meta: RunMeta
+    spec: RunSpec  # models, settings, signature
+    inputs: dict[str, object]
     starts = True
 
     @property
-    def rlm(self) -> Any:
+    def rlm(self) -> dspy.Module | None:
         """The RLM (a dspy.Module) this run belongs to."""
         return getattr(self.spec, "module", None)
 
-    def key(self) -> Any:
+    def key(self) -> tuple[str, object]:
         return ("run", self.meta.run_id)
 
     def end(self, error: BaseException | None) -> Event:
@@ -88,20 +95,20 @@ class RunStarted(Event):
 class RunFinished(Event):
     """A run is over: ``error`` is None on success; ``trajectory`` holds all it did either way."""
 
-    trajectory: Any  # Trajectory
+    trajectory: Trajectory
     error: BaseException | None = None
 
-    def key(self) -> Any:
+    def key(self) -> tuple[str, object]:
         return ("run", self.trajectory.meta.run_id)
 
 
 @dataclass(eq=False, repr=False)
 class SandboxStarting(Event):
-    sandbox: Any
+    sandbox: Sandbox
     starts = True
     leaf = True
 
-    def key(self) -> Any:
+    def key(self) -> tuple[str, object]:
         return ("sandbox-start", id(self.sandbox))
 
     def end(self, error: BaseException | None) -> Event:
@@ -110,20 +117,20 @@ class SandboxStarting(Event):
 
 @dataclass(eq=False, repr=False)
 class SandboxStarted(Event):
-    sandbox: Any
+    sandbox: Sandbox
     error: BaseException | None = None
 
-    def key(self) -> Any:
+    def key(self) -> tuple[str, object]:
         return ("sandbox-start", id(self.sandbox))
 
 
 @dataclass(eq=False, repr=False)
 class SandboxClosing(Event):
-    sandbox: Any
+    sandbox: Sandbox
     starts = True
     leaf = True
 
-    def key(self) -> Any:
+    def key(self) -> tuple[str, object]:
         return ("sandbox-close", id(self.sandbox))
 
     def end(self, error: BaseException | None) -> Event:
@@ -132,10 +139,10 @@ class SandboxClosing(Event):
 
 @dataclass(eq=False, repr=False)
 class SandboxClosed(Event):
-    sandbox: Any
+    sandbox: Sandbox
     error: BaseException | None = None
 
-    def key(self) -> Any:
+    def key(self) -> tuple[str, object]:
         return ("sandbox-close", id(self.sandbox))
 
 
@@ -143,11 +150,11 @@ class SandboxClosed(Event):
 class TurnStarted(Event):
     """A root turn begins: ``messages`` is what the root model is about to read."""
 
-    turn: Any  # Turn (index, then reply, blocks, usage as it goes)
-    messages: list[Any]
+    turn: Turn  # its index, then its reply, blocks and usage as it goes
+    messages: list[Message]
     starts = True
 
-    def key(self) -> Any:
+    def key(self) -> tuple[str, object]:
         return ("turn", id(self.turn))
 
     def end(self, error: BaseException | None) -> Event:
@@ -156,10 +163,10 @@ class TurnStarted(Event):
 
 @dataclass(eq=False, repr=False)
 class TurnFinished(Event):
-    turn: Any
+    turn: Turn
     error: BaseException | None = None
 
-    def key(self) -> Any:
+    def key(self) -> tuple[str, object]:
         return ("turn", id(self.turn))
 
 
@@ -167,13 +174,13 @@ class TurnFinished(Event):
 class ModelRequest(Event):
     """A model call: a root turn's (``owner`` is the Turn) or a sub-call's (the SubCall)."""
 
-    owner: Any
-    lm: Any  # rlmkit.LM
+    owner: Turn | SubCall
+    lm: Model
     messages: list[dict[str, Any]]
     starts = True
     leaf = True
 
-    def key(self) -> Any:
+    def key(self) -> tuple[str, object]:
         return ("lm", id(self.owner))
 
     def end(self, error: BaseException | None) -> Event:
@@ -187,21 +194,21 @@ class ModelRequest(Event):
 
 @dataclass(eq=False, repr=False)
 class ModelReply(Event):
-    owner: Any
-    completion: Any  # rlmkit.models.lm.Completion (text, model, usage, cached); None on error
+    owner: Turn | SubCall
+    completion: Completion | None  # text, model, usage, cached; None on error
     error: BaseException | None = None
 
-    def key(self) -> Any:
+    def key(self) -> tuple[str, object]:
         return ("lm", id(self.owner))
 
 
 @dataclass(eq=False, repr=False)
 class CellStarted(Event):
-    block: Any  # CodeBlock: its code now, its output when finished
-    sandbox: Any
+    block: CodeBlock  # its code now, its output when finished
+    sandbox: Sandbox
     starts = True
 
-    def key(self) -> Any:
+    def key(self) -> tuple[str, object]:
         return ("cell", id(self.block))
 
     def end(self, error: BaseException | None) -> Event:
@@ -210,11 +217,11 @@ class CellStarted(Event):
 
 @dataclass(eq=False, repr=False)
 class CellFinished(Event):
-    block: Any
-    sandbox: Any
+    block: CodeBlock
+    sandbox: Sandbox
     error: BaseException | None = None  # a host-side failure; the code's own errors are in block.error
 
-    def key(self) -> Any:
+    def key(self) -> tuple[str, object]:
         return ("cell", id(self.block))
 
 
@@ -222,10 +229,10 @@ class CellFinished(Event):
 class SubcallStarted(Event):
     """``llm_query``, ``rlm_query``, a typed sub-call or a tool, called from a cell (one per batch item)."""
 
-    node: Any  # SubCall
+    node: SubCall
     starts = True
 
-    def key(self) -> Any:
+    def key(self) -> tuple[str, object]:
         return ("subcall", id(self.node))
 
     def end(self, error: BaseException | None) -> Event:
@@ -234,10 +241,10 @@ class SubcallStarted(Event):
 
 @dataclass(eq=False, repr=False)
 class SubcallFinished(Event):
-    node: Any
+    node: SubCall
     error: BaseException | None = None
 
-    def key(self) -> Any:
+    def key(self) -> tuple[str, object]:
         return ("subcall", id(self.node))
 
 

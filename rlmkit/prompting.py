@@ -82,7 +82,7 @@ ANSWER_TEXTS = FinishTexts(
     ),
 )
 
-# Guard rails (rlmkit/guards.py): a repeated turn, a rebound input, a type submitted as an answer,
+# Guard rails (rlmkit/run/guards.py): a repeated turn, a rebound input, a type submitted as an answer,
 # an answer given before the model read what its own turn printed.
 NUDGE = (
     "You sent the same code as before, so it does the same thing again. Change approach: look at "
@@ -101,7 +101,7 @@ NOT_A_VALUE = (
     "variable: {name} = ...  then  SUBMIT({name}={name})"
 )
 
-# Typed sub-calls (rlmkit/typed_subcalls.py): the sub-model's system message, and the one repair round.
+# Typed sub-calls (rlmkit/run/typed_subcalls.py): the sub-model's system message, and the one repair round.
 TYPED_CALL_SYSTEM = "{instructions}\n\nReply with only a JSON object with these keys:\n{keys}"
 TYPED_CALL_REPAIR = "{error}. Reply with the JSON object only."
 TYPED_CALL_DOC = (

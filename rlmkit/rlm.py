@@ -22,20 +22,19 @@ from rlmkit.dspy_compat import keywords, names, predictors
 from rlmkit.dspy_compat import verbose as _verbose  # noqa: F401 - registers the verbose=True listener
 from rlmkit.dspy_compat.surface import DSPyRLMSurface
 from rlmkit.dspy_compat.tools import host_function, normalize_tools
-from rlmkit.guards import SUBCALL_MAX_TOKENS, TURN_MAX_TOKENS
-from rlmkit.models.lm_cache import current_rollout_id
 from rlmkit.observe import dspy_bridge  # noqa: F401 - registers DSPy callbacks, usage and history
-from rlmkit.observe.streaming import remember_caller_loop, stream_run
+from rlmkit.observe.streaming import stream_run
 from rlmkit.prompting import Display
 from rlmkit.protocols import Protocol
-from rlmkit.run_state import Children, RunSpec
+from rlmkit.run.entry import CallOptions, call_sync
+from rlmkit.run.inputs import RunInputs
+from rlmkit.run.spec import Children, RunSpec
+from rlmkit.run.start import run_tree
+from rlmkit.run.typed_subcalls import make_typed_subcalls
 from rlmkit.sandbox.base import SandboxLimits
-from rlmkit.settings import DEFAULT_MAX_LLM_CALLS, KNOBS, RunSettings
+from rlmkit.settings import DEFAULT_MAX_LLM_CALLS, KNOBS, SUBCALL_MAX_TOKENS, TURN_MAX_TOKENS, RunSettings
 from rlmkit.signature import OutputValidator, make_signature
-from rlmkit.sync_loop import run_sync
 from rlmkit.trajectory import Trajectory
-from rlmkit.tree import RunInputs, run_tree
-from rlmkit.typed_subcalls import make_typed_subcalls
 
 
 class RLM(DSPyRLMSurface, dspy.Module):
@@ -248,10 +247,9 @@ class RLM(DSPyRLMSurface, dspy.Module):
     # -- calling -------------------------------------------------------------------------
     def forward(self, interpreter: Any = None, /, **inputs: Any) -> dspy.Prediction:
         """Sync calls run on one long-lived event loop, shared by every RLM in the process, so
-        connection pools (one per loop) are reused instead of leaked per call."""
-        inputs.setdefault("_rollout_id", current_rollout_id.get())  # the loop thread cannot see our context
-        with remember_caller_loop():  # under dspy.streamify: where status messages go
-            return run_sync(self.aforward(interpreter, **inputs))
+        connection pools (one per loop) are reused instead of leaked per call. Ctrl-C stops the
+        call (its worker is closed) and raises KeyboardInterrupt here."""
+        return call_sync(self.aforward, interpreter, **inputs)
 
     def stream(self, **inputs: Any) -> AsyncIterator[Any]:
         """``async for item in rlm.stream(**inputs)``: the run's ``rlmkit.events`` as they
@@ -266,13 +264,13 @@ class RLM(DSPyRLMSurface, dspy.Module):
         ``interpreter`` (positional, as in DSPy) or ``interpreter_factory=``: a DSPy interpreter
         for this call's cells (``sandbox/interpreter.py``)."""
         keywords.refuse_interpreter_keyword(inputs, self.signature.input_fields)
-        task = inputs.pop("_task", None)
-        rollout_id = inputs.pop("_rollout_id", None)
+        options = CallOptions.pop(inputs)
         factory = keywords.interpreter_factory(inputs.pop("interpreter_factory", None))
-        rollout_id = current_rollout_id.get() if rollout_id is None else rollout_id
         factory = interpreter if interpreter is not None else factory
         checked = self.check_inputs(inputs)  # before the models are resolved: a mistake fails first
-        run = run_tree(self.run_spec(), checked, task=task, rollout_id=rollout_id, interpreter=factory)
+        run = run_tree(
+            self.run_spec(), checked, task=options.task, rollout_id=options.rollout_id, interpreter=factory
+        )
         return await self.prediction(run, inputs)
 
     async def prediction(

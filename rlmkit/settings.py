@@ -14,13 +14,18 @@ from typing import Any
 
 from rlmkit.budget import DEFAULT_MAX_CALLS, Budget, Spending
 from rlmkit.errors import ConfigError, UserError
-from rlmkit.guards import SUBCALL_MAX_TOKENS, TURN_MAX_TOKENS
 from rlmkit.prompting import Display
 from rlmkit.protocols import Protocol, get_protocol
 from rlmkit.sandbox import BACKENDS as SANDBOXES
 from rlmkit.sandbox.base import SandboxLimits
 
 DEFAULT_MAX_LLM_CALLS = 50
+
+# Output caps when an RLM is given none. Reasoning models spend part of the cap thinking, so
+# API models get room; the embedded model's LM sets a tighter cap of its own (the smaller wins,
+# ``run/model_call.py``).
+TURN_MAX_TOKENS = 8192
+SUBCALL_MAX_TOKENS = 4096
 
 
 @dataclass(frozen=True)

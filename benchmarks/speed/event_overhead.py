@@ -2,7 +2,7 @@
 
     python benchmarks/speed/event_overhead.py
 
-A "turn" here is exactly what the hooks in run.py and subcalls.py emit for a turn with one
+A "turn" here is exactly what the hooks in rlmkit/run/loop.py and subcalls.py emit for a turn with one
 code cell that makes two sub-calls: TurnStarted, ModelRequest, ModelReply, CellStarted,
 4 events per sub-call x 2, CellFinished, TurnFinished (12 events), plus the context copy the
 cell's thread starts with. Measured three ways:

@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> None:
     RESULTS.write_text(json.dumps(data, indent=1, default=str) + "\n")
     import render_docs
 
-    render_docs.main([])
+    render_docs.render_pages()
     if args.ship:
         print(f"shipped {ship(data)}")
 

@@ -405,7 +405,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.results == RESULTS:
         import render_docs
 
-        render_docs.main([])
+        render_docs.render_pages()
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The RLM loop as a GRPO rollout: the policy being trained plays the root of a real ``rlmkit.RLM``.
 
 The trainer's model is served on 127.0.0.1 as an OpenAI-compatible endpoint (a
-``rlmkit.chat_server.ChatServer`` whose responder generates with the model), and an ordinary RLM runs
+``rlmkit.models.chat_server.ChatServer`` whose responder generates with the model), and an ordinary RLM runs
 against it: its code runs in rlmkit's sandbox, its sub-calls go to a frozen sub-model, its
 answer goes to the task's scorer. Every root call the server answers is recorded as token ids,
 and the calls are stitched into one completion: the policy's own tokens (``env_mask`` 1, in
@@ -246,7 +246,7 @@ class RLMRollout(RLMPlayer):
         self.rows = {prompt_key([m.model_dump(exclude_none=True) for m in r.prompt]): r for r in rows}
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
-        from rlmkit.chat_server import ChatServer
+        from rlmkit.models.chat_server import ChatServer
 
         generate = hf_generator(trainer, self.job.max_completion_tokens, float(trainer.args.temperature))
         policy = PolicyServer(trainer.processing_class, generate)

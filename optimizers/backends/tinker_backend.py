@@ -212,7 +212,7 @@ class TinkerBackend(Backend):
         from tinker import types
 
         from optimizers.backends.rlm_rollout import PolicyServer, RLMPlayer
-        from rlmkit.chat_server import ChatServer
+        from rlmkit.models.chat_server import ChatServer
 
         player = RLMPlayer(job)
         params = types.SamplingParams(

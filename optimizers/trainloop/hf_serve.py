@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from rlmkit.chat_server import ChatServer, chat_response
+from rlmkit.models.chat_server import ChatServer, chat_response
 from rlmkit.models.transports.function import approx_tokens
 
 

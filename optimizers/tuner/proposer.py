@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from optimizers.tuner.demos import ScoredRun, render_transcript
+from rlmkit.concurrency.sync_loop import run_sync
 from rlmkit.errors import UserError
 from rlmkit.models.contract import Model
-from rlmkit.sync_loop import run_sync
 
 TAG = re.compile(r"<instruction>(.*?)</instruction>", re.DOTALL | re.IGNORECASE)
 MAX_INSTRUCTION_CHARS = 4_000

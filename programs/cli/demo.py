@@ -218,16 +218,23 @@ def _measured_accuracy() -> str | None:
     )
 
 
+# What made the shipped program, and where its record is, as a reader of this checkout finds
+# them: the record's own command names the script where it stood then and a scratch folder of
+# the machine it ran on, which mean nothing here.
+TUNING_SCRIPT = "scripts/tune_embedded.py"
+TUNING_RECORD = "rlmkit/local/tuned_program.json"
+
+
 def _program_line(model) -> str:
-    """Which program the run uses: the model's shipped one (with its provenance) or the default."""
+    """Which program the run uses: the model's shipped one (with where it came from) or the default."""
     preset = model.traits.preset
     if not preset:
         return "the default prompt (no instructions, no demos)"
     origin = preset.get("provenance", {})
     return (
         f"the program shipped for this model ({len(preset.get('demos', []))} demos, knobs "
-        f"{preset.get('knobs', {})}), tuned {origin.get('date', '?')} on training seeds: "
-        f"{origin.get('command', '?')}"
+        f"{preset.get('knobs', {})}), tuned {origin.get('date', '?')} on training seeds by "
+        f"{TUNING_SCRIPT} (its command, trials and scores: {TUNING_RECORD})"
     )
 
 

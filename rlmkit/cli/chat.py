@@ -24,7 +24,7 @@ HELP = "Ask a question, or: /vars, /save DIR, /load DIR, /quit (Ctrl-C stops a c
 
 def load_paths(paths: list[Path]) -> Any:
     """One file: its text. Several paths, or a folder: ``{path: text}`` of every file."""
-    from rlmkit.inputs import load_input
+    from rlmkit.run.inputs import load_input
 
     if len(paths) == 1:
         return load_input("context", paths[0])

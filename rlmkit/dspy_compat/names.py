@@ -11,7 +11,7 @@ from __future__ import annotations
 import keyword
 from collections.abc import Iterable
 
-from rlmkit.typed_subcalls import REPL_FUNCTIONS
+from rlmkit.run.typed_subcalls import REPL_FUNCTIONS
 
 # Functions the REPL provides (rlmkit's and dspy's spellings) and builtins it relies on.
 REPL_NAMES = REPL_FUNCTIONS | {"print"}

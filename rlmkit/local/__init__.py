@@ -75,7 +75,7 @@ def served_lm(server: LocalServer | MachineServer, model: str, **lm_kwargs: Any)
     # connection at once), so the cap only ends a server that hangs.
     lm_kwargs.setdefault("timeout", 3600.0)
     # A small model's turn is a little code: a cap keeps one run-away reply from holding the
-    # CPU for minutes (RLM caps are ceilings; this tighter one wins, see rlmkit/guards.py).
+    # CPU for minutes (RLM caps are ceilings; this tighter one wins, see rlmkit/run/model_call.py).
     lm_kwargs.setdefault("max_tokens", EMBEDDED_MAX_TOKENS)
     # A 4,000-token sub-call already takes ~40 s to read on 2 cores, and 4 slots share the KV.
     lm_kwargs.setdefault("input_chars", EMBEDDED_INPUT_CHARS)

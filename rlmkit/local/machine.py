@@ -138,7 +138,7 @@ def machine_server(
     model_path: Path,
     config: LocalServerConfig | None = None,
     *,
-    backend: str = "xllamacpp",
+    backend: str | None = None,
     pin: bool = False,
     lora: Path | None = None,
 ) -> MachineServer:
@@ -146,7 +146,9 @@ def machine_server(
     process as a client (or pins the server) so it stays up while this process lives.
 
     ``lora``: the GGUF adapter it must serve with; a running server with another one raises
-    ``AdapterMismatch`` (before this process registers)."""
+    ``AdapterMismatch`` (before this process registers). ``backend``: what a new server runs, as
+    ``package.module:function`` (default: llama.cpp; tests pass a scripted stand-in's,
+    ``rlmkit.testing.local_server.SCRIPTED_BACKEND``)."""
     state, config = state_dir(), config or LocalServerConfig()
     wanted = str(lora or "")
     with _locked(state):
@@ -171,7 +173,7 @@ def machine_server(
     )
 
 
-def _start(state: Path, model_path: Path, config: LocalServerConfig, backend: str, lora: str) -> dict:
+def _start(state: Path, model_path: Path, config: LocalServerConfig, backend: str | None, lora: str) -> dict:
     log_path = state.parent / "logs" / "local-server.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     cmd = [
@@ -194,10 +196,9 @@ def _start(state: Path, model_path: Path, config: LocalServerConfig, backend: st
         served_alias(Path(lora) if lora else None),
         "--state",
         str(state),
-        "--backend",
-        backend,
         "--lora",
         lora,
+        *(["--backend", backend] if backend else []),  # a stand-in's, in tests; else llama.cpp
     ]
     proc = subprocess.Popen(
         cmd,

@@ -22,7 +22,10 @@ import signal
 import sys
 import threading
 
+from rlmkit.loading import load
+
 CLIENT_CHECK_S = 2.0  # how often a machine server looks for live clients
+XLLAMACPP = "rlmkit.local.server_process:serve_xllamacpp"  # the backend: llama.cpp, in this process
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -38,9 +41,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--state", default="", help="machine-server state directory (see machine.py)")
     parser.add_argument(
         "--backend",
-        choices=("xllamacpp", "scripted"),
-        default="xllamacpp",
-        help="scripted: a server that answers 'ok', for tests of the lifecycle",
+        default=XLLAMACPP,
+        help="package.module:function that starts serving, given (args, port); tests name a "
+        "scripted one (rlmkit.testing.local_server)",
     )
     return parser.parse_args(argv)
 
@@ -53,12 +56,8 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _serve(args: argparse.Namespace, port: int) -> object:
-    """Start serving; the returned object keeps the server alive."""
-    if args.backend == "scripted":
-        from rlmkit.chat_server import ChatServer
-
-        return ChatServer(lambda body: "ok", port=port).start()
+def serve_xllamacpp(args: argparse.Namespace, port: int) -> object:
+    """Start serving the model with llama.cpp; the returned object keeps the server alive."""
     import xllamacpp
 
     params = xllamacpp.CommonParams()
@@ -89,7 +88,7 @@ def main(argv: list[str] | None = None) -> None:
     sys.stdout = sys.stderr = os.fdopen(log_fd, "w", buffering=1)
     port = args.port or _free_port()
     try:
-        server = _serve(args, port)
+        server = load(args.backend)(args, port)  # the object returned keeps the server alive
     except Exception as exc:  # reported to the parent through the ready line
         ready.write(json.dumps({"error": repr(exc)}) + "\n")
         ready.flush()

@@ -28,6 +28,7 @@ import time
 from functools import cached_property
 from typing import Any
 
+from rlmkit.concurrency.sync_loop import run_sync
 from rlmkit.errors import LMConfigError, LMError, LMUnavailableError, UserError
 from rlmkit.models.contract import Completion, ModelTraits
 from rlmkit.models.lm_cache import cache_key, current_rollout_id, default_cache_dir, open_cache
@@ -44,7 +45,6 @@ from rlmkit.models.transports import (
     make_transport,
     model_requests_allowed,
 )
-from rlmkit.sync_loop import run_sync
 from rlmkit.trajectory import Usage
 
 log = logging.getLogger("rlmkit")
@@ -96,7 +96,7 @@ class LM:
         self.max_tokens = max_tokens
         self.input_chars = input_chars  # how much text one call reads well; prompts size chunks to it
         # A program tuned for this model ({"instructions", "demos", "knobs", "provenance"}): an
-        # RLM with no instructions or demos of its own runs it (rlmkit.RLM._program_for).
+        # RLM with no instructions or demos of its own runs it (``rlmkit.run.spec.with_preset``).
         self.preset = preset
         self.stop = _stop_list(stop)
         self.params = {k: v for k, v in {"temperature": temperature, **kwargs}.items() if v is not None}

@@ -29,13 +29,26 @@ BACKENDS = {
 }
 
 
-def make_sandbox(name: str = "process", limits: SandboxLimits | None = None) -> Sandbox:
-    """A new, unstarted sandbox of backend ``name``; ConfigError for an unknown name."""
+def sandbox_backend(name: str = "process") -> type[Sandbox]:
+    """The class of backend ``name`` (imported now, nothing started); ConfigError for an unknown name."""
     try:
         spec = BACKENDS[name]
     except (KeyError, TypeError):
         raise ConfigError(f"unknown sandbox {name!r}; known: {', '.join(BACKENDS)}") from None
-    return load(spec)(limits)
+    return load(spec)
 
 
-__all__ = ["BACKENDS", "CellResult", "HostFunction", "Sandbox", "SandboxLimits", "make_sandbox"]
+def make_sandbox(name: str = "process", limits: SandboxLimits | None = None) -> Sandbox:
+    """A new, unstarted sandbox of backend ``name``; ConfigError for an unknown name."""
+    return sandbox_backend(name)(limits)
+
+
+__all__ = [
+    "BACKENDS",
+    "CellResult",
+    "HostFunction",
+    "Sandbox",
+    "SandboxLimits",
+    "make_sandbox",
+    "sandbox_backend",
+]

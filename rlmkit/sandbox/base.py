@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Self
 
-from rlmkit.threads import in_thread
+from rlmkit.concurrency.threads import in_thread
 
 HostFunction = Callable[..., Any]
 

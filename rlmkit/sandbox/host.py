@@ -19,15 +19,16 @@ from __future__ import annotations
 import pickle
 import threading
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
 from typing import Any
 
+from rlmkit.concurrency.threads import in_thread
 from rlmkit.errors import ContextError, Finish, RunError, SandboxError
 from rlmkit.sandbox import loop_io
 from rlmkit.sandbox.base import CellResult, HostFunction, Sandbox, SandboxLimits, check_names
 from rlmkit.sandbox.launcher import Launcher, WorkerHandle
 from rlmkit.sandbox.worker_side import wire
-from rlmkit.threads import in_thread
 
 START_TIMEOUT_S = 30.0
 GET_TIMEOUT_S = 60.0
@@ -44,12 +45,24 @@ def max_frame(limits: SandboxLimits) -> int:
     return max(MAX_VALUE_BYTES, 8 * limits.max_output_chars + (1 << 20))
 
 
-class WorkerHost(Sandbox):
-    """A sandbox whose namespace lives in a worker that ``launcher`` starts."""
+@dataclass(frozen=True)
+class Relaunch:
+    """What a host does after each (re)launch of its worker. ``restore(host)`` runs once the
+    inputs and the prelude are in (a session puts its last checkpoint back; it may block, so such
+    a start runs on a thread); ``note`` is what a restart tells the model about its variables."""
 
-    def __init__(self, limits: SandboxLimits | None, launcher: Launcher):
+    restore: Callable[[WorkerHost], None] | None = None
+    note: str = "its variables were reset to the inputs"
+
+
+class WorkerHost(Sandbox):
+    """A sandbox whose namespace lives in a worker that ``launcher`` starts; ``relaunch``: what
+    follows each launch (a session's restore), fixed when the host is built."""
+
+    def __init__(self, limits: SandboxLimits | None, launcher: Launcher, *, relaunch: Relaunch = Relaunch()):
         super().__init__(limits)
         self.launcher = launcher
+        self.relaunch = relaunch
         self._lock = threading.RLock()  # re-entrant: a host function may call get() mid-cell
         self._running = False
         self._in_prelude = False
@@ -60,10 +73,6 @@ class WorkerHost(Sandbox):
         self._prelude = ""
         self._protections: dict[str, bool | str] = {}
         self.startup_s = 0.0  # seconds the last (re)start took, variables included
-        # A session's hook: runs after each (re)launch's inputs and prelude (it puts the last
-        # checkpoint back), and what a restart then tells the model about its variables.
-        self.on_launch: Any = None
-        self.relaunch_note = "its variables were reset to the inputs"
 
     @property
     def protections(self) -> dict[str, bool]:
@@ -105,7 +114,7 @@ class WorkerHost(Sandbox):
         strings = [v for v in variables.values() if isinstance(v, str)]
         worker = None
         small = len(strings) == len(variables) and sum(map(len, strings)) <= LOOP_START_MAX_CHARS
-        if small and self.on_launch is None:  # a session's hook may block: it runs on a thread
+        if small and self.relaunch.restore is None:  # a session's restore may block: on a thread
             worker = self.launcher.take(self.limits, refill=False)
         if worker is None:
             await in_thread(self.start, variables, functions, prelude)
@@ -140,8 +149,8 @@ class WorkerHost(Sandbox):
                 finally:
                     self._in_prelude = False
                 self._check_prelude(result)
-            if self.on_launch is not None:
-                self.on_launch(self)
+            if self.relaunch.restore is not None:
+                self.relaunch.restore(self)
         except (SandboxError, ContextError):
             self.close()
             raise
@@ -457,7 +466,7 @@ class WorkerHost(Sandbox):
         self._restart()
         result.restarted = True
         prefix = "TimeoutError: " if result.timed_out else "SandboxCrash: "
-        result.error = f"{prefix}{reason}; the REPL was restarted and {self.relaunch_note}."
+        result.error = f"{prefix}{reason}; the REPL was restarted and {self.relaunch.note}."
         if not ran:
             result.error += " This cell did not run."
         result.duration_s = time.monotonic() - t_start

@@ -10,9 +10,9 @@ import functools
 import time
 from typing import Any
 
+from rlmkit.concurrency.threads import in_thread
 from rlmkit.sandbox.base import HostFunction
 from rlmkit.sandbox.worker_side import wire
-from rlmkit.threads import in_thread
 
 
 async def next_frame(chan: wire.Channel, deadline: float | None) -> bytes:

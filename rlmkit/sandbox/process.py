@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from rlmkit.sandbox import pool
 from rlmkit.sandbox.base import SandboxLimits
 from rlmkit.sandbox.fork_server_client import ForkedProcess, ForkServerClient, ForkServerGone
-from rlmkit.sandbox.host import WorkerHost, max_frame
+from rlmkit.sandbox.host import Relaunch, WorkerHost, max_frame
 from rlmkit.sandbox.launcher import Launcher, WorkerHandle
 from rlmkit.sandbox.worker_side import wire
 
@@ -308,6 +308,8 @@ class ProcessSandbox(WorkerHost):
 
     name = "process"
 
-    def __init__(self, limits: SandboxLimits | None = None, *, confine: bool = True):
-        super().__init__(limits, ProcessLauncher(confine))
+    def __init__(
+        self, limits: SandboxLimits | None = None, *, confine: bool = True, relaunch: Relaunch = Relaunch()
+    ):
+        super().__init__(limits, ProcessLauncher(confine), relaunch=relaunch)
         self.confine = confine

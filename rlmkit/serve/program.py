@@ -9,7 +9,6 @@ that ``rlmkit optimize`` writes, or the directory holding it) and ``module:attr`
 from __future__ import annotations
 
 import asyncio
-import importlib
 import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ import dspy
 
 from rlmkit import events as ev
 from rlmkit.errors import ConfigError
+from rlmkit.loading import load
 
 DEFAULT_SIGNATURE = "context, question -> answer"
 MODULE_ATTR = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
@@ -116,15 +116,7 @@ def load_program(
 
 
 def _import(spec: str) -> Any:
-    module_name, _, attribute = spec.partition(":")
-    try:
-        found: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"cannot import {module_name!r} (from {spec!r}): {exc}") from exc
-    for part in attribute.split("."):
-        if not hasattr(found, part):
-            raise ConfigError(f"{module_name!r} has no attribute {attribute!r}")
-        found = getattr(found, part)
+    found = load(spec)  # a ConfigError names the part that is wrong
     if callable(found) and not isinstance(found, dspy.Module):  # a factory: called once, at start
         found = found()
     return found

@@ -1,6 +1,7 @@
 """One call of a session, as the run loop sees it: where its REPL comes from (the session's live
-worker, lent through ``call_hooks.CallHooks``' three lease methods), its budget, the notes its task message
-gets, and its inputs' descriptions (each big input hashed once per session, not per call)."""
+worker, lent through ``run.hooks.CallHooks``' three lease methods), what it spends (its RLM's budget,
+charged to the session's ``Spending`` too), the notes its task message gets, and its inputs'
+descriptions (each big input hashed once per session, not per call)."""
 
 from __future__ import annotations
 
@@ -8,18 +9,31 @@ import ast
 import functools
 import importlib.util
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from rlmkit.budget import Budget, Spending
-from rlmkit.call_hooks import start_lease
-from rlmkit.describe import describe_inputs
+from rlmkit.concurrency.threads import in_thread
 from rlmkit.errors import ConfigError
-from rlmkit.sandbox import make_sandbox
-from rlmkit.sandbox.host import WorkerHost
-from rlmkit.threads import in_thread
+from rlmkit.run.describe import describe_inputs
+from rlmkit.run.hooks import Described, Functions, Variables, start_lease
+from rlmkit.sandbox import sandbox_backend
+from rlmkit.sandbox.base import Sandbox
+from rlmkit.sandbox.host import Relaunch, WorkerHost
+from rlmkit.settings import RunSettings
 
 MAX_VARIABLE_BYTES = 64 * 1024**2  # a bigger pickle is listed as unsaved: it stays live, uncheckpointed
 RESTORED_NOTE = "its variables were put back as of the last finished call (a checkpoint)"
+
+
+def worker_sandbox(name: str, interpreter_factory: object = None) -> type[WorkerHost]:
+    """The class of the worker a session keeps alive between calls: ``ConfigError`` (the one
+    place that says so) when ``name`` runs no worker or a DSPy interpreter runs the cells."""
+    backend = sandbox_backend(name) if interpreter_factory is None else None
+    if backend is None or not issubclass(backend, WorkerHost):
+        shown = "a DSPy interpreter" if interpreter_factory is not None else repr(name)
+        raise ConfigError(f"a session needs a worker sandbox such as 'process', not {shown}")
+    return backend
 
 
 def _find_cloudpickle() -> str | None:
@@ -50,7 +64,7 @@ def prelude_names(prelude: str) -> frozenset[str]:
 
 
 class SessionCall:
-    """The session's side of one run (``tree.run_tree(hooks=...)``): a ``CallHooks``."""
+    """The session's side of one run (``run.start.run_tree(hooks=...)``): a ``CallHooks``."""
 
     def __init__(
         self,
@@ -71,22 +85,15 @@ class SessionCall:
             "restored": restored,
             "lost": dict(lost),
         }
-        self.run_spending: Spending | None = None
         self.skip: set[str] = set()  # inputs, host functions, prelude names: not the model's variables
         self._launches_seen = session.launches
 
     # -- what run_tree asks ------------------------------------------------------------
     def spending(self, per_call: Budget) -> Spending:
-        """The call's counters, against its own limits cut to what the session has left."""
-        self.session.check_budget()
-        limits = per_call.limits()
-        for name, remaining in self.session.budget_left().items():
-            if remaining is not None:
-                limits[name] = remaining if limits[name] is None else min(limits[name], remaining)
-        self.run_spending = Budget(**limits).spending()
-        return self.run_spending
+        """The call's counters against its RLM's budget; each charge also goes to the session's."""
+        return per_call.spending(within=self.session.spending)
 
-    def describe_inputs(self, variables: dict[str, Any]) -> tuple[list, Any]:
+    def describe_inputs(self, variables: Mapping[str, object]) -> Described:
         cache = self.session.described
         fresh = {name: value for name, value in variables.items() if cache.get(name, (None,))[0] is not value}
         infos, finish = describe_inputs(fresh)
@@ -95,33 +102,29 @@ class SessionCall:
         return [cache[name][1] for name in variables], finish
 
     # -- the lease (CallHooks.sandbox / start / release) ----------------------------------
-    def sandbox(self, settings: Any, spending: Any) -> WorkerHost:
+    def sandbox(self, settings: RunSettings, spending: Spending) -> Sandbox:
         session = self.session
-        if session.sandbox is None:
-            sandbox = make_sandbox(settings.sandbox, settings.sandbox_limits(spending))
-            if not isinstance(sandbox, WorkerHost):
-                raise ConfigError(
-                    f"a session needs a worker sandbox such as 'process', not {settings.sandbox!r}"
-                )
-            sandbox.on_launch, sandbox.relaunch_note = session.restore_into, RESTORED_NOTE
-            session.sandbox = sandbox
+        if session.sandbox is None:  # the first call: a worker that gets the checkpoint back at each launch
+            backend = worker_sandbox(settings.sandbox)
+            relaunch = Relaunch(session.restore_into, RESTORED_NOTE)
+            session.sandbox = backend(settings.sandbox_limits(spending), relaunch=relaunch)
         session.sandbox.limits = settings.sandbox_limits(spending)
         return session.sandbox
 
-    async def start(self, name: str, sandbox: WorkerHost, variables: dict[str, Any], functions: dict,
-                    prelude: str) -> None:  # fmt: skip
+    async def start(self, name: str, sandbox: WorkerHost, variables: Variables,
+                    functions: Functions, prelude: str) -> None:  # fmt: skip
         self.skip = {*variables, *functions, *prelude_names(prelude)}
         launching = not sandbox.alive()
         start = functools.partial(in_thread, self._start, sandbox, variables, functions, prelude, launching)
         await start_lease(name, sandbox, start, launches=launching)
         self._note_restores()
 
-    def _start(self, sandbox: WorkerHost, variables: dict[str, Any], functions: dict, prelude: str,
-               launching: bool) -> None:  # fmt: skip
+    def _start(self, sandbox: WorkerHost, variables: Variables, functions: Functions,
+               prelude: str, launching: bool) -> None:  # fmt: skip
         session = self.session
         if launching:
             sandbox.close()  # a dead or idle-stopped worker's leftovers
-            sandbox.start(variables, functions, prelude)  # its on_launch puts the checkpoint back
+            sandbox.start(variables, functions, prelude)  # its relaunch puts the checkpoint back
         else:
             changed = {n: v for n, v in variables.items() if not _same(session.sent.get(n, _NOTHING), v)}
             if sandbox.update(changed, functions, prelude):  # it died just before: rebuilt now
@@ -161,4 +164,11 @@ def checkpoint_now(session: Any, skip: set[str]) -> list[str]:
     return session.checkpoint.apply(reply)
 
 
-__all__ = ["MAX_VARIABLE_BYTES", "PICKLER_DIR", "SessionCall", "checkpoint_now", "prelude_names"]
+__all__ = [
+    "MAX_VARIABLE_BYTES",
+    "PICKLER_DIR",
+    "SessionCall",
+    "checkpoint_now",
+    "prelude_names",
+    "worker_sandbox",
+]

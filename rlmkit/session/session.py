@@ -7,7 +7,7 @@
         s.save("sessions/incident-42")
     s2 = rlmkit.Session.load("sessions/incident-42", rlm)
 
-Each call is an ordinary run of ``tree.run_tree`` (the same loop), lent the session's worker, and
+Each call is an ordinary run of ``run.start.run_tree`` (the same loop), lent the session's worker, and
 returns what a plain call returns (``RLM.prediction``: the same fields, the same DSPy trace entry).
 Inputs cross into it once; an input given again crosses only if it is another object. After
 each call the worker pickles what changed (``sandbox/worker_side/snapshot.py``) and the session keeps the
@@ -32,21 +32,18 @@ from typing import Any
 import dspy
 
 import rlmkit
-from rlmkit.budget import Budget
-from rlmkit.errors import BudgetExceeded, ConfigError, MissingInputError, SessionBusyError, SessionClosedError
-from rlmkit.inputs import load_input
-from rlmkit.models.lm_cache import current_rollout_id
-from rlmkit.observe.streaming import remember_caller_loop, stream_run
+from rlmkit.budget import Budget, Spending
+from rlmkit.concurrency.threads import in_thread
+from rlmkit.errors import SessionBusyError, SessionClosedError
+from rlmkit.observe.streaming import stream_run
 from rlmkit.prompting import session_notes
-from rlmkit.sandbox import make_sandbox
-from rlmkit.sandbox.host import WorkerHost
+from rlmkit.run.entry import CallOptions, call_sync
+from rlmkit.run.inputs import RunInputs, check_known, load_input
+from rlmkit.run.start import run_tree
 from rlmkit.session import store
-from rlmkit.session.call import PICKLER_DIR, SessionCall, checkpoint_now
+from rlmkit.session.call import PICKLER_DIR, SessionCall, checkpoint_now, worker_sandbox
 from rlmkit.signature import signature_text
-from rlmkit.sync_loop import run_sync, shared_loop
-from rlmkit.threads import in_thread
 from rlmkit.trajectory import bounded
-from rlmkit.tree import run_tree
 
 RESTORE_TIMEOUT_S = 300.0  # unpickling a large checkpoint in a fresh worker
 
@@ -72,19 +69,18 @@ class Session:
         path: str | Path | None = None,
         **inputs: Any,
     ):
-        if getattr(rlm, "interpreter_factory", None) is not None:
-            raise ConfigError("a session needs a worker sandbox such as 'process', not a DSPy interpreter")
-        if not isinstance(make_sandbox(rlm.sandbox_name), WorkerHost):  # unstarted: nothing launches
-            raise ConfigError(f"a session needs a worker sandbox such as 'process', not {rlm.sandbox_name!r}")
+        worker_sandbox(rlm.sandbox_name, getattr(rlm, "interpreter_factory", None))  # nothing launches
         self.rlm = rlm
         self.id = uuid.uuid4().hex
         self.history_calls, self.history_chars = history_calls, history_chars
         self.budget = budget or Budget()
-        self.spent = {"calls": 0, "tokens": 0, "cost": 0.0, "seconds": 0.0}
+        # what the session has spent: each call's tree charges it beside its own RLM's budget, and
+        # its clock runs only during calls (``max_seconds``: seconds spent in calls)
+        self.spending = Spending(self.budget, name="session budget")
         self.idle_timeout = idle_timeout
         self.history: list[tuple[dict[str, Any], dict[str, Any]]] = []
         self.calls = 0
-        self.inputs = self._check_inputs(inputs)
+        self.inputs = self._load_inputs(inputs)
         self.checkpoint = store.Checkpoint()
         self.sandbox: Any = None  # the session's WorkerHost, made at the first call
         self.sent: dict[str, Any] = {}  # name -> the object the worker holds (what needs no resend)
@@ -108,11 +104,9 @@ class Session:
         fields = self.rlm.signature.input_fields
         return [name for name, f in fields.items() if f.annotation is dspy.History]
 
-    def _check_inputs(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        known = self.rlm.signature.input_fields
-        unknown = [name for name in inputs if name not in known]
-        if unknown:
-            raise MissingInputError(f"unexpected input(s) {unknown}; the signature takes {list(known)}")
+    def _load_inputs(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """Inputs given at open or at a call: each one the signature's; the rest may come later."""
+        check_known(self.rlm.signature, inputs)
         return {name: load_input(name, value) for name, value in inputs.items()}
 
     @property
@@ -120,64 +114,36 @@ class Session:
         """The model's live REPL variables as of the last call: name -> "type, size"."""
         return {name: var.describe() for name, var in self.checkpoint.variables.items()}
 
-    # -- budget ------------------------------------------------------------------------
-    def budget_left(self) -> dict[str, float | None]:
-        return {
-            name: None if limit is None else limit - self.spent[name.removeprefix("max_")]
-            for name, limit in self.budget.limits().items()
-        }
-
-    def check_budget(self) -> None:
-        for name, left in self.budget_left().items():
-            if left is not None and left <= 0:
-                kind, limit = name.removeprefix("max_"), getattr(self.budget, name)
-                raise BudgetExceeded(
-                    f"session budget exceeded: {kind} used {self.spent[kind]} of {limit}",
-                    kind=kind, limit=limit, used=self.spent[kind],
-                )  # fmt: skip
+    @property
+    def spent(self) -> dict[str, float]:
+        """What the session has spent so far: calls, tokens, cost, and seconds spent in calls."""
+        return self.spending.used()
 
     # -- calls -------------------------------------------------------------------------
     def __call__(self, **inputs: Any) -> dspy.Prediction:
-        """A call from sync code. Ctrl-C (KeyboardInterrupt) stops this call, not the session:
-        the next call rebuilds the REPL from the checkpoint before it."""
-        inputs.setdefault("_rollout_id", current_rollout_id.get())
-        loop = shared_loop()
-        if _running_loop() is loop:  # called from a sync callback on that loop: it cannot wait on itself
-            return run_sync(self.acall(**inputs))
-        with remember_caller_loop():
-            future = asyncio.run_coroutine_threadsafe(self.acall(**inputs), loop)
-            try:
-                return future.result()
-            except KeyboardInterrupt:
-                future.cancel()
-                try:
-                    future.result(timeout=30)
-                except BaseException:  # noqa: BLE001, S110 - its CancelledError: the call is over
-                    pass
-                raise
+        """A call from sync code, through the bridge ``RLM.__call__`` uses. Ctrl-C
+        (KeyboardInterrupt) stops this call, not the session: the next call rebuilds the REPL
+        from the checkpoint before it."""
+        return call_sync(self.acall, **inputs)
 
     async def acall(self, **inputs: Any) -> dspy.Prediction:
-        task = inputs.pop("_task", None)
-        rollout_id = inputs.pop("_rollout_id", None)
-        rollout_id = current_rollout_id.get() if rollout_id is None else rollout_id
+        options = CallOptions.pop(inputs)
         if self.closed:
             raise SessionClosedError("this session is closed")
         if not self._take_turn():
             await in_thread(self._busy.acquire)  # the idle stop is closing the worker: wait it out
         try:
             self._cancel_idle()
-            self.check_budget()
-            given = self._check_inputs(inputs)
+            self.spending.check()  # the session's own budget, before any model request
+            given = self._load_inputs(inputs)
             merged = {**self.inputs, **given}
             history_fields = self._history_fields()
             for name in history_fields:
                 if name not in given:
                     merged[name] = dspy.History(messages=[{**i, **o} for i, o in self.history])
-            missing = [name for name in self.rlm.signature.input_fields if name not in merged]
-            if missing:  # before the call counts, before any model request
-                raise MissingInputError(f"missing input(s) {missing}: give them at open or at this call")
+            checked = self.rlm.check_inputs(merged)  # before the call counts, before any model request
             call = self._begin_call(show_history=not history_fields, asked=tuple(given))
-            run = self._run(call, merged, given, history_fields, task, rollout_id)
+            run = self._run(call, checked, given, history_fields, options)
             return await self.rlm.prediction(run, merged)  # the way out of a plain call, too
         finally:
             self._busy.release()
@@ -186,27 +152,27 @@ class Session:
     async def _run(
         self,
         call: SessionCall,
-        merged: dict[str, Any],
+        checked: RunInputs,
         given: dict[str, Any],
         history_fields: list[str],
-        task: dict[str, Any] | None,
-        rollout_id: int | None,
+        options: CallOptions,
     ) -> tuple[dict[str, Any], Any]:
         """One call's run in the session's worker, and what the session keeps of it (counts,
-        spending, history, the checkpoint), whether it answered or not."""
+        history, the checkpoint), whether it answered or not. Its tree charges the session's
+        spending as it goes; the session's clock runs while it does."""
         outputs: dict[str, Any] | None = None
+        self.spending.start()
         try:
-            checked = self.rlm.check_inputs(merged)
             outputs, trajectory = await run_tree(
-                self.rlm.run_spec(), checked, hooks=call, task=task, rollout_id=rollout_id
+                self.rlm.run_spec(), checked, hooks=call, task=options.task, rollout_id=options.rollout_id
             )
         except asyncio.CancelledError:
             self._pending_restore = "interrupted"
             raise
         finally:
+            self.spending.stop()
             self.calls += 1
-            self.inputs = {k: v for k, v in merged.items() if k not in history_fields}
-            self._spend(call)
+            self.inputs = {k: v for k, v in checked.values.items() if k not in history_fields}
             if outputs is not None:
                 asked = {k: v for k, v in given.items() if k not in history_fields}
                 self._remember(asked, outputs)
@@ -237,11 +203,6 @@ class Session:
             self, number=self.calls + 1, restored=restored, lost=lost, notes=notes, asked=asked
         )
 
-    def _spend(self, call: SessionCall) -> None:
-        if call.run_spending is not None:
-            for name, value in call.run_spending.used().items():
-                self.spent[name] += value
-
     def _remember(self, asked: dict[str, Any], outputs: dict[str, Any]) -> None:
         """Keep this call's question and answer for the next prompts, within the bounds (a long
         value, say a new context passed at call time, is kept as its head and tail)."""
@@ -262,7 +223,7 @@ class Session:
             self._write(self.directory)
 
     def restore_into(self, host: Any) -> None:
-        """``WorkerHost.on_launch``: a new worker (first start, restart, rebuild) gets the checkpoint.
+        """``WorkerHost.relaunch.restore``: a new worker (first start, restart, rebuild) gets the checkpoint.
         What it cannot bring back (never pickled, or failing to unpickle) is ``lost_at_restore``."""
         self.launches += 1
         lost = self.checkpoint.unsaved()
@@ -312,7 +273,7 @@ class Session:
         session.checkpoint = loaded.checkpoint
         session.history = [(h["inputs"], h["outputs"]) for h in doc.get("history", [])]
         session.calls = int(doc.get("calls", 0))
-        session.spent.update(doc.get("spent", {}))
+        session.spending.resume(doc.get("spent", {}))
         session._written = {k: v for k, v in session.inputs.items() if isinstance(v, str)}
         session._pending_restore = "loaded"
         return session
@@ -378,13 +339,6 @@ class Session:
 
     async def __aexit__(self, *exc: object) -> None:
         await in_thread(self.close)
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
 
 
 def _jsonable(values: dict[str, Any], limit: int) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """A scripted OpenAI-compatible chat server on 127.0.0.1, for tests and benchmarks.
 
-It is the production ``rlmkit.chat_server.ChatServer`` (a real HTTP server, so everything
+It is the production ``rlmkit.models.chat_server.ChatServer`` (a real HTTP server, so everything
 between rlmkit and the wire is exercised) with what a test needs on top: every request body
 kept in ``requests``, the most requests in flight at once, and optional latency and fault
 injection that make it behave like a slow or flaky provider.
@@ -20,7 +20,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from rlmkit.chat_server import ChatServer, Reply, Responder, as_event_stream, chat_response, error_body
+from rlmkit.models.chat_server import ChatServer, Reply, Responder, as_event_stream, chat_response, error_body
 
 FAULT_KINDS = ("429", "500", "timeout", "truncated_json", "empty", "no_code", "broken_code")
 # what the text faults put in place of the responder's reply

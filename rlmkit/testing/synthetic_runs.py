@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from rlmkit.describe import describe_variable
 from rlmkit.protocols import REPL_PROMPT, get_protocol
+from rlmkit.run.describe import describe_variable
 from rlmkit.trajectory import (
     CodeBlock,
     Message,

@@ -18,8 +18,8 @@ from playwright.sync_api import expect
 from typer.testing import CliRunner
 
 from rlmkit.cli.view import register
-from rlmkit.describe import describe_variable
 from rlmkit.errors import UserError
+from rlmkit.run.describe import describe_variable
 from rlmkit.trajectory import (
     CodeBlock,
     Message,

@@ -1,5 +1,6 @@
-"""One embedded-model server per machine (rlmkit/local/machine.py), with the scripted backend
-standing in for llama.cpp: two processes share one server, which ends when both have gone."""
+"""One embedded-model server per machine (rlmkit/local/machine.py), with a scripted stand-in
+(rlmkit/testing/local_server.py) in place of llama.cpp: two processes share one server, which
+ends when both have gone."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ import httpx
 import pytest
 
 from rlmkit.local import machine
+from rlmkit.testing.local_server import SCRIPTED_BACKEND
 
 CLIENT = """
 import sys
 from pathlib import Path
 from rlmkit.local.machine import machine_server
-server = machine_server(Path("unused.gguf"), backend="scripted")
+from rlmkit.testing.local_server import SCRIPTED_BACKEND
+server = machine_server(Path("unused.gguf"), backend=SCRIPTED_BACKEND)
 print(server.url, server.pid, flush=True)
 sys.stdin.read()  # stay a client until the test closes stdin
 """
@@ -63,7 +66,7 @@ def test_two_processes_share_one_server_that_ends_after_the_last(home):
 
 
 def test_serve_pins_it_and_stop_ends_it(home):
-    server = machine.machine_server(Path("unused.gguf"), backend="scripted", pin=True)
+    server = machine.machine_server(Path("unused.gguf"), backend=SCRIPTED_BACKEND, pin=True)
     assert machine.status()["clients"] == [machine.PIN]
     assert httpx.get(f"{server.url}/models").status_code == 200
     assert machine.stop() == server.pid
@@ -78,7 +81,7 @@ def test_cli_status_and_stop(home):
 
     runner = CliRunner()
     assert "no embedded model server is running" in runner.invoke(app, ["local", "status"]).output
-    server = machine.machine_server(Path("unused.gguf"), backend="scripted", pin=True)
+    server = machine.machine_server(Path("unused.gguf"), backend=SCRIPTED_BACKEND, pin=True)
     shown = runner.invoke(app, ["local", "status"])
     assert shown.exit_code == 0 and server.url in shown.output and "pinned" in shown.output
     assert f"pid {server.pid}" in runner.invoke(app, ["local", "stop"]).output

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.core.test_events import make_tree_rlm, sub_reply, tree_root
 from tests.helpers.script import Script
+from tests.observe.test_events import make_tree_rlm, sub_reply, tree_root
 
 mlflow = pytest.importorskip("mlflow", reason="the 'observe' extra (mlflow-skinny) is not installed")
 

@@ -7,9 +7,9 @@ import pytest
 
 import rlmkit
 from rlmkit.errors import MaxIterationsError
-from tests.core.test_events import make_tree_rlm, sub_reply, tree_root
 from tests.helpers.replies import repl
 from tests.helpers.script import Script
+from tests.observe.test_events import make_tree_rlm, sub_reply, tree_root
 
 pytest.importorskip("opentelemetry.sdk", reason="the 'observe' extra (opentelemetry-sdk) is not installed")
 from opentelemetry.sdk.trace import TracerProvider

@@ -140,7 +140,7 @@ def outside_imports(prefix: str) -> dict[str, list[str]]:
 
 
 def test_the_model_layer_imports_only_the_ground_floor_below_it():
-    below = {"rlmkit.errors", "rlmkit.trajectory", "rlmkit.sync_loop"}
+    below = {"rlmkit.errors", "rlmkit.trajectory", "rlmkit.concurrency.sync_loop"}
     offenders = {name: sorted(set(t) - below) for name, t in outside_imports("rlmkit.models").items()}
     assert {name: t for name, t in offenders.items() if t} == {}
 
@@ -150,7 +150,7 @@ def test_the_model_contract_imports_only_the_ground_floor():
 
 
 def test_the_embedded_model_stands_on_the_model_layer_and_never_chooses_a_model():
-    below = ("rlmkit.models", "rlmkit.errors", "rlmkit.chat_server")
+    below = ("rlmkit.models", "rlmkit.errors", "rlmkit.loading")
     offenders = {
         name: [t for t in targets if not t.startswith(below)]
         for name, targets in outside_imports("rlmkit.local").items()
@@ -166,7 +166,7 @@ def test_model_selection_sits_above_the_model_layer_and_the_embedded_model():
 
 
 def test_production_code_serves_and_trains_without_the_test_helpers():
-    """Rollouts, served checkpoints and the runtime use ``rlmkit.chat_server``; ``rlmkit.testing``
+    """Rollouts, served checkpoints and the runtime use ``rlmkit.models.chat_server``; ``rlmkit.testing``
     (the scripted server, the fakes) is imported by tests, benchmarks and demos only."""
     production = {**modules("rlmkit"), **modules("optimizers")}
     offenders = [
@@ -227,14 +227,22 @@ def test_the_sandbox_host_side_starts_the_worker_side_by_path_and_imports_only_w
 
 
 def test_the_call_tree_runs_from_specs_and_never_reaches_back_into_the_module():
-    """``tree.run_tree`` starts child runs from ``RunSpec.child()``: the loop, the sub-calls and the
-    call tree import neither the ``RLM`` module nor sessions, which stand above them."""
+    """``run.start.run_tree`` starts child runs from ``RunSpec.child()``: nothing in the run's room
+    (the loop, the sub-calls, the call tree) imports the ``RLM`` module or anything that stands
+    above it (sessions, serving, the CLI, the viewer)."""
     graph = import_graph("rlmkit")
-    tree_floor = ("rlmkit.tree", "rlmkit.run", "rlmkit.run_state", "rlmkit.subcalls", "rlmkit.guards")
-    above = ("rlmkit.rlm", "rlmkit.session")
-    offenders = {name: sorted(t for t in graph[name] if t.startswith(above)) for name in tree_floor}
-    assert {name: t for name, t in offenders.items() if t} == {}
-    assert "rlmkit.tree" in graph["rlmkit.rlm"] and "rlmkit.tree" in graph["rlmkit.session.session"]
+    room = [name for name in graph if name == "rlmkit.run" or name.startswith("rlmkit.run.")]
+    above = ("rlmkit.rlm", "rlmkit.session", "rlmkit.serve", "rlmkit.cli", "rlmkit.view")
+    offenders = {name: sorted(t for t in graph[name] if t.startswith(above)) for name in room}
+    assert len(room) > 10 and {name: t for name, t in offenders.items() if t} == {}
+    assert "rlmkit.run.start" in graph["rlmkit.rlm"] and "rlmkit.run.start" in graph["rlmkit.session.session"]
+
+
+def test_the_runtime_root_holds_the_face_and_the_ground_only():
+    """``rlmkit/`` itself keeps the ``RLM`` module and what every room stands on; each room's
+    modules live in its own folder, so a newcomer sees which files are one conversation."""
+    root = sorted(path.name for path in (ROOT / "rlmkit").glob("*.py"))
+    assert len(root) <= 12, root
 
 
 def test_nothing_built_on_the_runtime_subclasses_the_rlm_module():

@@ -1,4 +1,4 @@
-"""``rlmkit.chat_server.ChatServer``: a function served as an OpenAI-compatible chat endpoint
+"""``rlmkit.models.chat_server.ChatServer``: a function served as an OpenAI-compatible chat endpoint
 (what rollouts and served checkpoints use), plain and streamed, with its failures as HTTP errors."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 import rlmkit
-from rlmkit.chat_server import ChatServer
 from rlmkit.errors import LMError
+from rlmkit.models.chat_server import ChatServer
 from rlmkit.testing.server import ScriptedServer
 
 

@@ -19,8 +19,8 @@ from optimizers.tuner.report import (
 )
 from optimizers.tuner.space import CategoricalKnob, FloatKnob, IntKnob, SearchSpace
 from optimizers.tuner.storage import open_storage, redact
-from rlmkit.describe import describe_variable
 from rlmkit.errors import ConfigError, UserError
+from rlmkit.run.describe import describe_variable
 from rlmkit.trajectory import CodeBlock, Message, RunMeta, Trajectory, Turn, Usage
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

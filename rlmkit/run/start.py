@@ -1,7 +1,7 @@
-"""A call tree's runs, from their specs alone.
+"""Starting a call tree's runs, from their specs alone.
 
     run_tree(spec, inputs)          a top-level call: a new Tree (budget, fan-out limit, clock, log)
-      -> run_loop(state, ...)       run.py: the one loop
+      -> run_loop(state, ...)       loop.py: the one loop
            rlm_query(...)           subcalls.py -> start_child -> run_tree(spec.child(), ...)
 
 The ``RLM`` builds the top-level ``RunSpec`` (``RLM.run_spec``) and calls ``run_tree``; a child
@@ -12,50 +12,18 @@ module.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from typing import Any
 
 import rlmkit
-from rlmkit.call_hooks import CallHooks, PlainCall
-from rlmkit.errors import MissingInputError
-from rlmkit.inputs import load_input
-from rlmkit.prompting import Display
-from rlmkit.run import run_loop
-from rlmkit.run_state import RunSpec, RunState, Tree
+from rlmkit.run.hooks import CallHooks, PlainCall
+from rlmkit.run.inputs import RunInputs
+from rlmkit.run.loop import run_loop
+from rlmkit.run.spec import RunSpec
+from rlmkit.run.state import RunState
+from rlmkit.run.tree import Tree
 from rlmkit.sandbox.interpreter import is_factory, launcher, make_interpreter
 from rlmkit.signature import signature_text
 from rlmkit.trajectory import RunMeta, Trajectory, TrajectoryLog
-
-
-@dataclass(frozen=True)
-class RunInputs:
-    """A run's inputs, checked against its signature before any model call: ``values`` as given,
-    ``variables`` as the REPL gets them, ``aliases`` (``context`` names the first long input)."""
-
-    values: dict[str, Any]
-    variables: dict[str, Any]
-    aliases: dict[str, str]
-
-    @classmethod
-    def check(cls, signature: Any, inputs: dict[str, Any], display: Display) -> RunInputs:
-        missing = [name for name in signature.input_fields if name not in inputs]
-        if missing:  # the wording is dspy.RLM's: DSPy users match on it
-            raise MissingInputError(
-                f"Missing required inputs: {missing} (signature {signature_text(signature)!r})"
-            )
-        unknown = sorted(name for name in inputs if name not in signature.input_fields)
-        if unknown:
-            raise MissingInputError(
-                f"Unexpected inputs not declared in the signature: {unknown} "
-                f"(the signature takes {list(signature.input_fields)})"
-            )
-        variables = {name: load_input(name, inputs[name]) for name in signature.input_fields}
-        aliases: dict[str, str] = {}
-        if "context" not in variables:
-            long_inputs = [n for n, v in variables.items() if _size(v) > display.full_input_chars]
-            if long_inputs:
-                aliases["context"] = long_inputs[0]
-        return cls(dict(inputs), variables, aliases)
 
 
 async def run_tree(
@@ -139,15 +107,9 @@ def _run_state(
         rlmkit_version=rlmkit.__version__,
         session=hooks.meta,
     )
-    state = RunState(spec, tree, meta)
-    state.hash_inputs = hash_inputs
-    state.hooks = hooks
+    state = RunState(spec, tree, meta, hooks, hash_inputs)
     hooks.meta = state.trajectory.meta.session  # what the caller learns later lands there
     return state
 
 
-def _size(value: Any) -> int:
-    return len(value) if hasattr(value, "__len__") else 0
-
-
-__all__ = ["RunInputs", "run_tree"]
+__all__ = ["run_tree"]

@@ -1,11 +1,11 @@
 """``hold_unread_answers``: an answer given in a turn whose code also printed output waits until
-the model has read that output and answers the same again (rlmkit/guards.py, AnswerHold)."""
+the model has read that output and answers the same again (rlmkit/run/guards.py, AnswerHold)."""
 
 from __future__ import annotations
 
 import rlmkit
-from rlmkit.guards import AnswerHold
 from rlmkit.prompting import ANSWER_ACCEPTED, ANSWER_HELD
+from rlmkit.run.guards import AnswerHold
 from tests.helpers.replies import repl
 
 

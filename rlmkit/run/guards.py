@@ -2,9 +2,6 @@
 overwrite their inputs, loop, and write until they are stopped. The runtime, not the prompt,
 keeps them on track.
 
-- ``call_model``: one LM call under the tree's Budget. The call is counted when it starts (a
-  burst of concurrent sub-calls cannot overrun ``max_calls``), its output is capped, and the
-  run's ``max_seconds`` cancels it in flight.
 - ``input_guard``: REPL code that restores a rebound input variable and says so.
 - ``check_values``: ``SUBMIT(answer=str)`` hands over a type, not an answer: refuse it.
 - ``Progress``: the same code (or reply) twice gets one nudge; again, and the next turn must answer.
@@ -14,59 +11,11 @@ keeps them on track.
 
 from __future__ import annotations
 
-import asyncio
 import types
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from rlmkit.prompting import INPUT_RESTORED, NOT_A_VALUE, NUDGE  # noqa: F401 - NUDGE re-exported
-
-# Output caps when an RLM is given none. Reasoning models spend part of the cap thinking, so
-# API models get room; the embedded model's LM sets a tighter cap of its own (the smaller wins).
-TURN_MAX_TOKENS = 8192
-SUBCALL_MAX_TOKENS = 4096
-
-
-def effective_cap(lm: Any, cap: int | None) -> int | None:
-    """The smaller of the RLM's cap and one set on the LM itself (a caller's tighter limit wins)."""
-    caps = [c for c in (lm.traits.max_tokens, cap) if c]
-    return min(caps) if caps else None
-
-
-async def call_model(
-    tree: Any,
-    lm: Any,
-    messages: list[dict],
-    *,
-    max_tokens: int | None,
-    stop: list[str] | None = None,
-    record: Callable[[Any], None] | None = None,
-    rollout_id: int | None = None,
-) -> Any:
-    """One completion, counted, capped and bounded by the run's deadline. ``record(completion)``
-    runs before its tokens are charged, so a call that passes a limit is still in the trajectory."""
-    spending = tree.spending
-    spending.reserve()
-
-    async def call() -> Any:  # gated once, by the LM's own limit (the tree caps batched fan-out)
-        return await lm.acomplete(
-            messages,
-            rollout_id=rollout_id,
-            max_tokens=effective_cap(lm, max_tokens),
-            stop=[*lm.traits.stop, *(stop or [])] or None,
-        )
-
-    remaining = spending.remaining_seconds()
-    try:
-        completion = await asyncio.wait_for(call(), timeout=remaining)
-    except TimeoutError:
-        raise spending.past_deadline() from None
-    if record is not None:
-        record(completion)
-    spending.charge(calls=0, tokens=completion.usage.total_tokens, cost=completion.usage.cost)
-    return completion
-
 
 # -- inputs stay what they were ------------------------------------------------------
 RESTORE_CALL = "_rlmkit_restore_inputs()"
@@ -173,12 +122,8 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 __all__ = [
     "RESTORE_CALL",
-    "SUBCALL_MAX_TOKENS",
-    "TURN_MAX_TOKENS",
     "AnswerHold",
     "Progress",
-    "call_model",
     "check_values",
-    "effective_cap",
     "input_guard",
 ]

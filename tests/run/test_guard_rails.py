@@ -1,4 +1,5 @@
-"""Guard rails of the runtime (rlmkit/guards.py): what keeps a small model's run honest and bounded."""
+"""Guard rails of the runtime (rlmkit/run/guards.py, rlmkit/run/model_call.py): what keeps a small
+model's run honest and bounded."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import pytest
 import rlmkit
 from rlmkit.budget import DEFAULT_MAX_CALLS
 from rlmkit.errors import BudgetExceeded, MaxIterationsError
-from rlmkit.guards import NUDGE, SUBCALL_MAX_TOKENS, TURN_MAX_TOKENS
 from rlmkit.protocols.base import BLOCK_END
+from rlmkit.run.guards import NUDGE
+from rlmkit.settings import SUBCALL_MAX_TOKENS, TURN_MAX_TOKENS
 from rlmkit.testing import is_root_request
 from tests.helpers.replies import repl
 from tests.helpers.script import Script

@@ -3,9 +3,10 @@
     start sandbox (inputs cross once) -> loop: ask the root LM -> parse -> run each code block
     (sub-calls dispatch back here) -> protocol says whether it is over -> feed output back
 
-The loop reads a frozen ``RunSpec`` and fills a ``RunState`` (``run_state.py``), inside the
-``Tree`` its whole call tree shares; it never sees the ``RLM`` that built them. ``tree.run_tree``
-prepares a run and calls it; an ``rlm_query`` child run goes back there through ``start_child``.
+The loop reads a frozen ``RunSpec`` (``spec.py``) and fills a ``RunState`` (``state.py``), inside
+the ``Tree`` its whole call tree shares (``tree.py``); it never sees the ``RLM`` that built them.
+``start.run_tree`` prepares a run and calls it; an ``rlm_query`` child run goes back there through
+``start_child``.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ import time
 from typing import Any
 
 from rlmkit import events as ev
+from rlmkit.concurrency.threads import in_thread
 from rlmkit.errors import BudgetExceeded, LMError, MaxIterationsError, RunError
-from rlmkit.guards import RESTORE_CALL, AnswerHold, Progress, call_model, input_guard
+from rlmkit.models.contract import Completion
 from rlmkit.prompting import (
     ANSWER_ACCEPTED,
     ANSWER_HELD,
@@ -32,10 +34,13 @@ from rlmkit.prompting import (
 )
 from rlmkit.protocols import Answer
 from rlmkit.protocols.base import BLOCK_END
-from rlmkit.run_state import RunState, Tree
-from rlmkit.sandbox.base import AsyncHostFunction, CellResult
-from rlmkit.subcalls import StartChild, SubcallHost
-from rlmkit.threads import in_thread
+from rlmkit.run.guards import RESTORE_CALL, AnswerHold, Progress, input_guard
+from rlmkit.run.hooks import CallHooks
+from rlmkit.run.model_call import call_model
+from rlmkit.run.state import RunState
+from rlmkit.run.subcalls import StartChild, SubcallHost
+from rlmkit.run.tree import Tree
+from rlmkit.sandbox.base import AsyncHostFunction, CellResult, Sandbox
 from rlmkit.trajectory import CodeBlock, Message, Trajectory, Turn, bounded
 
 
@@ -163,7 +168,7 @@ async def _log_start(state: RunState) -> None:
         state.tree.log.start(state.trajectory.meta)
 
 
-async def _settle(state: RunState, lease: Any, sandbox: Any) -> None:
+async def _settle(state: RunState, lease: CallHooks, sandbox: Sandbox) -> None:
     """The end of a run's sandbox: never close a worker that is still starting, nor end a log
     whose start is not written; then give the worker back (closed, or to its session)."""
     await asyncio.wait([state.sandbox_ready, state.start_logged])
@@ -175,7 +180,7 @@ async def _settle(state: RunState, lease: Any, sandbox: Any) -> None:
 
 async def _turn(
     state: RunState,
-    sandbox: Any,
+    sandbox: Sandbox,
     messages: list[Message],
     new_messages: list[Message],
     keep: int,
@@ -195,7 +200,7 @@ async def _turn(
     ev.emit(ev.TurnStarted(turn, messages))
     start = time.monotonic()
 
-    def record(completion: Any) -> None:
+    def record(completion: Completion) -> None:
         turn.lm_duration_s = time.monotonic() - start
         turn.reply, turn.model, turn.usage = completion.text, completion.model, completion.usage
         traj.usage = traj.usage.add(completion.usage)
@@ -205,7 +210,7 @@ async def _turn(
         request = [m.model_dump() for m in messages]
         ev.emit(ev.ModelRequest(turn, state.spec.lm, request))
         completion = await call_model(
-            tree,
+            tree.spending,
             state.spec.lm,
             request,
             max_tokens=settings.max_tokens,

@@ -17,33 +17,42 @@ history. The run loop reads only these hooks, so it has no branch for either.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Protocol, runtime_checkable
 
 from rlmkit import events as ev
 from rlmkit.budget import Budget, Spending
-from rlmkit.describe import describe_inputs
 from rlmkit.errors import SandboxError
+from rlmkit.run.describe import describe_inputs
 from rlmkit.sandbox import make_sandbox
+from rlmkit.sandbox.base import HostFunction, Sandbox, SandboxLimits
+from rlmkit.settings import RunSettings
+from rlmkit.trajectory import VariableInfo
+
+# What ``describe_inputs`` gives back: each input's record, and the hashing left to do (or None)
+Described = tuple[list[VariableInfo], Callable[[], None] | None]
+Launch = Callable[[SandboxLimits], Sandbox]  # a sandbox of a run's limits, e.g. a DSPy interpreter's
+Variables = dict[str, object]  # the REPL's inputs by name, as the worker gets them
+Functions = dict[str, HostFunction]  # the REPL's host functions by name
 
 
 @runtime_checkable
 class CallHooks(Protocol):
     notes: str  # before the task message's inputs (a session: its history, variables, restores)
     asked: tuple[str, ...]  # inputs given at this call, not before: listed last
-    meta: dict[str, Any]  # the trajectory's record of the caller (a session's id, call, restores)
+    meta: dict[str, object]  # the trajectory's record of the caller (a session's id, call, restores)
 
     def spending(self, budget: Budget) -> Spending: ...
 
-    def describe_inputs(self, variables: dict[str, Any]) -> tuple[list, Any]: ...
+    def describe_inputs(self, variables: Mapping[str, object]) -> Described: ...
 
-    def sandbox(self, settings: Any, spending: Spending) -> Any: ...
+    def sandbox(self, settings: RunSettings, spending: Spending) -> Sandbox: ...
 
     async def start(
-        self, name: str, sandbox: Any, variables: dict[str, Any], functions: dict, prelude: str
+        self, name: str, sandbox: Sandbox, variables: Variables, functions: Functions, prelude: str
     ) -> None: ...
 
-    async def release(self, sandbox: Any) -> None: ...
+    async def release(self, sandbox: Sandbox) -> None: ...
 
 
 class PlainCall:
@@ -53,33 +62,33 @@ class PlainCall:
     notes = ""
     asked: tuple[str, ...] = ()
 
-    def __init__(self, launch: Callable[[Any], Any] | None = None):
+    def __init__(self, launch: Launch | None = None):
         self.launch = launch  # a DSPy interpreter's launcher, say; None: the settings' backend
-        self.meta: dict[str, Any] = {}
+        self.meta: dict[str, object] = {}
 
     def spending(self, budget: Budget) -> Spending:
         return budget.spending()
 
-    def describe_inputs(self, variables: dict[str, Any]) -> tuple[list, Any]:
+    def describe_inputs(self, variables: Mapping[str, object]) -> Described:
         return describe_inputs(variables)
 
-    def sandbox(self, settings: Any, spending: Spending) -> Any:
+    def sandbox(self, settings: RunSettings, spending: Spending) -> Sandbox:
         limits = settings.sandbox_limits(spending)
         return self.launch(limits) if self.launch is not None else make_sandbox(settings.sandbox, limits)
 
     async def start(
-        self, name: str, sandbox: Any, variables: dict[str, Any], functions: dict, prelude: str
+        self, name: str, sandbox: Sandbox, variables: Variables, functions: Functions, prelude: str
     ) -> None:
         await start_lease(name, sandbox, lambda: sandbox.astart(variables, functions, prelude))
 
-    async def release(self, sandbox: Any) -> None:
+    async def release(self, sandbox: Sandbox) -> None:
         ev.emit(ev.SandboxClosing(sandbox))
         await sandbox.aclose_nowait()
         ev.emit(ev.SandboxClosed(sandbox))
 
 
 async def start_lease(
-    name: str, sandbox: Any, start: Callable[[], Awaitable[None]], *, launches: bool = True
+    name: str, sandbox: Sandbox, start: Callable[[], Awaitable[None]], *, launches: bool = True
 ) -> None:
     """Run a lease's ``start``: a start that launches a worker is announced (``SandboxStarting``,
     then ``SandboxStarted``), and a failure says which sandbox failed (a ``SandboxError`` raised
@@ -94,3 +103,6 @@ async def start_lease(
         raise SandboxError(f"sandbox {name!r} failed to start: {exc}") from exc
     if launches:
         ev.emit(ev.SandboxStarted(sandbox))
+
+
+__all__ = ["CallHooks", "Described", "Functions", "Launch", "PlainCall", "Variables", "start_lease"]

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any
 
+CANCEL_WAIT_S = 30.0  # how long Ctrl-C waits for a cancelled call to close what it holds
 _loop_lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
 
@@ -39,8 +40,11 @@ def shared_loop() -> asyncio.AbstractEventLoop:
 def run_sync(coro: Coroutine[Any, Any, Any]) -> Any:
     """Run ``coro`` to completion from sync code and return its result.
 
-    Called from the shared loop's own thread (a sync callback inside a sync run) it cannot
-    wait on that loop, so it runs ``coro`` in a fresh thread with its own loop.
+    Ctrl-C (KeyboardInterrupt) while it waits cancels ``coro`` and waits for it to end (a run
+    closes its worker, a session marks its REPL for a rebuild), then raises: it stops this call,
+    not the loop every sync call shares. Called from the shared loop's own thread (a sync callback
+    inside a sync run) it cannot wait on that loop, so it runs ``coro`` in a fresh thread with
+    its own loop.
     """
     loop = shared_loop()
     try:
@@ -48,7 +52,16 @@ def run_sync(coro: Coroutine[Any, Any, Any]) -> Any:
     except RuntimeError:
         running = None
     if running is not loop:  # blocking another loop's thread is the caller's choice, as with any sync call
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+        future = asyncio.run_coroutine_threadsafe(coro, loop)
+        try:
+            return future.result()
+        except KeyboardInterrupt:
+            future.cancel()
+            try:
+                future.result(timeout=CANCEL_WAIT_S)
+            except BaseException:  # noqa: BLE001, S110 - its CancelledError: the call is over
+                pass
+            raise
     box: dict[str, Any] = {}
 
     def target() -> None:

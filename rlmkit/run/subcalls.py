@@ -14,17 +14,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from rlmkit import events as ev
 from rlmkit.errors import BudgetExceeded, LMError, RunError
-from rlmkit.guards import call_model
 from rlmkit.prompting import FUNCTION_DOCS, TYPED_CALL_REPAIR
-from rlmkit.run_state import RunState
+from rlmkit.run.model_call import call_model
+from rlmkit.run.state import RunState
+from rlmkit.run.typed_subcalls import TypedSubcall
 from rlmkit.sandbox.base import AsyncHostFunction
 from rlmkit.trajectory import Message, SubCall, Trajectory, bounded
-from rlmkit.typed_subcalls import TypedSubcall
 
 # start_child(inputs) -> (outputs, trajectory): one rlm_query's child run, one level down in the tree
 StartChild = Callable[[dict[str, Any]], Awaitable[tuple[dict[str, Any], Trajectory]]]
@@ -60,30 +60,38 @@ class SubcallHost:
                 )
             self.llm_calls += 1
         tree = self.run.tree
-        node.started_s = tree.elapsed()
         node.model = lm.model
+
+        def record(completion: Any) -> None:
+            node.usage = completion.usage
+            node.reply = bounded(completion.text, self.settings.display.trajectory_chars)
+            ev.emit(ev.ModelReply(node, completion))
+
+        with self._recorded(node):
+            try:
+                ev.emit(ev.ModelRequest(node, lm, messages))
+                completion = await call_model(
+                    tree.spending,
+                    lm,
+                    messages,
+                    max_tokens=self.settings.sub_max_tokens,
+                    record=record,
+                    rollout_id=tree.rollout_id,
+                )
+                return completion.text
+            except (LMError, BudgetExceeded) as exc:
+                node.error = f"{type(exc).__name__}: {exc}"
+                raise
+
+    @contextlib.contextmanager
+    def _recorded(self, node: SubCall) -> Iterator[None]:
+        """A sub-call's span: timed, announced (started, finished) and kept in the current code
+        block of the trajectory, however it ends."""
+        node.started_s = self.run.tree.elapsed()
         start = time.monotonic()
         ev.emit(ev.SubcallStarted(node))
         try:
-
-            def record(completion: Any) -> None:
-                node.usage = completion.usage
-                node.reply = bounded(completion.text, self.settings.display.trajectory_chars)
-                ev.emit(ev.ModelReply(node, completion))
-
-            ev.emit(ev.ModelRequest(node, lm, messages))
-            completion = await call_model(
-                tree,
-                lm,
-                messages,
-                max_tokens=self.settings.sub_max_tokens,
-                record=record,
-                rollout_id=tree.rollout_id,
-            )
-            return completion.text
-        except (LMError, BudgetExceeded) as exc:
-            node.error = f"{type(exc).__name__}: {exc}"
-            raise
+            yield
         finally:
             node.duration_s = time.monotonic() - start
             self.run.record_subcall(node)
@@ -152,29 +160,23 @@ class SubcallHost:
             batch=batch,
             prompt=bounded(str(prompt), self.settings.display.trajectory_chars),
         )
-        node.started_s = self.run.tree.elapsed()
-        start = time.monotonic()
-        ev.emit(ev.SubcallStarted(node))
-        try:
-            outputs, trajectory = await self.start_child(
-                {"context": prompt if context is None else context, "question": str(prompt)}
-            )
-            node.child = trajectory
-            node.model = trajectory.meta.model
-            node.usage = trajectory.usage
-            answer = str(outputs["answer"])
-            node.reply = bounded(answer, self.settings.display.trajectory_chars)
-            return answer
-        except RunError as exc:
-            node.child = exc.trajectory
-            node.error = f"{type(exc).__name__}: {exc}"
-            if isinstance(exc, BudgetExceeded):
-                raise
-            raise RuntimeError(f"rlm_query failed: {exc}") from None
-        finally:
-            node.duration_s = time.monotonic() - start
-            self.run.record_subcall(node)
-            ev.emit(ev.SubcallFinished(node))
+        with self._recorded(node):
+            try:
+                outputs, trajectory = await self.start_child(
+                    {"context": prompt if context is None else context, "question": str(prompt)}
+                )
+                node.child = trajectory
+                node.model = trajectory.meta.model
+                node.usage = trajectory.usage
+                answer = str(outputs["answer"])
+                node.reply = bounded(answer, self.settings.display.trajectory_chars)
+                return answer
+            except RunError as exc:
+                node.child = exc.trajectory
+                node.error = f"{type(exc).__name__}: {exc}"
+                if isinstance(exc, BudgetExceeded):
+                    raise
+                raise RuntimeError(f"rlm_query failed: {exc}") from None
 
     async def rlm_query(self, prompt: str, context: Any = None) -> str:
         return await self._rlm_query(prompt, context)
@@ -237,20 +239,14 @@ class SubcallHost:
                 depth=self.run.depth + 1,
                 prompt=bounded(repr((args, kwargs)), self.settings.display.trajectory_chars),
             )
-            node.started_s = self.run.tree.elapsed()
-            start = time.monotonic()
-            ev.emit(ev.SubcallStarted(node))
-            try:
-                result = fn(*args, **kwargs)
-                node.reply = bounded(repr(result), self.settings.display.trajectory_chars)
-                return result
-            except Exception as exc:
-                node.error = f"{type(exc).__name__}: {exc}"
-                raise
-            finally:
-                node.duration_s = time.monotonic() - start
-                self.run.record_subcall(node)
-                ev.emit(ev.SubcallFinished(node))
+            with self._recorded(node):
+                try:
+                    result = fn(*args, **kwargs)
+                    node.reply = bounded(repr(result), self.settings.display.trajectory_chars)
+                    return result
+                except Exception as exc:
+                    node.error = f"{type(exc).__name__}: {exc}"
+                    raise
 
         return call
 

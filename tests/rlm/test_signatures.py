@@ -7,8 +7,8 @@ import pytest
 
 import rlmkit
 import signatures
+from rlmkit.run.typed_subcalls import TypedSubcall
 from rlmkit.signature import OutputValidator
-from rlmkit.typed_subcalls import TypedSubcall
 
 ROOT_JOBS = {
     signatures.LongDocQA: ["answer"],

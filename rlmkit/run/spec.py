@@ -1,48 +1,24 @@
-"""What a run is, as data: the ``Tree`` a call tree shares, the frozen ``RunSpec`` of one run,
-and the ``RunState`` that run fills in.
+"""What one run reads, fixed before it starts: the frozen ``RunSpec``.
 
-The loop (``run.py``) and the sub-calls (``subcalls.py``) read these and never the ``RLM``: a
-child run's spec is derived from its parent's (``RunSpec.child``), and ``tree.run_tree`` runs it,
-so imports point one way (``rlm -> tree -> run -> subcalls -> run_state``).
+``RLM.run_spec`` builds a top-level call's, ``RunSpec.child`` each ``rlm_query`` child run's, and
+``start.run_tree`` runs them. The loop and the sub-calls read a spec and never the ``RLM``, so
+imports point one way (``rlm -> run.tree -> run.loop -> run.subcalls -> run.spec``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import threading
-import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import dspy
 
-from rlmkit.budget import Spending
-from rlmkit.call_hooks import CallHooks, PlainCall
-from rlmkit.guards import check_values
 from rlmkit.model_choice import resolve_lm
+from rlmkit.run.typed_subcalls import TypedSubcall
 from rlmkit.settings import RunSettings
 from rlmkit.signature import OutputValidator, make_signature
-from rlmkit.trajectory import CodeBlock, RunMeta, SubCall, Trajectory, TrajectoryLog
-
-
-@dataclass
-class Tree:
-    """What a whole call tree shares: the loop, its Spending, the fan-out semaphore (how many batched
-    sub-call items run at once), the clock and the log."""
-
-    loop: asyncio.AbstractEventLoop
-    spending: Spending  # of the root's Budget: children charge the same counters
-    semaphore: asyncio.Semaphore
-    log: TrajectoryLog | None = None
-    t0: float = field(default_factory=time.monotonic)
-    rollout_id: int | None = None  # every LM call of the tree is this sample (distinct cache entries)
-
-    def elapsed(self) -> float:
-        return time.monotonic() - self.t0
-
 
 CHILD_SIGNATURE = "context, question -> answer"  # what every rlm_query child run answers
 
@@ -59,14 +35,14 @@ class Children:
 @dataclass(frozen=True)
 class RunSpec:
     """Everything one run reads, fixed before it starts: ``RLM.run_spec`` builds the top-level
-    one, ``child()`` each child's, and ``tree.run_tree`` runs them, once ``resolved()``."""
+    one, ``child()`` each child's, and ``start.run_tree`` runs them, once ``resolved()``."""
 
     signature: Any  # the dspy.Signature class
     instructions: str
     demos: tuple[Any, ...]
     settings: RunSettings
     validator: OutputValidator
-    typed_subcalls: Mapping[str, Any]  # name -> subcalls.TypedSubcall
+    typed_subcalls: Mapping[str, TypedSubcall]
     tools: Mapping[str, Callable[..., Any]]
     # the models as given (a name, None: the configured default) until resolved(), which a run
     # does as it starts: one cache and one limiter per model for the whole run
@@ -82,9 +58,9 @@ class RunSpec:
 
     def resolved(self) -> RunSpec:
         """This spec with its models resolved (a bad name or a missing key fails here) and, when
-        it has no program of its own, the program its root model ships with (``program_for``)."""
+        it has no program of its own, the program its root model ships with (``with_preset``)."""
         lm, sub_lm = resolve_lm(self.lm), resolve_lm(self.sub_lm)
-        instructions, demos, settings = program_for(
+        instructions, demos, settings = with_preset(
             self.signature, self.instructions, self.demos, self.settings, lm, use_preset=self.use_preset
         )
         return replace(self, lm=lm, sub_lm=sub_lm, instructions=instructions, demos=demos, settings=settings)
@@ -122,7 +98,7 @@ def _child_signature() -> tuple[Any, OutputValidator]:
     return signature, OutputValidator(signature)
 
 
-def program_for(
+def with_preset(
     signature: Any,
     instructions: str,
     demos: tuple[Any, ...],
@@ -149,30 +125,4 @@ def program_for(
     return preset.get("instructions") or instructions, preset_demos, settings.replace(**knobs)
 
 
-class RunState:
-    """One run in progress: its trajectory, and the code block sub-calls are recorded into."""
-
-    def __init__(self, spec: RunSpec, tree: Tree, meta: RunMeta):
-        self.spec = spec
-        self.tree = tree
-        self.depth = spec.depth
-        self.trajectory = Trajectory(meta=meta)
-        self.submitted: dict[str, Any] | None = None
-        self.current_block: CodeBlock | None = None
-        self.sandbox_ready: asyncio.Future | None = None  # set by run_loop: the worker's start
-        # fills in the sha256 of big inputs (``describe_inputs``); run_loop runs it in a thread
-        self.hash_inputs: Callable[[], None] | None = None
-        self.start_logged: asyncio.Future | None = None  # set by run_loop: hashed, start record written
-        self.hooks: CallHooks = PlainCall()  # its REPL's lease and what its caller adds (tree.run_tree)
-        self._lock = threading.Lock()
-
-    def record_subcall(self, node: SubCall) -> None:
-        with self._lock:
-            if self.current_block is not None:
-                self.current_block.subcalls.append(node)
-            self.trajectory.usage = self.trajectory.usage.add(node.usage)
-
-    def submit(self, outputs: dict[str, Any]) -> None:
-        """Validate outputs (ValueError goes back to the model) and keep them."""
-        check_values(outputs)
-        self.submitted = self.spec.validator.validate(outputs)
+__all__ = ["CHILD_SIGNATURE", "Children", "RunSpec", "with_preset"]

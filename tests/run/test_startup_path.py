@@ -14,8 +14,8 @@ import tracemalloc
 import pytest
 
 import rlmkit
-from rlmkit import describe
-from rlmkit.describe import HASH_INLINE_CHARS, describe_inputs, text_sha256
+from rlmkit.run import describe
+from rlmkit.run.describe import HASH_INLINE_CHARS, describe_inputs, text_sha256
 from rlmkit.trajectory import TrajectoryLog
 
 
@@ -136,7 +136,7 @@ def test_every_model_of_the_price_map_is_found_by_the_text_search():
 # -- per turn: a cell and the restore of rebound inputs are one round trip to the worker ----------
 @pytest.mark.parametrize("backend", ["process", "inline"])
 def test_a_cell_and_the_input_restore_after_it_are_one_round_trip(backend, monkeypatch):
-    from rlmkit.guards import RESTORE_CALL, input_guard
+    from rlmkit.run.guards import RESTORE_CALL, input_guard
     from rlmkit.sandbox import make_sandbox
 
     with make_sandbox(backend) as sandbox:

@@ -198,6 +198,14 @@ def test_session_budget_stops_before_any_model_call():
     assert len(model.tasks) == 2 and s.spent["calls"] == 2
 
 
+def test_a_call_stops_at_what_the_session_has_left_and_charges_it():
+    rlm, _ = make_rlm({"long": [repl("x = 1"), repl("SUBMIT(answer='late')")]})
+    with rlm.session(context=CONTEXT, budget=rlmkit.Budget(max_calls=1)) as s:
+        with pytest.raises(BudgetExceeded, match="session budget exceeded: calls used 1 of 1"):
+            s(question="long")
+    assert s.spent["calls"] == 1 and s.spent["seconds"] > 0
+
+
 def test_a_killed_worker_comes_back_with_the_last_checkpoint():
     script = {**SCRIPT, "gen": [repl("stream = (x for x in range(3))", "SUBMIT(answer='gen')")]}
     rlm, model = make_rlm(script)
@@ -295,7 +303,7 @@ def test_save_and_load_in_another_process(tmp_path):
     child = f"""
 import sys; sys.path.insert(0, {os.getcwd()!r})
 import rlmkit
-from tests.core.test_session import SCRIPT, make_rlm
+from tests.session.test_session import SCRIPT, make_rlm
 rlm, model = make_rlm(SCRIPT)
 s = rlmkit.Session.load({str(tmp_path / "saved")!r}, rlm)
 pred = s(question="again")
@@ -614,7 +622,7 @@ def test_the_rlms_own_budget_limits_each_call_and_the_session_goes_on():
 def test_a_plain_call_and_a_session_call_give_the_run_the_same_hooks():
     """The run reads one ``CallHooks``: a plain call's fresh worker and a session call's live one
     answer the same methods, so the loop has no branch for sessions."""
-    from rlmkit.call_hooks import CallHooks, PlainCall
+    from rlmkit.run.hooks import CallHooks, PlainCall
     from rlmkit.session.call import SessionCall
 
     rlm = rlmkit.RLM("context, question -> answer", lm=rlmkit.FunctionLM(lambda messages: "x"))

@@ -1,7 +1,7 @@
 """Typed sub-calls: a dspy.Signature given to ``RLM(subcalls={...})`` becomes a function in the
 REPL (``classify(text=...) -> validated value``). This module holds what one is (its doc line,
 its messages to the sub-model, the parse and validation of the reply) and how ``subcalls={...}``
-splits into typed sub-calls and plain tools; ``rlmkit.subcalls.SubcallHost`` runs them.
+splits into typed sub-calls and plain tools; ``rlmkit.run.subcalls.SubcallHost`` runs them.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""rlmkit.threads: blocking work runs on reused threads, and never waits behind a busy one."""
+"""rlmkit.concurrency.threads: blocking work runs on reused threads, and never waits behind a busy one."""
 
 from __future__ import annotations
 
 import threading
 import time
 
-from rlmkit.threads import ReusedThreads
+from rlmkit.concurrency.threads import ReusedThreads
 
 
 def _run(pool: ReusedThreads, fn) -> threading.Event:

@@ -1,0 +1,29 @@
+"""What a whole call tree shares: a top-level call and every ``rlm_query`` child run under it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+from rlmkit.budget import Spending
+from rlmkit.trajectory import TrajectoryLog
+
+
+@dataclass
+class Tree:
+    """What a whole call tree shares: the loop, its Spending, the fan-out semaphore (how many batched
+    sub-call items run at once), the clock and the log."""
+
+    loop: asyncio.AbstractEventLoop
+    spending: Spending  # of the root's Budget: children charge the same counters
+    semaphore: asyncio.Semaphore
+    log: TrajectoryLog | None = None
+    t0: float = field(default_factory=time.monotonic)
+    rollout_id: int | None = None  # every LM call of the tree is this sample (distinct cache entries)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+
+__all__ = ["Tree"]
