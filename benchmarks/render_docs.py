@@ -306,6 +306,13 @@ def train_student() -> str:
     return train_student_report.block()
 
 
+def reading_matrix() -> str:
+    """The held-out matrix of arms (``reading_matrix.py``) on docs/guide/training.md."""
+    import reading_matrix_report
+
+    return reading_matrix_report.block()
+
+
 def self_train() -> str:
     """The embedded model before and after training on its own filtered runs, paired."""
     import self_train_report
@@ -364,6 +371,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "soak": soak,
     "train-student": train_student,
     "self-train": self_train,
+    "reading-matrix": reading_matrix,
     "sessions": sessions,
     "pool": pool,
     "dspy-rlm-tests": dspy_rlm_tests,

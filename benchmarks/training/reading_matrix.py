@@ -36,7 +36,7 @@ SUITES = [
     ("source", 60_000, 30),
     *(
         (name, 20_000, 20)
-        for name in ("needle", "multi_needle", "aggregation", "pairs", "multihop", "codeqa")
+        for name in ("needle", "multi_needle", "aggregation", "pairs", "multihop", "codeqa", "shared_context")
     ),
 ]
 TRAINED_FAMILIES = ("needle",)  # what the shipped adapter was trained on

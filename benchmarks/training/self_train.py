@@ -203,16 +203,37 @@ def ship(data: dict[str, Any]) -> Path:
         "sha256": hashlib.sha256(target.read_bytes()).hexdigest(),
         "bytes": target.stat().st_size,
         "base": stages["adapter"]["base"],
-        "trained_on": [
-            {**plan, "seeds": f"{recipe['sample_seed']}..{recipe['sample_seed'] + plan['n'] - 1}"}
-            for plan in recipe["train"]
-        ],
+        "trained_on": trained_on(recipe, stages),
         "rows": stages["train"]["rows"],
         "measured": [{key: row.get(key) for key in MEASURED_KEYS} for row in data["comparison"]],
         "results": f"benchmarks/results/{RESULTS.name} at {data['commit']}",
     }
     SHIPPED_ADAPTER.write_text(json.dumps(record, indent=1) + "\n")
     return target
+
+
+def trained_on(recipe: dict[str, Any], stages: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per trained suite: the generator seed sampled, how many of its examples were sampled, and
+    which examples the training rows came from (read from the compiled dataset itself)."""
+    from optimizers.selftrain import StageStore
+
+    rows = StageStore(WORK, ARCHIVE).output("dataset") / "sft" / "train.jsonl"
+    ids = sorted(
+        {json.loads(line)["task_id"].split("/")[-1] for line in rows.read_text().splitlines() if line}
+    )
+    out = []
+    for plan in recipe["train"]:
+        sample = stages[f"sample-{plan['suite']}-{plan['length'] // 1000}k"]
+        out.append(
+            {
+                "suite": plan["suite"],
+                "length": plan["length"],
+                "generator_seed": sample["generator_seed"],
+                "examples_sampled": sample["examples"],
+                "examples_in_training_rows": [i for i in ids if i.startswith(f"{plan['suite']}-")],
+            }
+        )
+    return out
 
 
 if __name__ == "__main__":

@@ -1,0 +1,88 @@
+"""The held-out matrix as the ``reading-matrix`` block of ``docs/guide/training.md``, rendered from
+``benchmarks/results/reading_matrix.json`` by ``benchmarks/render_docs.py``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from _bootstrap import RESULTS
+
+from provenance import stamp
+
+RESULTS = RESULTS / "reading_matrix.json"
+ARM_WORDS = {
+    "base": "the embedded model with today's prompt",
+    "prompt": "the same model told the reading moves, its answers held until their output is read "
+    "(`--moves read --hold-unread-answers`: no weight changes)",
+    "adapter": "the shipped LoRA adapter with today's prompt",
+}
+
+
+def block() -> str:
+    if not RESULTS.exists():
+        return "Not measured yet: run `python benchmarks/training/reading_matrix.py`."
+    return section(json.loads(RESULTS.read_text()))
+
+
+def section(data: dict[str, Any]) -> str:
+    matrix, table, gate = data["matrix"], data["table"], data["gate"]
+    arms = [arm["name"] for arm in matrix["arms"]]
+    lines = [stamp(data), ""]
+    lines.append(
+        f"Held-out examples of generator seed {matrix['seed']} (real-text suites read documents no training "
+        f"seed reads), greedy, the `{matrix['program']}` program, at most {matrix['iterations']} root turns, "
+        f"each run under a {matrix['max_seconds']:.0f}-second wall-time budget (a run past it scores 0); "
+        f"the {len(arms)} arms side by side, each on its own {matrix['threads']}-thread llama.cpp server, "
+        "on the same examples. Arms: "
+        + "; ".join(f"**{name}**, {ARM_WORDS.get(name, name)}" for name in arms)
+        + ". Gains are paired with the base, with a bootstrap 95% interval."
+    )
+    lines.append("")
+    if data["partial"]:
+        done = {row["suite"] for row in table}
+        waiting = [
+            plan for plan in matrix["suites"] if f"{plan['suite']}-{plan['length'] // 1000}k" not in done
+        ]
+        lines.append(
+            "**Partial:** not every suite has finished. Rows marked *(partial)* compare the examples "
+            "every arm has finished so far; "
+            + (
+                "not measured yet: "
+                + ", ".join(f"{p['suite']} ({p['length']:,} characters, n={p['n']})" for p in waiting)
+                if waiting
+                else "every suite has started"
+            )
+            + ". The next run resumes from the committed snapshots."
+        )
+        lines.append("")
+    others = arms[1:]
+    head = ["suite", "n", *arms, *(f"{name} - base [95% CI]" for name in others)]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in table:
+        label = row["suite"] + ("" if row["finished"] else " *(partial)*")
+        cells = [label, str(row["n"]), *(f"{row['means'][name]:.2f}" for name in arms)]
+        for name in others:
+            c = row["versus_base"][name]
+            cells.append(f"{c['gain']:+.2f} [{c['ci95'][0]:+.2f}, {c['ci95'][1]:+.2f}]")
+        lines.append("| " + " | ".join(cells) + " |")
+    verdict = gate["adapter"]
+    lines.append("")
+    rule = gate["rule"]
+    lines.append(
+        "**The gate** (`optimizers/selftrain/gate.py`, fixed before this measurement): an adapter ships "
+        f"only if no suite falls more than {rule['max_drop']} below the base, every suite of a family it was "
+        f"trained on ({', '.join(gate['trained_families'])}) gains with its interval above 0, at least one "
+        "real-text suite gains with its interval above 0, and its mean over the matrix is above the "
+        f"prompt-only arm's; real-text suites count at n >= {rule['min_n']['real_text']}, synthetic ones at "
+        f"n >= {rule['min_n']['synthetic']}."
+    )
+    lines.append("")
+    if verdict["failures"]:
+        lines.append("**Verdict on the shipped adapter: it fails the gate** on what is measured so far:")
+        lines += [f"- {failure}" for failure in verdict["failures"]]
+    elif verdict["ships"]:
+        lines.append("**Verdict on the shipped adapter: it passes the gate.**")
+    else:
+        lines.append("**Verdict on the shipped adapter: not decided:** the matrix is not whole yet.")
+    return "\n".join(lines)
