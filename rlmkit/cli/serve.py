@@ -8,6 +8,7 @@ module holding one. Any OpenAI client then calls it with ``base_url=http://HOST:
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -24,11 +25,21 @@ def load(program: str, lm: str | None, api_base: str | None, signature: str | No
     signature or saved program; a module:attr program keeps its own unless --lm is given."""
     from rlmkit.serve.program import MODULE_ATTR, load_program
 
+    if MODULE_ATTR.match(program):
+        working_folder_importable()
     if MODULE_ATTR.match(program) and lm is not None:
         import rlmkit
 
         rlmkit.configure(lm_from_flag(lm, api_base))  # the model of every RLM built without one
     return load_program(program, lm=lambda: lm_from_flag(lm, api_base), signature=signature, name=name)
+
+
+def working_folder_importable() -> None:
+    """``module:attr`` finds a module in the folder the command runs from, as uvicorn and flask
+    find theirs: an installed ``rlmkit`` script's import path starts at its own folder, not here."""
+    folder = os.getcwd()
+    if folder not in sys.path and "" not in sys.path:
+        sys.path.insert(0, folder)
 
 
 def serve(

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -69,3 +71,35 @@ def served(program, **options) -> Iterator[str]:
     """The program's API on 127.0.0.1 (a free port) for the block: its ``/v1`` base URL."""
     with running(app(program, **options)) as url:
         yield f"{url}/v1"
+
+
+ROOT = Path(__file__).resolve().parents[2]
+# A verb in a process of its own, as typer runs it, without loading every other verb the installed
+# distribution's entry points name. -P: the import path does not start at the working folder, as
+# it does not for the installed ``rlmkit`` script.
+SERVE = [sys.executable, "-P", "-c", "import typer; from rlmkit.cli.serve import serve; typer.run(serve)"]
+MCP = [sys.executable, "-P", "-c", "import typer; from rlmkit.cli.mcp import mcp; typer.run(mcp)"]
+
+
+def serving_url(server: subprocess.Popen) -> str:
+    """The ``/v1`` URL uvicorn reports once it listens (port 0: it picks one)."""
+    for line in server.stdout:
+        if "Uvicorn running on" in line:
+            return line.split("Uvicorn running on ")[1].split()[0] + "/v1"
+    raise AssertionError("the server exited before listening")
+
+
+MY_MODULE = """
+import rlmkit
+from rlmkit.testing import FunctionLM
+
+program = rlmkit.RLM(
+    "context, question -> answer",
+    lm=FunctionLM(lambda messages: "```repl\\nSUBMIT(answer='from mymodule: ' + question)\\n```"),
+)
+"""
+
+
+def write_module(folder: Path) -> None:
+    """``mymodule.py`` in ``folder``: ``mymodule:program`` answers "from mymodule: <question>"."""
+    (folder / "mymodule.py").write_text(MY_MODULE)

@@ -5,25 +5,27 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 from pathlib import Path
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-ROOT = Path(__file__).resolve().parents[2]
-# The verb as typer runs it, without the other verbs the installed distribution's entry points name.
-MCP = ["-c", "import typer; from rlmkit.cli.mcp import mcp; typer.run(mcp)"]
+from tests.helpers.serve_programs import MCP, ROOT, write_module
 
 
-def call_tools(calls: list[dict], logs: list | None = None) -> tuple[list, list[tuple[bool, str]]]:
+def call_tools(
+    calls: list[dict],
+    logs: list | None = None,
+    program: str = "tests.helpers.serve_programs:qa",
+    cwd: Path = ROOT,
+) -> tuple[list, list[tuple[bool, str]]]:
     """The server's tools, and (is_error, text) of each call in ``calls``; the log messages the
     server sent go to ``logs``."""
     params = StdioServerParameters(
-        command=sys.executable,
-        args=[*MCP, "tests.helpers.serve_programs:qa", "--name", "ask_rlm"],
+        command=MCP[0],
+        args=[*MCP[1:], program, "--name", "ask_rlm"],
         env={**os.environ, "PYTHONPATH": str(ROOT)},
-        cwd=str(ROOT),
+        cwd=str(cwd),
     )
 
     async def main():
@@ -83,3 +85,9 @@ def test_a_call_without_the_required_text_is_an_error_result_and_the_server_goes
     (failed, why), answered = results
     assert failed and "MissingInputError" in why and "context_path" in why
     assert answered == (False, "THEN (2 chars)")
+
+
+def test_module_attr_is_found_in_the_folder_the_command_runs_from(tmp_path):
+    write_module(tmp_path)
+    _, results = call_tools([{"question": "hi", "context": "abc"}], program="mymodule:program", cwd=tmp_path)
+    assert results == [(False, "from mymodule: hi")]

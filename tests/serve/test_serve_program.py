@@ -154,3 +154,26 @@ def test_a_run_that_fails_mid_stream_ends_the_stream_with_an_openai_error():
             for chunk in stream:
                 seen.append(chunk)
     assert any(getattr(c.choices[0].delta, "reasoning_content", None) for c in seen if c.choices)
+
+
+def test_module_attr_is_found_in_the_folder_the_command_runs_from(tmp_path):
+    import os
+    import subprocess
+
+    from tests.helpers.serve_programs import ROOT, SERVE, serving_url, write_module
+
+    write_module(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    server = subprocess.Popen(
+        [*SERVE, "mymodule:program", "--port", "0"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        url = serving_url(server)
+        reply = openai.OpenAI(base_url=url, api_key="x", max_retries=0).chat.completions.create(
+            model="rlmkit", messages=[{"role": "user", "content": "hi"}]
+        )
+        assert reply.choices[0].message.content == "from mymodule: hi"
+    finally:
+        server.terminate()
+        server.wait(60)
