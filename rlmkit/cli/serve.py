@@ -70,7 +70,9 @@ def serve(
     """Serve PROGRAM behind the OpenAI chat API (streaming, sessions).
 
     Any OpenAI client calls it at http://HOST:PORT/v1 as model --name; a streamed call shows
-    the RLM's turns as reasoning_content, then the answer as content.
+    the RLM's turns as reasoning_content, then the answer as content. The server listens at
+    once and loads the program (the embedded model, say) meanwhile: /health/ready is 503 until
+    it can take calls; a program that fails to load stops it.
     """
     from rlmkit.serve.server import check_exposure
 
@@ -79,9 +81,9 @@ def serve(
         check_exposure(host, key)  # before a model is assembled or a program imported
         from rlmkit.serve import app, serve_forever  # a missing extra: one line naming its install
 
-        served = load(program, lm, api_base, signature, name)
         api = app(
-            served,
+            load=lambda: load(program, lm, api_base, signature, name),
+            name=name,
             api_key=key,
             max_body_bytes=int(max_body_mb * 2**20),
             max_running=max_running,
@@ -91,8 +93,9 @@ def serve(
             max_sessions=max_sessions,
         )
     console.print(
-        f"serving {served.name!r} ({type(served.module).__name__}) at http://{host}:{port}/v1"
+        f"serving {name!r} at http://{host}:{port}/v1"
         + ("  (API key required)" if key else "")
+        + "; loading the program (GET /health/ready: 200 once it can take calls)"
     )
     with exit_on_error():
         serve_forever(api, host=host, port=port, api_key=key, grace=grace)

@@ -4,10 +4,13 @@
     api = app(rlmkit.RLM("context, question -> answer", lm=...), api_key="...")
     # uvicorn.run(api), or mount it: parent.mount("/rlm", api)
 
+    api = app(load=lambda: build_my_program(), name="triage")   # listens now, loads in a thread
+
 Routes: ``GET /v1/models``, ``POST /v1/chat/completions`` (``stream``: server-sent events),
-``POST /v1/sessions``, ``GET`` and ``DELETE /v1/sessions/{id}``, and ``GET /health`` (no key:
-for a load balancer). Every ``/v1`` route takes ``Authorization: Bearer <api_key>`` when the app
-has a key. Bodies are read here, not by FastAPI's models, so a bad one gets OpenAI's error shape.
+``POST /v1/sessions``, ``GET`` and ``DELETE /v1/sessions/{id}``, ``GET /metrics``, and, with no
+key (for a load balancer), ``GET /health``, ``/health/live`` and ``/health/ready``. Every other
+route takes ``Authorization: Bearer <api_key>`` when the app has a key. Bodies are read here, not
+by FastAPI's models, so a bad one gets OpenAI's error shape.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from openai.types import Model
 from starlette.exceptions import HTTPException
@@ -32,6 +35,7 @@ from rlmkit.serve.admission import Admission
 from rlmkit.serve.chat import Call, CallRecord
 from rlmkit.serve.errors import APIError, bad_request, from_exception
 from rlmkit.serve.mapping import check_inputs, parse_request
+from rlmkit.serve.operations import Metrics, Readiness
 from rlmkit.serve.program import Program, as_program
 from rlmkit.serve.sessions import Sessions
 
@@ -52,33 +56,64 @@ class ServeOptions:
     max_sessions: int = 64
 
 
-def app(program: Any, *, name: str | None = None, **options: Any) -> FastAPI:
+def app(
+    program: Any = None, *, name: str | None = None, load: Callable[[], Any] | None = None, **options: Any
+) -> FastAPI:
     """The ASGI app serving ``program`` (an ``rlmkit.RLM``, a DSPy module holding one, or a
     ``Program`` from ``load_program``) as model ``name`` (default: the program's, else "rlmkit").
+    Or ``load``, a function making the program, called in a thread once the app starts: the
+    server answers at once, ``/health/ready`` (and any call) with 503 until it returns.
     ``options`` are ``ServeOptions``' fields."""
-    program = program if isinstance(program, Program) else as_program(program, name or "rlmkit")
-    if name is not None:
-        program.name = name
+    if (program is None) == (load is None):
+        raise TypeError("app() takes a program or load=, one of them")
     settings = ServeOptions(**options)
     admission = Admission(settings.max_running, settings.max_waiting)
     sessions = Sessions(
-        program.rlm,
+        None,
         directory=settings.sessions_dir,
         idle_timeout=settings.session_idle_timeout,
         max_live=settings.max_sessions,
     )
+    readiness = Readiness()
+    metrics = Metrics(admission, sessions, readiness)
+    served: dict[str, Program] = {}
+
+    def serve(made: Any) -> None:
+        found = made if isinstance(made, Program) else as_program(made, name or "rlmkit")
+        if name is not None:
+            found.name = name
+        served["program"], sessions.rlm = found, found.rlm
+        readiness.loaded()
+
+    if program is not None:
+        serve(program)
+
+    def loaded() -> Program:
+        readiness.check()
+        return served["program"]
+
+    async def load_in_thread() -> None:
+        try:
+            serve(await asyncio.to_thread(load))
+        except Exception as exc:  # noqa: BLE001 - readiness says so; `rlmkit serve` stops on it
+            readiness.failed(exc)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI):
+        loading = asyncio.create_task(load_in_thread()) if load is not None else None
         reaper = asyncio.create_task(sessions.reap_forever())
         try:
             yield
         finally:
             reaper.cancel()
+            if loading is not None and not loading.done():
+                loading.cancel()  # the thread finishes its load; nothing is served from it
             await sessions.close_all()  # each has checkpointed after its last call already
 
-    api = FastAPI(title=f"rlmkit: {program.name}", lifespan=lifespan, docs_url=None, redoc_url=None)
-    api.state.program, api.state.sessions, api.state.admission = program, sessions, admission
+    api = FastAPI(title=f"rlmkit: {name or 'rlmkit'}", lifespan=lifespan, docs_url=None, redoc_url=None)
+    api.state.sessions, api.state.admission = sessions, admission
+    api.state.readiness, api.state.metrics = readiness, metrics
+    api.state.served = served
 
     def authorize(request: Request) -> None:
         if settings.api_key is None:
@@ -109,6 +144,7 @@ def app(program: Any, *, name: str | None = None, **options: Any) -> FastAPI:
             raise bad_request(f"malformed JSON: {exc}", code="invalid_json") from exc
 
     def model_card() -> Model:
+        program = loaded()
         return Model(id=program.name, created=program.created, object="model", owned_by="rlmkit")
 
     @api.get("/health")
@@ -116,28 +152,43 @@ def app(program: Any, *, name: str | None = None, **options: Any) -> FastAPI:
     async def health() -> dict[str, Any]:
         return {
             "status": "ok",
+            **readiness.describe(),
             "running": admission.running,
             "waiting": admission.waiting,
             "sessions": len(sessions.live),
         }
 
-    @api.get("/v1/models")
+    @api.get("/health/live")
+    async def live() -> dict[str, Any]:
+        return {"status": "ok"}
+
+    @api.get("/health/ready")
+    async def ready() -> Response:
+        return JSONResponse(readiness.describe(), status_code=200 if readiness.ready else 503)
+
+    keyed = APIRouter(dependencies=[Depends(authorize)])  # every route but health's
+
+    @keyed.get("/metrics")
     @_openai_errors
-    async def list_models(request: Request) -> dict[str, Any]:
-        authorize(request)
+    async def scrape() -> Response:
+        body, content_type = metrics.render()
+        return Response(body, media_type=content_type)
+
+    @keyed.get("/v1/models")
+    @_openai_errors
+    async def list_models() -> dict[str, Any]:
         return {"object": "list", "data": [model_card().model_dump()]}
 
-    @api.get("/v1/models/{model_id}")
+    @keyed.get("/v1/models/{model_id}")
     @_openai_errors
-    async def get_model(model_id: str, request: Request) -> dict[str, Any]:
-        authorize(request)
-        _known_model(program, model_id)
+    async def get_model(model_id: str) -> dict[str, Any]:
+        _known_model(loaded(), model_id)
         return model_card().model_dump()
 
-    @api.post("/v1/chat/completions")
+    @keyed.post("/v1/chat/completions")
     @_openai_errors
     async def chat_completions(request: Request) -> Response:
-        authorize(request)
+        program = loaded()
         chat = parse_request(await read_json(request))
         _known_model(program, chat.model)
         record = CallRecord(request_id=request.state.request_id)
@@ -159,10 +210,10 @@ def app(program: Any, *, name: str | None = None, **options: Any) -> FastAPI:
             body = await _unless_disconnected(request, call.answer())
             return Response(body, media_type="application/json")
 
-    @api.post("/v1/sessions")
+    @keyed.post("/v1/sessions")
     @_openai_errors
     async def open_session(request: Request) -> Response:
-        authorize(request)
+        program = loaded()
         body = await read_json(request)
         if not isinstance(body, dict) or set(body) - {"inputs"}:
             raise bad_request("a session is opened with {'inputs': {...}}", param="inputs")
@@ -170,18 +221,20 @@ def app(program: Any, *, name: str | None = None, **options: Any) -> FastAPI:
         request.state.call = CallRecord(request_id=request.state.request_id, session_id=session.id)
         return JSONResponse(sessions.describe(session), status_code=201)
 
-    @api.get("/v1/sessions/{session_id}")
+    @keyed.get("/v1/sessions/{session_id}")
     @_openai_errors
-    async def get_session(session_id: str, request: Request) -> dict[str, Any]:
-        authorize(request)
+    async def get_session(session_id: str) -> dict[str, Any]:
+        loaded()
         return sessions.describe(await sessions.get(session_id))
 
-    @api.delete("/v1/sessions/{session_id}")
+    @keyed.delete("/v1/sessions/{session_id}")
     @_openai_errors
-    async def delete_session(session_id: str, request: Request) -> dict[str, Any]:
-        authorize(request)
+    async def delete_session(session_id: str) -> dict[str, Any]:
+        loaded()
         await sessions.delete(session_id)
         return {"id": session_id, "object": "session", "deleted": True}
+
+    api.include_router(keyed)
 
     @api.exception_handler(APIError)
     async def api_error(_: Request, exc: APIError) -> Response:
@@ -200,7 +253,7 @@ def app(program: Any, *, name: str | None = None, **options: Any) -> FastAPI:
     async def unexpected(_: Request, exc: Exception) -> Response:
         return from_exception(exc).response()
 
-    api.add_middleware(AccessLog)
+    api.add_middleware(AccessLog, metrics=metrics)
     return api
 
 
