@@ -1,4 +1,4 @@
-"""The ASGI app: an RLM program behind OpenAI's chat completions API (FastAPI).
+"""The ASGI app: an RLM program behind OpenAI's chat completions and Responses APIs (FastAPI).
 
     from rlmkit.serve import app
     api = app(rlmkit.RLM("context, question -> answer", lm=...), api_key="...")
@@ -7,6 +7,7 @@
     api = app(load=lambda: build_my_program(), name="triage")   # listens now, loads in a thread
 
 Routes: ``GET /v1/models``, ``POST /v1/chat/completions`` (``stream``: server-sent events),
+``POST /v1/responses`` (the Responses API), ``GET`` and ``DELETE /v1/responses/{id}``,
 ``POST /v1/sessions``, ``GET`` and ``DELETE /v1/sessions/{id}``, ``GET /metrics``, and, with no
 key (for a load balancer), ``GET /health``, ``/health/live`` and ``/health/ready``. Every other
 route takes ``Authorization: Bearer <api_key>`` when the app has a key. Bodies are read here, not
@@ -20,7 +21,7 @@ import contextlib
 import functools
 import hmac
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,11 +31,13 @@ from openai.types import Model
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from rlmkit.errors import ConfigError
+from rlmkit.serve import responses
 from rlmkit.serve.access_log import AccessLog
 from rlmkit.serve.admission import Admission
 from rlmkit.serve.chat import Call, CallRecord
 from rlmkit.serve.errors import APIError, bad_request, from_exception
-from rlmkit.serve.mapping import check_inputs, parse_request
+from rlmkit.serve.mapping import check_inputs, map_inputs, parse_request, question_field_of
 from rlmkit.serve.operations import Metrics, Readiness
 from rlmkit.serve.program import Program, as_program
 from rlmkit.serve.sessions import Sessions
@@ -54,6 +57,7 @@ class ServeOptions:
     sessions_dir: str | None = None
     session_idle_timeout: float | None = 900.0
     max_sessions: int = 64
+    max_stored_responses: int = responses.MAX_STORED
 
 
 def app(
@@ -76,6 +80,7 @@ def app(
     )
     readiness = Readiness()
     metrics = Metrics(admission, sessions, readiness)
+    kept = responses.StoredResponses(settings.max_stored_responses)
     served: dict[str, Program] = {}
 
     def serve(made: Any) -> None:
@@ -113,7 +118,7 @@ def app(
     api = FastAPI(title=f"rlmkit: {name or 'rlmkit'}", lifespan=lifespan, docs_url=None, redoc_url=None)
     api.state.sessions, api.state.admission = sessions, admission
     api.state.readiness, api.state.metrics = readiness, metrics
-    api.state.served = served
+    api.state.served, api.state.responses = served, kept
 
     def authorize(request: Request) -> None:
         if settings.api_key is None:
@@ -202,13 +207,104 @@ def app(
         if chat.stream:
             admission.check()  # a full queue is a 429 before any byte; the slot is taken as it streams
             return StreamingResponse(
-                _admitted_stream(admission, sessions, call),
+                _admitted_stream(admission, sessions, call.record.session_id, call.events()),
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},  # nginx: pass chunks on
             )
         async with admission.slot(), _in_call(sessions, session_id):
             body = await _unless_disconnected(request, call.answer())
             return Response(body, media_type="application/json")
+
+    @keyed.post("/v1/responses")
+    @_openai_errors
+    async def create_response(request: Request) -> Response:
+        program = loaded()
+        asked = responses.parse(await read_json(request))
+        _known_model(program, asked.chat.model)
+        record = CallRecord(request_id=request.state.request_id)
+        request.state.call = record
+        session, first = await response_session(program, asked)
+        opened = session.id if first is not None else None
+        session_id = record.session_id = session.id if session is not None else None
+        if session_id in sessions.in_call and opened is None:
+            raise APIError(409, "this session is running another call", code="session_busy", param="session")
+        try:
+            call = responses.ResponsesCall(Call(program, asked.chat, record, session, first), asked)
+        except BaseException:
+            if opened is not None:  # its first call never ran: nothing to keep
+                await sessions.delete(opened)
+            raise
+
+        def keep(body: dict[str, Any]) -> None:
+            if asked.store:
+                kept.put(call.id, responses.Stored(body, session_id))
+
+        if asked.chat.stream:
+            admission.check()  # a full queue is a 429 before any byte
+            return StreamingResponse(
+                _admitted_stream(admission, sessions, session_id, call.events(keep)),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            )
+        try:
+            async with admission.slot(), _in_call(sessions, session_id):
+                text, body = await _unless_disconnected(request, call.answer())
+        except BaseException:
+            if opened is not None:
+                await sessions.delete(opened)
+            raise
+        keep(body)
+        return Response(text, media_type="application/json")
+
+    async def response_session(
+        program: Program, asked: responses.ResponsesRequest
+    ) -> tuple[Any, dict[str, Any] | None]:
+        """The session a response runs in, and, when it was opened for it, the call's inputs. A
+        follow-up runs in its previous response's session; a stored response of an RLM in a new
+        one, holding every input of the call but its question, which the call is given."""
+        previous = asked.previous_response_id
+        if previous is not None:
+            stored = kept.get(previous, param="previous_response_id")
+            if stored.session_id is None:
+                raise bad_request(
+                    f"response {previous!r} kept no REPL to continue (stored without a session: run with "
+                    "no budget, by a program that is an rlmkit.RLM with a worker sandbox)",
+                    param="previous_response_id",
+                )
+            try:
+                return await sessions.get(stored.session_id), None
+            except APIError as exc:
+                raise APIError(
+                    404,
+                    f"the REPL of response {previous!r} has ended (idle past the timeout, or ended to make "
+                    "room): start again without previous_response_id",
+                    code="response_not_found",
+                    param="previous_response_id",
+                ) from exc
+        if asked.chat.session is not None:
+            return await sessions.get(asked.chat.session), None
+        if not asked.store or asked.chat.budget or not program.is_rlm:
+            return None, None
+        question = question_field_of(program, check_inputs(program, asked.chat.inputs))
+        inputs = map_inputs(program, asked.chat)  # a request that cannot run opens nothing
+        try:
+            session = await sessions.open({k: v for k, v in inputs.items() if k != question}, evictable=True)
+        except ConfigError:  # a sandbox that holds no session: answered, and kept without a REPL
+            return None, None
+        return session, {k: v for k, v in inputs.items() if k == question}
+
+    @keyed.get("/v1/responses/{response_id}")
+    @_openai_errors
+    async def get_response(response_id: str) -> dict[str, Any]:
+        loaded()
+        return kept.get(response_id).body
+
+    @keyed.delete("/v1/responses/{response_id}")
+    @_openai_errors
+    async def delete_response(response_id: str) -> dict[str, Any]:
+        loaded()
+        kept.delete(response_id)
+        return {"id": response_id, "object": "response", "deleted": True}
 
     @keyed.post("/v1/sessions")
     @_openai_errors
@@ -298,10 +394,12 @@ async def _in_call(sessions: Sessions, session_id: str | None):
         sessions.touch(session_id)
 
 
-async def _admitted_stream(admission: Admission, sessions: Sessions, call: Call):
+async def _admitted_stream(
+    admission: Admission, sessions: Sessions, session_id: str | None, events: AsyncIterator[bytes]
+) -> AsyncIterator[bytes]:
     """The events of a streamed call, once it has a slot (past the queue: a 429 before any byte)."""
-    async with admission.slot(check=False), _in_call(sessions, call.record.session_id):
-        async for event in call.events():
+    async with admission.slot(check=False), _in_call(sessions, session_id):
+        async for event in events:
             yield event
 
 

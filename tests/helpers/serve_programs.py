@@ -61,6 +61,15 @@ async def gated_model(messages: list[dict]) -> str:
     return repl("SUBMIT(answer=question)")
 
 
+def looping_rlm() -> rlmkit.RLM:
+    """Never answers: its one turn runs out, so the run fails after its reasoning began."""
+    return rlmkit.RLM(
+        "context, question -> answer",
+        lm=FunctionLM(lambda m: repl("print('still looking')")),
+        max_iterations=1,
+    )
+
+
 qa = qa_rlm()
 typed = typed_rlm()
 gated = rlmkit.RLM("context, question -> answer", lm=FunctionLM(gated_model))
