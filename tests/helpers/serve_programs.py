@@ -39,6 +39,20 @@ def typed_model(messages: list[dict]) -> str:
     return repl("SUBMIT(total=sum(numbers) * factor, label=f'x{factor}')")
 
 
+def counting_model(messages):
+    """Each call adds one to a REPL variable that only a live (or restored) session still has."""
+    if not is_root_request({"messages": messages}):
+        return "sub"
+    return repl(
+        "try:\n    count += 1\nexcept NameError:\n    count = 1",
+        "SUBMIT(answer=f'{question}: call {count}, context {len(context)} chars')",
+    )
+
+
+def counting_rlm() -> rlmkit.RLM:
+    return rlmkit.RLM("context, question -> answer", lm=FunctionLM(counting_model))
+
+
 def qa_rlm(**kwargs) -> rlmkit.RLM:
     return rlmkit.RLM("context, question -> answer", lm=FunctionLM(qa_model), **kwargs)
 
@@ -71,6 +85,7 @@ def looping_rlm() -> rlmkit.RLM:
 
 
 qa = qa_rlm()
+counting = counting_rlm()
 typed = typed_rlm()
 gated = rlmkit.RLM("context, question -> answer", lm=FunctionLM(gated_model))
 

@@ -12,8 +12,7 @@ import openai
 import pydantic
 import pytest
 
-from tests.helpers.serve_programs import looping_rlm, qa_rlm, served, typed_rlm
-from tests.serve.test_serve_sessions import counting_rlm
+from tests.helpers.serve_programs import counting_rlm, looping_rlm, qa_rlm, served, typed_rlm
 
 KEY = "responses-key"
 
