@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import hmac
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,17 +28,18 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from openai.types import Model
 from starlette.exceptions import HTTPException
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 
-from rlmkit.errors import ConfigError
 from rlmkit.serve import responses
 from rlmkit.serve.access_log import AccessLog
 from rlmkit.serve.admission import Admission
 from rlmkit.serve.chat import Call, CallRecord
 from rlmkit.serve.errors import APIError, bad_request, from_exception
-from rlmkit.serve.mapping import check_inputs, map_inputs, parse_request, question_field_of
+from rlmkit.serve.mapping import check_inputs, parse_request
 from rlmkit.serve.operations import Metrics, Readiness
 from rlmkit.serve.program import Program, as_program
+from rlmkit.serve.responses_routes import add_responses_routes
+from rlmkit.serve.routing import in_call, known_model, openai_errors, streamed, unless_disconnected
 from rlmkit.serve.sessions import Sessions
 
 SESSION_HEADER = "x-rlmkit-session"
@@ -153,7 +153,7 @@ def app(
         return Model(id=program.name, created=program.created, object="model", owned_by="rlmkit")
 
     @api.get("/health")
-    @_openai_errors
+    @openai_errors
     async def health() -> dict[str, Any]:
         return {
             "status": "ok",
@@ -174,28 +174,28 @@ def app(
     keyed = APIRouter(dependencies=[Depends(authorize)])  # every route but health's
 
     @keyed.get("/metrics")
-    @_openai_errors
+    @openai_errors
     async def scrape() -> Response:
         body, content_type = metrics.render()
         return Response(body, media_type=content_type)
 
     @keyed.get("/v1/models")
-    @_openai_errors
+    @openai_errors
     async def list_models() -> dict[str, Any]:
         return {"object": "list", "data": [model_card().model_dump()]}
 
     @keyed.get("/v1/models/{model_id}")
-    @_openai_errors
+    @openai_errors
     async def get_model(model_id: str) -> dict[str, Any]:
-        _known_model(loaded(), model_id)
+        known_model(loaded(), model_id)
         return model_card().model_dump()
 
     @keyed.post("/v1/chat/completions")
-    @_openai_errors
+    @openai_errors
     async def chat_completions(request: Request) -> Response:
         program = loaded()
         chat = parse_request(await read_json(request))
-        _known_model(program, chat.model)
+        known_model(program, chat.model)
         record = CallRecord(request_id=request.state.request_id)
         request.state.call = record
         session_id = chat.session or request.headers.get(SESSION_HEADER)
@@ -205,109 +205,17 @@ def app(
             raise APIError(409, "this session is running another call", code="session_busy", param="session")
         call = Call(program, chat, record, session)
         if chat.stream:
-            admission.check()  # a full queue is a 429 before any byte; the slot is taken as it streams
-            return StreamingResponse(
-                _admitted_stream(admission, sessions, call.record.session_id, call.events()),
-                media_type="text/event-stream",
-                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},  # nginx: pass chunks on
-            )
-        async with admission.slot(), _in_call(sessions, session_id):
-            body = await _unless_disconnected(request, call.answer())
+            return streamed(admission, sessions, session_id, call.events())
+        async with admission.slot(), in_call(sessions, session_id):
+            body = await unless_disconnected(request, call.answer())
             return Response(body, media_type="application/json")
 
-    @keyed.post("/v1/responses")
-    @_openai_errors
-    async def create_response(request: Request) -> Response:
-        program = loaded()
-        asked = responses.parse(await read_json(request))
-        _known_model(program, asked.chat.model)
-        record = CallRecord(request_id=request.state.request_id)
-        request.state.call = record
-        session, first = await response_session(program, asked)
-        opened = session.id if first is not None else None
-        session_id = record.session_id = session.id if session is not None else None
-        if session_id in sessions.in_call and opened is None:
-            raise APIError(409, "this session is running another call", code="session_busy", param="session")
-        try:
-            call = responses.ResponsesCall(Call(program, asked.chat, record, session, first), asked)
-        except BaseException:
-            if opened is not None:  # its first call never ran: nothing to keep
-                await sessions.delete(opened)
-            raise
-
-        def keep(body: dict[str, Any]) -> None:
-            if asked.store:
-                kept.put(call.id, responses.Stored(body, session_id))
-
-        if asked.chat.stream:
-            admission.check()  # a full queue is a 429 before any byte
-            return StreamingResponse(
-                _admitted_stream(admission, sessions, session_id, call.events(keep)),
-                media_type="text/event-stream",
-                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-            )
-        try:
-            async with admission.slot(), _in_call(sessions, session_id):
-                text, body = await _unless_disconnected(request, call.answer())
-        except BaseException:
-            if opened is not None:
-                await sessions.delete(opened)
-            raise
-        keep(body)
-        return Response(text, media_type="application/json")
-
-    async def response_session(
-        program: Program, asked: responses.ResponsesRequest
-    ) -> tuple[Any, dict[str, Any] | None]:
-        """The session a response runs in, and, when it was opened for it, the call's inputs. A
-        follow-up runs in its previous response's session; a stored response of an RLM in a new
-        one, holding every input of the call but its question, which the call is given."""
-        previous = asked.previous_response_id
-        if previous is not None:
-            stored = kept.get(previous, param="previous_response_id")
-            if stored.session_id is None:
-                raise bad_request(
-                    f"response {previous!r} kept no REPL to continue (stored without a session: run with "
-                    "no budget, by a program that is an rlmkit.RLM with a worker sandbox)",
-                    param="previous_response_id",
-                )
-            try:
-                return await sessions.get(stored.session_id), None
-            except APIError as exc:
-                raise APIError(
-                    404,
-                    f"the REPL of response {previous!r} has ended (idle past the timeout, or ended to make "
-                    "room): start again without previous_response_id",
-                    code="response_not_found",
-                    param="previous_response_id",
-                ) from exc
-        if asked.chat.session is not None:
-            return await sessions.get(asked.chat.session), None
-        if not asked.store or asked.chat.budget or not program.is_rlm:
-            return None, None
-        question = question_field_of(program, check_inputs(program, asked.chat.inputs))
-        inputs = map_inputs(program, asked.chat)  # a request that cannot run opens nothing
-        try:
-            session = await sessions.open({k: v for k, v in inputs.items() if k != question}, evictable=True)
-        except ConfigError:  # a sandbox that holds no session: answered, and kept without a REPL
-            return None, None
-        return session, {k: v for k, v in inputs.items() if k == question}
-
-    @keyed.get("/v1/responses/{response_id}")
-    @_openai_errors
-    async def get_response(response_id: str) -> dict[str, Any]:
-        loaded()
-        return kept.get(response_id).body
-
-    @keyed.delete("/v1/responses/{response_id}")
-    @_openai_errors
-    async def delete_response(response_id: str) -> dict[str, Any]:
-        loaded()
-        kept.delete(response_id)
-        return {"id": response_id, "object": "response", "deleted": True}
+    add_responses_routes(
+        keyed, loaded=loaded, read_json=read_json, sessions=sessions, admission=admission, kept=kept
+    )
 
     @keyed.post("/v1/sessions")
-    @_openai_errors
+    @openai_errors
     async def open_session(request: Request) -> Response:
         program = loaded()
         body = await read_json(request)
@@ -318,13 +226,13 @@ def app(
         return JSONResponse(sessions.describe(session), status_code=201)
 
     @keyed.get("/v1/sessions/{session_id}")
-    @_openai_errors
+    @openai_errors
     async def get_session(session_id: str) -> dict[str, Any]:
         loaded()
         return sessions.describe(await sessions.get(session_id))
 
     @keyed.delete("/v1/sessions/{session_id}")
-    @_openai_errors
+    @openai_errors
     async def delete_session(session_id: str) -> dict[str, Any]:
         loaded()
         await sessions.delete(session_id)
@@ -351,77 +259,3 @@ def app(
 
     api.add_middleware(AccessLog, metrics=metrics)
     return api
-
-
-def _known_model(program: Program, model: str) -> None:
-    if model != program.name:
-        raise APIError(
-            404,
-            f"the model {model!r} does not exist here; this server serves {program.name!r}",
-            code="model_not_found",
-            param="model",
-        )
-
-
-def _openai_errors(route: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    """A route whose failures all reach the client as ``APIError`` responses. (A handler for
-    ``Exception`` itself runs in Starlette's outermost middleware, which re-raises after
-    answering, and uvicorn then drops the connection the client would reuse.)"""
-
-    @functools.wraps(route)
-    async def wrapped(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return await route(*args, **kwargs)
-        except APIError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - each kind gets its status in from_exception
-            raise from_exception(exc) from exc
-
-    return wrapped
-
-
-@contextlib.asynccontextmanager
-async def _in_call(sessions: Sessions, session_id: str | None):
-    """A session in a call is never ended as idle under it."""
-    if session_id is None:
-        yield
-        return
-    sessions.in_call.add(session_id)
-    try:
-        yield
-    finally:
-        sessions.in_call.discard(session_id)
-        sessions.touch(session_id)
-
-
-async def _admitted_stream(
-    admission: Admission, sessions: Sessions, session_id: str | None, events: AsyncIterator[bytes]
-) -> AsyncIterator[bytes]:
-    """The events of a streamed call, once it has a slot (past the queue: a 429 before any byte)."""
-    async with admission.slot(check=False), _in_call(sessions, session_id):
-        async for event in events:
-            yield event
-
-
-async def _unless_disconnected(request: Request, work: Any) -> Any:
-    """``work``'s result; if the client goes away first, the call is cancelled (its sandbox freed)."""
-    task = asyncio.ensure_future(work)
-    gone = asyncio.ensure_future(_disconnected(request))
-    try:
-        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
-        if not task.done():
-            task.cancel()
-            request.state.call.status = 499
-            with contextlib.suppress(BaseException):
-                await task
-            raise APIError(499, "the client closed the request", code="client_closed")
-        return task.result()
-    finally:
-        gone.cancel()
-        if not task.done():
-            task.cancel()
-
-
-async def _disconnected(request: Request) -> None:
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
