@@ -105,6 +105,7 @@ def app(
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI):
+        await asyncio.to_thread(responses.warm)  # before the first request, not in it
         loading = asyncio.create_task(load_in_thread()) if load is not None else None
         reaper = asyncio.create_task(sessions.reap_forever())
         try:

@@ -367,3 +367,21 @@ def _response_error(error: APIError) -> dict[str, Any]:
     (``budget_exceeded``, ``model_error``, ...) goes in ``type`` and the message says the rest."""
     code = "rate_limit_exceeded" if error.status == 429 else "server_error"
     return {"code": code, "message": error.message, "param": error.param, "type": error.code}
+
+
+def warm() -> None:
+    """Build the SDK types' validators now (pydantic builds one the first time a type is used,
+    for the Response type about half a second): the app's start pays it, not its first call."""
+    from rlmkit.serve.mapping import ChatRequest as Chat
+
+    class _Record:
+        usage, status = Usage(), 200
+
+    class _Call:
+        record, program, request = _Record(), type("P", (), {"name": "warm"})(), Chat(model="", messages=[])
+
+    call = ResponsesCall(_Call(), ResponsesRequest(_Call.request))  # type: ignore[arg-type]
+    output: list[dict[str, Any]] = []
+    call._opened(output, "reasoning") + call._delta(output, ".") + call._closed(output)
+    call._opened(output, "message") + call._closed(output)
+    call._event(ResponseCompletedEvent, response=call.response(output))
