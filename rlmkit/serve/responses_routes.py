@@ -85,6 +85,8 @@ def add_responses_routes(
             try:
                 return await sessions.get(stored.session_id), None
             except APIError as exc:
+                if exc.status != 404:  # e.g. the session cap: said as it is
+                    raise
                 raise APIError(
                     404,
                     f"the REPL of response {previous!r} has ended (idle past the timeout, or ended to make "

@@ -202,3 +202,26 @@ def test_litellm_responses_continue_a_previous_response():
             model="openai/rlmkit", input="second", previous_response_id=first.id, api_base=url, api_key=KEY
         )
     assert second.output[-1].content[0].text == "second: call 2, context 12 chars"  # "system: 0123"
+
+
+def test_access_log_and_metrics_of_responses_hold_no_prompt_text(caplog):
+    import logging
+
+    secret = "the-secret-responses-question"
+    with caplog.at_level(logging.INFO, logger="rlmkit.serve.access"), served(qa_rlm(), api_key=KEY) as url:
+        first = client(url).responses.create(model="rlmkit", input=secret, instructions=secret)
+        list(
+            client(url).responses.create(
+                model="rlmkit", input=secret, previous_response_id=first.id, stream=True
+            )
+        )
+        metrics = httpx.get(
+            url.removesuffix("/v1") + "/metrics", headers={"Authorization": f"Bearer {KEY}"}
+        ).text
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "rlmkit.serve.access"]
+    calls = [line for line in lines if line["path"] == "/v1/responses"]
+    assert len(calls) == 2 and all(line["status"] == 200 and line["calls"] == 2 for line in calls)
+    assert calls[0]["session_id"] == calls[1]["session_id"] is not None  # one REPL for both
+    assert 'route="/v1/responses"' in metrics
+    for text in (caplog.text, metrics):
+        assert secret not in text and secret.upper() not in text
