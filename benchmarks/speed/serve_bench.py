@@ -11,7 +11,10 @@ uvicorn in a process of its own (``python -m uvicorn serve_bench:make_app --fact
 deployed; the client is httpx with one kept-alive connection.
 
 - **Overhead**: the same call in this process (``rlm(...)``) and over HTTP, interleaved round
-  by round; the difference of the medians, and of the p99s. Targets: <= 3 ms median, <= 5 ms p99.
+  by round, each round starting one kind later than the last: chat completions and the
+  Responses API (``store: false``: a plain call, as the in-process one is), each whole and
+  streamed; the difference of the medians, and of the p99s. Targets: <= 3 ms median, <= 5 ms
+  p99, for both routes' whole responses.
 - **Concurrency**: ``--concurrent`` streaming requests at once from the openai SDK's async
   client, three bursts; every answer must be its own request's. The server's memory (RSS of its
   process tree) after warm-up, and after each burst once it reports itself idle. Target: all
@@ -33,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from _bootstrap import RESULTS, ROOT
@@ -137,6 +141,15 @@ def chat(question: str, context: str = "", **extra) -> dict:
     }
 
 
+# the calls of the overhead's rotation: in process, then over HTTP by the suffix of their rows
+KINDS = ["in_process", "", "_streamed", "_responses", "_responses_streamed"]
+
+
+def respond(question: str, **extra) -> dict:
+    """The Responses API's request for the same call (stored: no, as a plain call is not)."""
+    return {"model": "rlmkit", "input": question, "store": False, **extra}
+
+
 def quantiles(samples: list[float]) -> dict:
     ordered = sorted(samples)
     return {
@@ -163,49 +176,67 @@ def overhead(server: subprocess.Popen, url: str, rounds: int) -> dict:
     rlm = program()
     server_proc = psutil.Process(server.pid)
     headers = {"Authorization": f"Bearer {KEY}"}
-    local, remote, streamed = [], [], []
+    took: dict[str, list[float]] = {kind: [] for kind in KINDS}
     cpu_local, cpu_remote = [], []
     with httpx.Client(headers=headers, timeout=60) as client:
-        for i in range(rounds + 20):  # the first 20 of each are warm-up
-            question = f"q{i}"
-            cpu, started = time.process_time(), time.perf_counter()
-            assert rlm(context="", question=question).answer == expected("", question)
-            local.append(time.perf_counter() - started)
-            cpu_local.append(time.process_time() - cpu)
-            cpu, started = cpu_s(server_proc), time.perf_counter()
-            reply = client.post(f"{url}/v1/chat/completions", json=chat(question)).json()
-            remote.append(time.perf_counter() - started)
-            cpu_remote.append(cpu_s(server_proc) - cpu)
-            assert reply["choices"][0]["message"]["content"] == expected("", question)
-            started = time.perf_counter()
-            with client.stream("POST", f"{url}/v1/chat/completions", json=chat(question, stream=True)) as r:
+
+        def whole(path: str, body: dict, answer: Callable[[dict], str], question: str) -> None:
+            assert answer(client.post(f"{url}/v1/{path}", json=body).json()) == expected("", question)
+
+        def streamed(path: str, body: dict) -> None:
+            with client.stream("POST", f"{url}/v1/{path}", json=body) as r:
                 for _ in r.iter_bytes():
                     pass
-            streamed.append(time.perf_counter() - started)
-    local, remote, streamed = local[20:], remote[20:], streamed[20:]
+
+        def in_process(q: str) -> None:
+            cpu = time.process_time()
+            assert rlm(context="", question=q).answer == expected("", q)
+            cpu_local.append(time.process_time() - cpu)
+
+        def chat_whole(q: str) -> None:
+            cpu = cpu_s(server_proc)
+            whole("chat/completions", chat(q), lambda r: r["choices"][0]["message"]["content"], q)
+            cpu_remote.append(cpu_s(server_proc) - cpu)
+
+        calls = {
+            "in_process": in_process,
+            "": chat_whole,
+            "_streamed": lambda q: streamed("chat/completions", chat(q, stream=True)),
+            "_responses": lambda q: whole(
+                "responses", respond(q), lambda r: r["output"][-1]["content"][0]["text"], q
+            ),
+            "_responses_streamed": lambda q: streamed("responses", respond(q, stream=True)),
+        }
+        for i in range(rounds + 20):  # the first 20 of each are warm-up
+            # each round starts one kind later: none always runs right after the same others (a
+            # call's sandbox worker is replaced in the background, on the same cores)
+            order = KINDS[i % len(KINDS) :] + KINDS[: i % len(KINDS)]
+            for kind in order:
+                started = time.perf_counter()
+                calls[kind](f"q{i}")
+                took[kind].append(time.perf_counter() - started)
+    local = took["in_process"][20:]
     cpu = {
         "in_process_ms": statistics.mean(cpu_local[20:]) * 1000,
         "server_ms": statistics.mean(cpu_remote[20:]) * 1000,
     }
     cpu["added_ms"] = cpu["server_ms"] - cpu["in_process_ms"]
-    q_local, q_remote, q_stream = quantiles(local), quantiles(remote), quantiles(streamed)
-    added = {
-        "median_ms": q_remote["median_ms"] - q_local["median_ms"],
-        "p99_ms": q_remote["p99_ms"] - q_local["p99_ms"],
-    }
-    added_stream = {
-        "median_ms": q_stream["median_ms"] - q_local["median_ms"],
-        "p99_ms": q_stream["p99_ms"] - q_local["p99_ms"],
-    }
-    return {
-        "in_process": q_local,
-        "over_http": q_remote,
-        "over_http_streamed": q_stream,
-        "added": added,
-        "added_streamed": added_stream,
-        "cpu_mean": cpu,
-        "met": added["median_ms"] <= TARGET_MEDIAN_MS and added["p99_ms"] <= TARGET_P99_MS,
-    }
+    q_local = quantiles(local)
+
+    def added(q: dict) -> dict:
+        return {"median_ms": q["median_ms"] - q_local["median_ms"], "p99_ms": q["p99_ms"] - q_local["p99_ms"]}
+
+    rows = {kind: quantiles(samples[20:]) for kind, samples in took.items() if kind != "in_process"}
+    result = {"in_process": q_local}
+    result.update({f"over_http{suffix}": q for suffix, q in rows.items()})
+    result.update({f"added{suffix}": added(q) for suffix, q in rows.items()})
+    result["cpu_mean"] = cpu
+    result["met"] = all(
+        result[f"added{suffix}"]["median_ms"] <= TARGET_MEDIAN_MS
+        and result[f"added{suffix}"]["p99_ms"] <= TARGET_P99_MS
+        for suffix in ("", "_responses")
+    )
+    return result
 
 
 async def burst(url: str, n: int, tag: str) -> dict:

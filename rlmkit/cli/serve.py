@@ -8,6 +8,7 @@ module holding one. Any OpenAI client then calls it with ``base_url=http://HOST:
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -24,11 +25,21 @@ def load(program: str, lm: str | None, api_base: str | None, signature: str | No
     signature or saved program; a module:attr program keeps its own unless --lm is given."""
     from rlmkit.serve.program import MODULE_ATTR, load_program
 
+    if MODULE_ATTR.match(program):
+        working_folder_importable()
     if MODULE_ATTR.match(program) and lm is not None:
         import rlmkit
 
         rlmkit.configure(lm_from_flag(lm, api_base))  # the model of every RLM built without one
     return load_program(program, lm=lambda: lm_from_flag(lm, api_base), signature=signature, name=name)
+
+
+def working_folder_importable() -> None:
+    """``module:attr`` finds a module in the folder the command runs from, as uvicorn and flask
+    find theirs: an installed ``rlmkit`` script's import path starts at its own folder, not here."""
+    folder = os.getcwd()
+    if folder not in sys.path and "" not in sys.path:
+        sys.path.insert(0, folder)
 
 
 def serve(
@@ -59,7 +70,9 @@ def serve(
     """Serve PROGRAM behind the OpenAI chat API (streaming, sessions).
 
     Any OpenAI client calls it at http://HOST:PORT/v1 as model --name; a streamed call shows
-    the RLM's turns as reasoning_content, then the answer as content.
+    the RLM's turns as reasoning_content, then the answer as content. The server listens at
+    once and loads the program (the embedded model, say) meanwhile: /health/ready is 503 until
+    it can take calls; a program that fails to load stops it.
     """
     from rlmkit.serve.server import check_exposure
 
@@ -68,9 +81,9 @@ def serve(
         check_exposure(host, key)  # before a model is assembled or a program imported
         from rlmkit.serve import app, serve_forever  # a missing extra: one line naming its install
 
-        served = load(program, lm, api_base, signature, name)
         api = app(
-            served,
+            load=lambda: load(program, lm, api_base, signature, name),
+            name=name,
             api_key=key,
             max_body_bytes=int(max_body_mb * 2**20),
             max_running=max_running,
@@ -80,8 +93,9 @@ def serve(
             max_sessions=max_sessions,
         )
     console.print(
-        f"serving {served.name!r} ({type(served.module).__name__}) at http://{host}:{port}/v1"
+        f"serving {name!r} at http://{host}:{port}/v1"
         + ("  (API key required)" if key else "")
+        + "; loading the program (GET /health/ready: 200 once it can take calls)"
     )
     with exit_on_error():
         serve_forever(api, host=host, port=port, api_key=key, grace=grace)

@@ -24,7 +24,7 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-SERVE_PACKAGES = ("fastapi", "starlette", "uvicorn", "openai", "sse_starlette", "mcp")
+SERVE_PACKAGES = ("fastapi", "starlette", "uvicorn", "openai", "sse_starlette", "mcp", "prometheus_client")
 
 
 def __getattr__(name: str) -> Any:  # FastAPI is imported when the app is made, not with rlmkit

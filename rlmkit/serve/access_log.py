@@ -8,6 +8,8 @@ Ids, status, time and usage: never the prompt, the inputs or the answer, and nev
 otherwise one is made, and the response carries it either way. A streamed response is logged
 when its last byte is sent, or when the client goes away (status 499).
 
+The same numbers go to the app's Prometheus metrics (``operations.Metrics``), by route template.
+
 A pure ASGI middleware (not Starlette's ``BaseHTTPMiddleware``): it adds no task per request
 and leaves a streamed body alone.
 """
@@ -20,12 +22,14 @@ import time
 import uuid
 from typing import Any
 
+from rlmkit.serve.operations import route_of
+
 log = logging.getLogger("rlmkit.serve.access")
 
 
 class AccessLog:
-    def __init__(self, app: Any):
-        self.app = app
+    def __init__(self, app: Any, metrics: Any = None):
+        self.app, self.metrics = app, metrics
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -51,18 +55,23 @@ class AccessLog:
             status = status or 500  # a bug's 500 is written by the middleware outside this one
             raise
         finally:
+            seconds = time.perf_counter() - started
+            call = state.get("call")
+            status = (call.status if call is not None and call.status != 200 else status) or 499
+            if self.metrics is not None:
+                usage = call.usage if call is not None else None
+                self.metrics.observe(route_of(scope), scope.get("method", ""), status, seconds, usage)
             if log.isEnabledFor(logging.INFO):
-                log.info(json.dumps(_line(scope, state, request_id, status, started)))
+                log.info(json.dumps(_line(scope, call, request_id, status, seconds)))
 
 
-def _line(scope: dict, state: dict, request_id: str, status: int, started: float) -> dict[str, Any]:
-    call = state.get("call")
+def _line(scope: dict, call: Any, request_id: str, status: int, seconds: float) -> dict[str, Any]:
     line: dict[str, Any] = {
         "request_id": request_id,
         "method": scope.get("method"),
         "path": scope.get("path"),
-        "status": (call.status if call is not None and call.status != 200 else status) or 499,
-        "ms": round((time.perf_counter() - started) * 1000, 1),
+        "status": status,
+        "ms": round(seconds * 1000, 1),
     }
     if call is not None:
         usage = call.usage

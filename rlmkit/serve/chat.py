@@ -43,11 +43,19 @@ class Call:
     """A prepared call: its inputs mapped and checked, its program (a budget-capped copy when
     the request lowers the budget), and the session it belongs to, if any."""
 
-    def __init__(self, program: Program, request: ChatRequest, record: CallRecord, session: Any = None):
+    def __init__(
+        self,
+        program: Program,
+        request: ChatRequest,
+        record: CallRecord,
+        session: Any = None,
+        inputs: dict[str, Any] | None = None,
+    ):
+        """``inputs``: the call's, mapped already (a session opened for this call holds the rest)."""
         self.program, self.request, self.record, self.session = program, request, record, session
         check_schema(program, request)
         held = set(session.inputs) if session is not None else set()
-        self.inputs = map_inputs(program, request, held)
+        self.inputs = inputs if inputs is not None else map_inputs(program, request, held)
         if request.budget and session is not None:
             raise bad_request("a session call runs under the session's budget: drop 'budget'", "budget")
         self.runner = _with_budget(program, request.budget) if request.budget else program
@@ -59,28 +67,38 @@ class Call:
             self.record.usage = self.record.usage.add(event.trajectory.usage)
             self.record.run_ids.append(event.trajectory.meta.run_id)
 
-    async def answer(self) -> str:
-        """The whole completion (its JSON), once the run is over. An RLM's call (or a session's) is awaited
-        as it is, with no listener: its trajectory has all the response says. A module around
-        an RLM is followed through its events, since its Prediction may carry no trajectory."""
+    async def outcome(self) -> tuple[Any, list[str]]:
+        """The call's Prediction, once the run is over, and its reasoning: one text per root
+        turn. An RLM's call (or a session's) is awaited as it is, with no listener: its
+        trajectory has all a response says. A module around an RLM is followed through its
+        events, since its Prediction may carry no trajectory."""
         prediction = await self.runner.acall(self.inputs, self.session)
         if prediction is not None:
             trajectory = prediction.trajectory
             self.record.usage = trajectory.usage
             self.record.run_ids.append(trajectory.meta.run_id)
-            reasoning = chunks.reasoning_of_trajectory(trajectory)
-        else:
-            parts: list[str] = []
-            async for item in self.runner.stream(self.inputs, self.session):
-                if isinstance(item, ev.Event):
-                    self._count(item)
-                    if (text := chunks.reasoning_of(item)) is not None:
-                        parts.append(text)
-                else:
-                    prediction = item
-            reasoning = "".join(parts)
+            return prediction, chunks.reasoning_turns(trajectory)
+        turns: list[str] = []
+        async for item in self.runner.stream(self.inputs, self.session):
+            if isinstance(item, ev.Event):
+                self._count(item)
+                chunks.add_reasoning(turns, item)
+            else:
+                prediction = item
+        return prediction, turns
+
+    async def items(self) -> AsyncIterator[Any]:
+        """The run's events as they happen (its usage counted), then its Prediction."""
+        async for item in _pumped(lambda: self.runner.stream(self.inputs, self.session)):
+            if isinstance(item, ev.Event):
+                self._count(item)
+            yield item
+
+    async def answer(self) -> str:
+        """The whole completion (its JSON), once the run is over."""
+        prediction, turns = await self.outcome()
         content = content_of(self.program, self.request, prediction)
-        reply = chunks.completion(self.cid, self.program.name, content, reasoning, self.record.usage)
+        reply = chunks.completion(self.cid, self.program.name, content, "".join(turns), self.record.usage)
         return chunks.dump(reply)
 
     async def events(self) -> AsyncIterator[bytes]:
@@ -94,9 +112,8 @@ class Call:
 
         yield sse(chunks.chunk(cid, name, created, role="assistant", content=""))
         try:
-            async for item in _pumped(lambda: self.runner.stream(self.inputs, self.session)):
+            async for item in self.items():
                 if isinstance(item, ev.Event):
-                    self._count(item)
                     if (text := chunks.reasoning_of(item)) is not None:
                         yield sse(chunks.chunk(cid, name, created, reasoning_content=text))
                 else:

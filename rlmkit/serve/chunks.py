@@ -119,13 +119,31 @@ def reasoning_of(event: ev.Event) -> str | None:
     return None
 
 
-def reasoning_of_trajectory(trajectory: Any) -> str:
-    """The same text, read from a finished run's trajectory (a whole response needs no events)."""
-    parts: list[str] = []
+def reasoning_turns(trajectory: Any) -> list[str]:
+    """The same text, read from a finished run's trajectory (a whole response needs no events):
+    one string per root turn."""
+    turns: list[str] = []
     for turn in trajectory.turns:
-        parts.append(_turn(turn.index, turn.reply))
+        parts = [_turn(turn.index, turn.reply)]
         for block in turn.blocks:
             parts.extend(_subcall(node) for node in block.subcalls)
             if (cell := _cell(block)) is not None:
                 parts.append(cell)
-    return "".join(parts)
+        turns.append("".join(parts))
+    return turns
+
+
+def starts_turn(event: ev.Event) -> bool:
+    """Whether the event's text (``reasoning_of``) begins a root turn, not adds to the last."""
+    return type(event) is ev.ModelReply
+
+
+def add_reasoning(turns: list[str], event: ev.Event) -> str | None:
+    """Add what ``event`` shows to ``turns`` (one string per root turn); the text, if any."""
+    text = reasoning_of(event)
+    if text is not None:
+        if starts_turn(event) or not turns:
+            turns.append(text)
+        else:
+            turns[-1] += text
+    return text

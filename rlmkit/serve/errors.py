@@ -3,11 +3,15 @@ code each kind of failure gets. The openai SDK turns these into its own exceptio
 (400 ``BadRequestError``, 401 ``AuthenticationError``, 404 ``NotFoundError``, ...), so a client
 handles a served RLM's errors the way it handles any provider's.
 
-    400 malformed JSON, unknown or unsupported fields      401 missing or wrong API key
-    404 unknown model or session                           409 a session already running a call
-    413 body over the limit                                422 inputs that do not fit the signature
-    429 queue or session cap full (with Retry-After)       502 the model failed, or the run ended
-    503 the sandbox could not run, or the server is stopping     without an answer
+    400 malformed JSON, unknown or unsupported fields
+    401 missing or wrong API key
+    404 unknown model, session or response
+    409 a session already running a call
+    413 body over the limit
+    422 inputs that do not fit the signature
+    429 queue or session cap full (with Retry-After)
+    502 the model failed, or the run ended without an answer
+    503 the sandbox could not run, the program is still loading, or the server is stopping
     500 only for a bug of the server itself
 """
 

@@ -54,13 +54,18 @@ class ChatRequest:
     schema_fields: set[str] | None = None
 
 
-def parse_request(body: Any) -> ChatRequest:
-    """Check a decoded JSON body field by field (400 naming the field that is wrong)."""
+def check_fields(body: Any, known: frozenset[str]) -> None:
+    """A body is a JSON object of ``known`` fields (400 naming the first that is not)."""
     if not isinstance(body, dict):
         raise bad_request("the request body must be a JSON object")
-    unknown = sorted(set(body) - OPENAI_FIELDS - RLMKIT_FIELDS)
+    unknown = sorted(set(body) - known)
     if unknown:
         raise bad_request(f"unknown field(s) {unknown}", param=unknown[0], code="unknown_field")
+
+
+def parse_request(body: Any) -> ChatRequest:
+    """Check a decoded JSON body field by field (400 naming the field that is wrong)."""
+    check_fields(body, OPENAI_FIELDS | RLMKIT_FIELDS)
     model, messages = body.get("model"), body.get("messages")
     if not isinstance(model, str) or not model:
         raise bad_request("'model' must be a non-empty string", param="model")
@@ -159,9 +164,8 @@ def map_inputs(program: Program, request: ChatRequest, held: set[str] = frozense
     ]
     context = "\n\n".join(earlier + parts[:-1])
     question = parts[-1] if parts else ""
-    # the text fields left: a message is text, so it fills only those
-    free = [name for name, field in program.inputs.items() if name not in given and field.annotation is str]
-    question_field = "question" if "question" in free else (free[-1] if free else None)
+    free = _free_text_fields(program, given)
+    question_field = question_field_of(program, given)
     if question_field is not None:  # a session's question is each request's own; its context stays
         rest = [name for name in free if name != question_field and name not in held]
         context_field = "context" if "context" in rest else (rest[0] if rest else None)
@@ -179,6 +183,17 @@ def map_inputs(program: Program, request: ChatRequest, held: set[str] = frozense
             param="inputs",
         )
     return given
+
+
+def _free_text_fields(program: Program, given: dict[str, Any]) -> list[str]:
+    """The text fields ``inputs`` left: a message is text, so it fills only those."""
+    return [name for name, field in program.inputs.items() if name not in given and field.annotation is str]
+
+
+def question_field_of(program: Program, given: dict[str, Any]) -> str | None:
+    """The field the last user message fills, when ``given`` are the inputs named in the request."""
+    free = _free_text_fields(program, given)
+    return "question" if "question" in free else (free[-1] if free else None)
 
 
 def check_inputs(program: Program, inputs: dict[str, Any]) -> dict[str, Any]:

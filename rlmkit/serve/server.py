@@ -6,7 +6,8 @@ anyone's code-writing model on this machine's sandbox and model budget.
 
 SIGTERM (and Ctrl-C) stop new connections and let calls in flight finish for ``grace`` seconds
 (uvicorn's graceful shutdown), then the app's shutdown ends its sessions (saved, with a
-sessions directory).
+sessions directory). An app that loads its program once it has started (``app(load=...)``)
+is stopped by a load that fails, and ``serve_forever`` raises what the load raised.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from rlmkit.errors import ConfigError
+from rlmkit.errors import ConfigError, RLMKitError
 
 LOOPBACK_NAMES = ("localhost",)
 
@@ -75,7 +76,16 @@ def serve_forever(
         handler.setFormatter(logging.Formatter("%(message)s"))
         access.addHandler(handler)
         access.setLevel(logging.INFO)
-    uvicorn.Server(_config(app, host, port, grace, log_level)).run()
+    server = uvicorn.Server(_config(app, host, port, grace, log_level))
+    readiness = getattr(getattr(app, "state", None), "readiness", None)
+    if readiness is not None:
+        readiness.on_failure(lambda: setattr(server, "should_exit", True))
+    server.run()
+    if readiness is not None and readiness.error is not None:
+        error = readiness.error
+        if isinstance(error, RLMKitError):
+            raise error
+        raise ConfigError(f"the program could not be loaded: {type(error).__name__}: {error}") from error
 
 
 @contextlib.contextmanager

@@ -41,18 +41,23 @@ class Sessions:
         self.live: dict[str, Session] = {}
         self.last_used: dict[str, float] = {}
         self.in_call: set[str] = set()
+        self.evictable: set[str] = set()  # ended to make room even without a directory
         self._lock = asyncio.Lock()
 
     async def _room(self) -> None:
         """Room for one more live session. With a directory, the least recently used idle session
-        is ended to make it (saved, it comes back when named again); else at the cap it is a 429."""
+        is ended to make it (saved, it comes back when named again); without one, the least
+        recently used idle evictable session (a stored response's); else at the cap it is a 429."""
         if len(self.live) < self.max_live:
             return
         idle = [sid for sid in self.live if sid not in self.in_call]
-        if self.directory is not None and idle:
+        if self.directory is None:  # ended, it is gone: only a session opened as evictable may go
+            idle = [sid for sid in idle if sid in self.evictable]
+        if idle:
             oldest = min(idle, key=lambda sid: self.last_used.get(sid, 0.0))
             session = self.live.pop(oldest)
             self.last_used.pop(oldest, None)
+            self.evictable.discard(oldest)
             await asyncio.to_thread(session.close)
             return
         raise APIError(
@@ -63,7 +68,7 @@ class Sessions:
             headers={"Retry-After": "5"},
         )
 
-    async def open(self, inputs: dict[str, Any]) -> Session:
+    async def open(self, inputs: dict[str, Any], evictable: bool = False) -> Session:
         async with self._lock:
             await self._room()
             session = await asyncio.to_thread(self.rlm.session, **inputs)
@@ -71,6 +76,8 @@ class Sessions:
                 await asyncio.to_thread(session.save, self.directory / session.id)
             self.live[session.id] = session
             self.last_used[session.id] = time.monotonic()
+            if evictable:
+                self.evictable.add(session.id)
             return session
 
     async def get(self, session_id: str) -> Session:
@@ -101,6 +108,7 @@ class Sessions:
     async def delete(self, session_id: str) -> None:
         session = self.live.pop(session_id, None)
         self.last_used.pop(session_id, None)
+        self.evictable.discard(session_id)
         saved = self._saved(session_id)
         if session is None and saved is None:
             raise APIError(404, f"no session {session_id!r}", code="session_not_found", param="session")
@@ -132,6 +140,7 @@ class Sessions:
         for sid in idle:
             session = self.live.pop(sid, None)
             self.last_used.pop(sid, None)
+            self.evictable.discard(sid)
             if session is not None:
                 await asyncio.to_thread(session.close)
         return idle
@@ -145,5 +154,6 @@ class Sessions:
     async def close_all(self) -> None:
         live, self.live = self.live, {}
         self.last_used.clear()
+        self.evictable.clear()
         for session in live.values():
             await asyncio.to_thread(session.close)

@@ -10,9 +10,7 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import threading
-from pathlib import Path
 
 import httpx
 import openai
@@ -24,13 +22,8 @@ from rlmkit.errors import ConfigError
 from rlmkit.serve.server import check_exposure
 from rlmkit.testing import FunctionLM, is_root_request
 from tests.helpers.replies import repl
-from tests.helpers.serve_programs import served
+from tests.helpers.serve_programs import ROOT, SERVE, served, serving_url
 from tests.helpers.waiting import wait_for
-
-ROOT = Path(__file__).resolve().parents[2]
-# The verb in a process of its own, as typer runs it, without loading every other verb the
-# installed distribution's entry points name (they belong to whichever checkout installed it).
-SERVE = [sys.executable, "-c", "import typer; from rlmkit.cli.serve import serve; typer.run(serve)"]
 
 
 class Held:
@@ -187,7 +180,7 @@ def test_rlmkit_serve_drains_a_call_in_flight_on_sigterm(tmp_path):
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
-        url = _serving_url(server)
+        url = serving_url(server)
         result: dict = {}
         call = threading.Thread(
             target=lambda: result.update(
@@ -209,11 +202,3 @@ def test_rlmkit_serve_drains_a_call_in_flight_on_sigterm(tmp_path):
         if server.poll() is None:
             server.kill()
             server.wait()
-
-
-def _serving_url(server: subprocess.Popen) -> str:
-    """The URL uvicorn reports once it listens (port 0: it picks one)."""
-    for line in server.stdout:
-        if "Uvicorn running on" in line:
-            return line.split("Uvicorn running on ")[1].split()[0] + "/v1"
-    raise AssertionError("the server exited before listening")

@@ -4,26 +4,29 @@ tool with the context as a file path, as a folder and as text."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
-import sys
 from pathlib import Path
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-ROOT = Path(__file__).resolve().parents[2]
-# The verb as typer runs it, without the other verbs the installed distribution's entry points name.
-MCP = ["-c", "import typer; from rlmkit.cli.mcp import mcp; typer.run(mcp)"]
+from tests.helpers.serve_programs import MCP, ROOT, write_module
 
 
-def call_tools(calls: list[dict], logs: list | None = None) -> tuple[list, list[tuple[bool, str]]]:
+def call_tools(
+    calls: list[dict],
+    logs: list | None = None,
+    program: str = "tests.helpers.serve_programs:qa",
+    cwd: Path = ROOT,
+) -> tuple[list, list[tuple[bool, str]]]:
     """The server's tools, and (is_error, text) of each call in ``calls``; the log messages the
     server sent go to ``logs``."""
     params = StdioServerParameters(
-        command=sys.executable,
-        args=[*MCP, "tests.helpers.serve_programs:qa", "--name", "ask_rlm"],
+        command=MCP[0],
+        args=[*MCP[1:], program, "--name", "ask_rlm"],
         env={**os.environ, "PYTHONPATH": str(ROOT)},
-        cwd=str(ROOT),
+        cwd=str(cwd),
     )
 
     async def main():
@@ -63,8 +66,8 @@ def test_the_tool_takes_the_context_by_path_or_as_text(tmp_path):
         ],
         logs,
     )
-    (tool,) = tools
-    assert tool.name == "ask_rlm" and "Recursive Language Model" in tool.description
+    tool = next(tool for tool in tools if tool.name == "ask_rlm")
+    assert "Recursive Language Model" in tool.description
     assert set(tool.input_schema["properties"]) == {"question", "context", "question_path", "context_path"}
     # a folder is {path: text} of its files: len() of it counts the files
     assert texts == [
@@ -83,3 +86,47 @@ def test_a_call_without_the_required_text_is_an_error_result_and_the_server_goes
     (failed, why), answered = results
     assert failed and "MissingInputError" in why and "context_path" in why
     assert answered == (False, "THEN (2 chars)")
+
+
+def test_module_attr_is_found_in_the_folder_the_command_runs_from(tmp_path):
+    write_module(tmp_path)
+    _, results = call_tools([{"question": "hi", "context": "abc"}], program="mymodule:program", cwd=tmp_path)
+    assert results == [(False, "from mymodule: hi")]
+
+
+def test_session_tools_keep_the_repl_between_calls(tmp_path):
+    context = tmp_path / "context.txt"
+    context.write_text("0123456789")
+    params = StdioServerParameters(
+        command=MCP[0],
+        args=[*MCP[1:], "tests.helpers.serve_programs:counting", "--name", "ask_rlm"],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=str(ROOT),
+    )
+
+    def text(result) -> str:
+        return "".join(part.text for part in result.content if part.type == "text")
+
+    async def main():
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as mcp:
+            await mcp.initialize()
+            tools = {tool.name: tool for tool in (await mcp.list_tools()).tools}
+            opened = await mcp.call_tool("ask_rlm_open", {"context_path": str(context)})
+            session = json.loads(text(opened))["session"]
+            first = await mcp.call_tool("ask_rlm_ask", {"session": session, "question": "first"})
+            second = await mcp.call_tool("ask_rlm_ask", {"session": session, "question": "second"})
+            other = json.loads(text(await mcp.call_tool("ask_rlm_open", {"context": "abc"})))["session"]
+            elsewhere = await mcp.call_tool("ask_rlm_ask", {"session": other, "question": "other"})
+            closed = await mcp.call_tool("ask_rlm_close", {"session": session})
+            after = await mcp.call_tool("ask_rlm_ask", {"session": session, "question": "after"})
+            return tools, [first, second, elsewhere, closed, after]
+
+    tools, (first, second, elsewhere, closed, after) = asyncio.run(asyncio.wait_for(main(), 120))
+    assert {"ask_rlm", "ask_rlm_open", "ask_rlm_ask", "ask_rlm_close"} <= set(tools)
+    assert tools["ask_rlm_ask"].input_schema["required"] == ["session"]
+    # the REPL's variable `count` lives on between the calls of one session, not across sessions
+    assert text(first) == "first: call 1, context 10 chars"
+    assert text(second) == "second: call 2, context 10 chars"
+    assert text(elsewhere) == "other: call 1, context 3 chars"
+    assert not closed.is_error and json.loads(text(closed))["closed"] is True
+    assert after.is_error and "no session" in text(after)

@@ -12,7 +12,7 @@ from rlmkit.budget import Budget
 from rlmkit.errors import ConfigError
 from rlmkit.serve import load_program
 from rlmkit.testing import FunctionLM
-from tests.helpers.serve_programs import qa_model, qa_rlm, served
+from tests.helpers.serve_programs import looping_rlm, qa_model, qa_rlm, served
 
 
 def test_a_signature_string_builds_an_rlm_with_the_given_model():
@@ -140,12 +140,7 @@ def test_without_the_serve_extra_the_error_names_its_install():
 
 
 def test_a_run_that_fails_mid_stream_ends_the_stream_with_an_openai_error():
-    looping = rlmkit.RLM(
-        "context, question -> answer",
-        lm=FunctionLM(lambda m: "```repl\nprint('still looking')\n```"),
-        max_iterations=1,
-    )
-    with served(looping) as url:
+    with served(looping_rlm()) as url:
         stream = openai.OpenAI(base_url=url, api_key="x", max_retries=0).chat.completions.create(
             model="rlmkit", messages=[{"role": "user", "content": "q"}], stream=True
         )
@@ -154,3 +149,26 @@ def test_a_run_that_fails_mid_stream_ends_the_stream_with_an_openai_error():
             for chunk in stream:
                 seen.append(chunk)
     assert any(getattr(c.choices[0].delta, "reasoning_content", None) for c in seen if c.choices)
+
+
+def test_module_attr_is_found_in_the_folder_the_command_runs_from(tmp_path):
+    import os
+    import subprocess
+
+    from tests.helpers.serve_programs import ROOT, SERVE, serving_url, write_module
+
+    write_module(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    server = subprocess.Popen(
+        [*SERVE, "mymodule:program", "--port", "0"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        url = serving_url(server)
+        reply = openai.OpenAI(base_url=url, api_key="x", max_retries=0).chat.completions.create(
+            model="rlmkit", messages=[{"role": "user", "content": "hi"}]
+        )
+        assert reply.choices[0].message.content == "from mymodule: hi"
+    finally:
+        server.terminate()
+        server.wait(60)

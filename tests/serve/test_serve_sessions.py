@@ -13,22 +13,8 @@ import rlmkit
 from rlmkit.serve import app, running
 from rlmkit.testing import FunctionLM, is_root_request
 from tests.helpers.replies import repl
-from tests.helpers.serve_programs import served
+from tests.helpers.serve_programs import counting_rlm, served
 from tests.helpers.waiting import wait_for
-
-
-def counting_model(messages):
-    """Each call adds one to a REPL variable that only a live (or restored) session still has."""
-    if not is_root_request({"messages": messages}):
-        return "sub"
-    return repl(
-        "try:\n    count += 1\nexcept NameError:\n    count = 1",
-        "SUBMIT(answer=f'{question}: call {count}, context {len(context)} chars')",
-    )
-
-
-def counting_rlm() -> rlmkit.RLM:
-    return rlmkit.RLM("context, question -> answer", lm=FunctionLM(counting_model))
 
 
 def ask(url: str, question: str, session: str, **extra) -> str:
