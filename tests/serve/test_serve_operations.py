@@ -77,7 +77,7 @@ def test_a_program_that_fails_to_load_stops_rlmkit_serve_with_the_reason():
         [*SERVE, "nowhere_such_module:program", "--port", "0"],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    assert result.returncode == 2 and "error: cannot import 'nowhere_such_module'" in result.stderr
+    assert result.returncode == 2 and "error: cannot import 'nowhere_such_module:program'" in result.stderr
 
 
 def test_the_key_is_checked_on_every_route_but_health():
