@@ -320,7 +320,8 @@ class RLM(DSPyRLMSurface, dspy.Module):
     def session(self, **inputs: Any) -> Any:
         """``with rlm.session(context=big) as s: s(question=...)``: many calls over inputs that
         cross into one live REPL once; the model's variables persist between calls. Options
-        (``history_calls``, ``history_chars``, ``budget``, ``idle_timeout``, ``path``) are
+        (``history_calls``, ``history_chars``, ``window_tokens``, ``compact_at``, ``budget``,
+        ``idle_timeout``, ``path``) are
         ``rlmkit.Session``'s keywords."""
         from rlmkit.session import Session
 

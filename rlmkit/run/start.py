@@ -106,6 +106,7 @@ def _run_state(
         inputs=described,
         rlmkit_version=rlmkit.__version__,
         session=hooks.meta,
+        compaction=hooks.compaction,
     )
     state = RunState(spec, tree, meta, hooks, hash_inputs)
     hooks.meta = state.trajectory.meta.session  # what the caller learns later lands there
