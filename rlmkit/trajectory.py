@@ -72,7 +72,7 @@ class VariableInfo(BaseModel):
 
 class SubCall(BaseModel):
     id: str = Field(default_factory=lambda: uuid.uuid4().hex[:12])
-    kind: Literal["llm_query", "typed", "rlm_query", "tool"]
+    kind: Literal["llm_query", "typed", "rlm_query", "tool", "mcp_tool"]
     name: str  # function name in the REPL (llm_query, classify, ...)
     model: str | None = None
     depth: int = 1
