@@ -20,7 +20,7 @@ import dspy
 
 import rlmkit
 from rlmkit.model_choice import resolve_lm
-from rlmkit.models import prices
+from rlmkit.model_choice import window_tokens_of as model_window
 from rlmkit.run.describe import describe_variable
 from rlmkit.signature import OutputValidator, describe_outputs, make_signature, signature_text
 from rlmkit.trajectory import Message, RunMeta, Trajectory, Turn
@@ -30,16 +30,10 @@ TRUNCATION_NOTE = "\n[... the rest of the context was cut to fit the model's win
 
 
 def window_tokens_of(lm: rlmkit.LM) -> int:
-    """The context window of ``lm``'s model, in tokens: the embedded model's server context, else
-    ``max_input_tokens`` from litellm's model map (read as data); a clear error when neither
-    knows it, before any model call."""
-    from rlmkit.local import LocalServerConfig, is_embedded
-
-    if is_embedded(lm.model):
-        return LocalServerConfig().ctx  # the server's KV pool, which one long prompt may fill
-    entry = prices.model_prices(lm.model) or {}
-    window = entry.get("max_input_tokens")
-    if isinstance(window, int) and window >= 256:
+    """The context window of ``lm``'s model, in tokens (``rlmkit.model_choice.window_tokens_of``);
+    a clear error when nothing knows it, before any model call."""
+    window = model_window(lm)
+    if window is not None:
         return window
     raise rlmkit.errors.UserError(
         f"the context window of {lm.model!r} is not in litellm's model map: give the baseline one "

@@ -126,6 +126,10 @@ class SandboxError(RunError):
     """The sandbox could not start or died in a way a restart could not repair."""
 
 
+class McpServerError(RunError):
+    """An MCP server of ``mcp_servers=`` could not be reached, or did not list its tools."""
+
+
 # ---------------------------------------------------------------- control flow
 class Finish(BaseException):  # noqa: N818 - a signal, not an error
     """Raised inside the REPL to end a cell once an answer is submitted."""
@@ -153,5 +157,6 @@ __all__ = [
     "BudgetExceeded",
     "MaxIterationsError",
     "SandboxError",
+    "McpServerError",
     "Finish",
 ]

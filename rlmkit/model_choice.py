@@ -81,4 +81,19 @@ def embedded_lm() -> LM:
     return local_lm()
 
 
-__all__ = ["PROVIDER_DEFAULTS", "configure", "embedded_lm", "resolve_lm"]
+def window_tokens_of(lm: Model) -> int | None:
+    """The context window of ``lm``'s model in tokens: its traits' (``LM(window_tokens=...)``),
+    else the embedded model's server context, else ``max_input_tokens`` from litellm's model map
+    (read as data); None when nobody knows it."""
+    from rlmkit.local import LocalServerConfig, is_embedded
+    from rlmkit.models import prices
+
+    if lm.traits.window_tokens is not None:
+        return lm.traits.window_tokens
+    if is_embedded(lm.model):
+        return LocalServerConfig().ctx  # the server's KV pool, which one long prompt may fill
+    window = (prices.model_prices(lm.model) or {}).get("max_input_tokens")
+    return window if isinstance(window, int) and window >= 256 else None
+
+
+__all__ = ["PROVIDER_DEFAULTS", "configure", "embedded_lm", "resolve_lm", "window_tokens_of"]

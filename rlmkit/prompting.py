@@ -313,6 +313,12 @@ SESSION_RESTORED = {
 }
 
 
+# A compacted task message: what it says of the calls and variables it leaves out or shortens.
+SUMMARY_CHARS = 80  # a summarised call's question and answer, each cut to this
+SESSION_CALLS_LEFT_OUT = "({count} earlier calls are left out to keep this message short.)"
+SESSION_VARIABLES_LEFT_OUT = "- ({count} older variables are not listed here: SHOW_VARS() lists them all.)"
+
+
 def session_notes(
     *,
     variables: dict[str, str],
@@ -320,16 +326,24 @@ def session_notes(
     restored: str | None,
     lost: dict[str, str],
     limit: int,
+    summarised: int = 0,
+    forgotten: int = 0,
+    unlisted: int = 0,
 ) -> str:
     """Put in front of a session call's inputs in its task message: earlier questions and answers
     (each value cut to ``limit`` chars), what a rebuild lost, the variables earlier calls left in
-    the REPL."""
+    the REPL. A compacted message (``rlmkit.session.compaction``) leaves out the ``forgotten`` oldest
+    calls, shows the next ``summarised`` as one short line each, and leaves the ``unlisted`` oldest
+    variables to ``SHOW_VARS()``."""
     parts = []
     if history:
         lines = ["Earlier calls in this session (oldest first):"]
-        for number, (inputs, outputs) in enumerate(history, 1):
-            asked = "; ".join(f"{k}: {bounded(str(v), limit)}" for k, v in inputs.items())
-            said = "; ".join(f"{k}: {bounded(str(v), limit)}" for k, v in outputs.items())
+        if forgotten:
+            lines.append(SESSION_CALLS_LEFT_OUT.format(count=forgotten))
+        for number, (inputs, outputs) in enumerate(history[forgotten:], forgotten + 1):
+            cut = SUMMARY_CHARS if number <= forgotten + summarised else limit
+            asked = "; ".join(f"{k}: {bounded(str(v), cut)}" for k, v in inputs.items())
+            said = "; ".join(f"{k}: {bounded(str(v), cut)}" for k, v in outputs.items())
             lines.append(f"[{number}] {asked}\n    -> {said}")
         parts.append("\n".join(lines))
     if restored:
@@ -338,6 +352,8 @@ def session_notes(
         gone = ", ".join(f"`{name}` ({why})" for name, why in lost.items())
         parts.append(f"These variables could not be kept and are gone: {gone}.")
     if variables:
-        kept = "\n".join(f"- `{name}`: {desc}" for name, desc in variables.items())
-        parts.append(f"Variables that earlier calls made are still in the REPL:\n{kept}")
+        kept = [f"- `{name}`: {desc}" for name, desc in list(variables.items())[unlisted:]]
+        if unlisted:
+            kept.insert(0, SESSION_VARIABLES_LEFT_OUT.format(count=unlisted))
+        parts.append("Variables that earlier calls made are still in the REPL:\n" + "\n".join(kept))
     return "".join(f"\n\n{part}" for part in parts)

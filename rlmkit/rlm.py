@@ -26,6 +26,7 @@ from rlmkit.observe import dspy_bridge  # noqa: F401 - registers DSPy callbacks,
 from rlmkit.observe.streaming import stream_run
 from rlmkit.prompting import Display
 from rlmkit.protocols import Protocol
+from rlmkit.run import mcp_tools
 from rlmkit.run.entry import CallOptions, call_sync
 from rlmkit.run.inputs import RunInputs
 from rlmkit.run.spec import Children, RunSpec
@@ -95,6 +96,10 @@ class RLM(DSPyRLMSurface, dspy.Module):
             function under its name.
         interpreter_factory: dspy.RLM's hook: a zero-argument callable returning a DSPy
             ``CodeInterpreter`` that runs the code instead of an rlmkit sandbox.
+        mcp_servers: MCP servers whose tools become REPL functions, each a URL (streamable
+            HTTP), a command as a list of strings or an ``mcp.StdioServerParameters`` (stdio), or
+            an ``MCPServer`` (in process). Arguments are checked against each tool's input schema
+            in the REPL; every call is in the trajectory (``kind="mcp_tool"``) and the budget.
 
     Attributes:
         child_lm: The root model of child runs (``rlm_query`` at ``max_depth`` 2 or more), set
@@ -140,6 +145,7 @@ class RLM(DSPyRLMSurface, dspy.Module):
         verbose: bool = False,
         tools: list[Any] | None = None,
         interpreter_factory: Any = None,
+        mcp_servers: list[Any] | None = None,
     ):
         super().__init__()
         self.signature = make_signature(signature)
@@ -173,6 +179,7 @@ class RLM(DSPyRLMSurface, dspy.Module):
         self.subcalls = {**subcalls, **{name: host_function(tool) for name, tool in user_tools.items()}}
         self.typed_subcalls, self.tools = make_typed_subcalls(self.subcalls)
         self.validator = OutputValidator(self.signature)
+        self.mcp_servers = mcp_tools.check_servers(mcp_servers)
         from rlmkit.model_choice import resolve_lm
 
         # Models given (by name, dspy.LM or LM) are resolved once here, so a bad name or a
@@ -313,6 +320,7 @@ class RLM(DSPyRLMSurface, dspy.Module):
             use_preset=self.use_preset,
             module=self,
             interpreter_factory=self.interpreter_factory,
+            mcp_servers=self.mcp_servers,
             verbose=self.verbose,
             log_dir=self.log_dir,
         )
@@ -320,7 +328,8 @@ class RLM(DSPyRLMSurface, dspy.Module):
     def session(self, **inputs: Any) -> Any:
         """``with rlm.session(context=big) as s: s(question=...)``: many calls over inputs that
         cross into one live REPL once; the model's variables persist between calls. Options
-        (``history_calls``, ``history_chars``, ``budget``, ``idle_timeout``, ``path``) are
+        (``history_calls``, ``history_chars``, ``window_tokens``, ``compact_at``, ``budget``,
+        ``idle_timeout``, ``path``) are
         ``rlmkit.Session``'s keywords."""
         from rlmkit.session import Session
 

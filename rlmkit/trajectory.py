@@ -72,7 +72,7 @@ class VariableInfo(BaseModel):
 
 class SubCall(BaseModel):
     id: str = Field(default_factory=lambda: uuid.uuid4().hex[:12])
-    kind: Literal["llm_query", "typed", "rlm_query", "tool"]
+    kind: Literal["llm_query", "typed", "rlm_query", "tool", "mcp_tool"]
     name: str  # function name in the REPL (llm_query, classify, ...)
     model: str | None = None
     depth: int = 1
@@ -124,6 +124,19 @@ class Turn(BaseModel):
         return before[: self.keep] + (list(self.new_messages) if new is None else new)
 
 
+class Compaction(BaseModel):
+    """What a session call's task message summarised or left out to stay within its share of the
+    root model's window. Only the message shrinks: every REPL variable stays in the REPL."""
+
+    window_tokens: int  # the root model's context window
+    limit_chars: int  # the task message's allowance: a share of the window, at ~4 characters a token
+    full_chars: int  # the task message as it would have been, uncompacted
+    task_chars: int  # the task message as sent (over limit_chars only when nothing more could go)
+    summarised_calls: list[int] = Field(default_factory=list)  # session calls shown as one short line
+    left_out_calls: list[int] = Field(default_factory=list)  # session calls only counted
+    unlisted_variables: list[str] = Field(default_factory=list)  # live, left to SHOW_VARS()
+
+
 class RunMeta(BaseModel):
     run_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
     parent_id: str | None = None
@@ -142,6 +155,7 @@ class RunMeta(BaseModel):
     schema_version: int = SCHEMA_VERSION
     # a call of a session: {"id", "call" (1, 2, ...), "restored" (why its REPL was rebuilt), "lost"}
     session: dict[str, Any] = Field(default_factory=dict)
+    compaction: Compaction | None = None  # a session call whose task message was compacted
 
 
 # A root turn that ran no code, as ``Trajectory.steps()`` shows it (the model was told so too).

@@ -19,7 +19,15 @@ time the server was busy answering it. Rows:
 - ``kill_between_calls``: ``kill -9`` of the worker between calls 3 and 4; call 4 must answer
   from call 3's variables;
 - ``concurrent_memory``: eight sessions at 1e7 characters each, one call each at once: the host
-  process's memory growth (contexts included) against the contexts' size (target: at most 2.5x).
+  process's memory growth (contexts included) against the contexts' size (target: at most 2.5x);
+- ``long_session``: 50 calls of one session on a model with a 16,384-token window, each call making
+  a variable and answering 1,500 characters, every call remembered until compaction says otherwise:
+  every call must answer, every task message stay within its share of the window, and call 50 read
+  the variables of calls 1 to 49 (measured with the scripted model: it checks the session's
+  bookkeeping, not what a real model makes of a compacted message).
+
+``--only long_session`` runs that row alone and keeps the file's other rows (it records its own
+provenance beside them).
 """
 
 from __future__ import annotations
@@ -59,6 +67,7 @@ class Server(ScriptedServer):
         self.hits: list[tuple[float, float]] = []
         self.code = "SUBMIT(answer=str(len(context)))"
         self.hits_lock = threading.Lock()
+        self.task_chars: list[int] = []  # each call's task message, as the first root request sent it
 
     def _respond(self, body: dict) -> str:
         first = str((body.get("messages") or [{}])[0].get("content", ""))
@@ -68,8 +77,11 @@ class Server(ScriptedServer):
         return f"```repl\n{self.code}\n```"
 
     def served(self, body: dict, arrived: float, done: float) -> None:
+        messages = body.get("messages") or []
         with self.hits_lock:
             self.hits.append((arrived, done))
+            if len(messages) == 2:  # a call's first root request: system prompt and task message
+                self.task_chars.append(len(str(messages[1].get("content", ""))))
 
     def take(self) -> list[tuple[float, float]]:
         with self.hits_lock:
@@ -270,6 +282,50 @@ def concurrent_memory(server: Server, size: int, n: int) -> dict[str, Any]:
     }
 
 
+def long_session(server: Server, calls: int, window_tokens: int) -> dict[str, Any]:
+    from rlmkit.session.compaction import CHARS_PER_TOKEN, DEFAULT_COMPACT_AT
+
+    lm = rlmkit.LM(
+        "openai/scripted", api_base=server.url, api_key="bench", cache=False, window_tokens=window_tokens
+    )
+    rlm = rlmkit.RLM("context, question -> answer", lm=lm, max_iterations=4)
+    answer = "host-3 failed " * 107  # ~1,500 characters
+    server.task_chars = []
+    walls, records, answers = [], [], []
+    with rlm.session(context=context_of(10**5), history_calls=calls, history_chars=10**6) as s:
+        for i in range(1, calls + 1):
+            last = i == calls
+            reads = "SUBMIT(answer=str(sum(v for k, v in globals().items() if k.startswith('made_'))))"
+            server.code = f"made_{i} = {i}\n" + (reads if last else f"SUBMIT(answer={answer!r})")
+            row = timed(server, lambda i=i: s(question=f"{MARK} call {i}"))
+            walls.append(row["wall_s"])
+            records.append(row["result"].trajectory.meta.compaction)
+            answers.append(row["result"].answer)
+    server.code = "SUBMIT(answer=str(len(context)))"
+    limit = int(window_tokens * DEFAULT_COMPACT_AT * CHARS_PER_TOKEN)
+    final = records[-1]
+    expected = str(calls * (calls + 1) // 2)
+    answered = sum(1 for a in answers[:-1] if a.strip() == answer.strip()) + (answers[-1] == expected)
+    return {
+        "calls": calls,
+        "window_tokens": window_tokens,
+        "limit_chars": limit,
+        "answered": answered,
+        "variables_intact": answers[-1] == expected,  # call 50 summed the variables of calls 1 to 50
+        "max_task_chars": max(server.task_chars),
+        "last_full_chars": final.full_chars if final else None,
+        "first_compacted_call": next((n for n, r in enumerate(records, 1) if r), None),
+        "last_summarised_calls": len(final.summarised_calls) if final else 0,
+        "last_left_out_calls": len(final.left_out_calls) if final else 0,
+        "wall_median_s": statistics.median(walls),
+        "model": "scripted (rlmkit.testing.ScriptedServer): measures the session, not a model's answers",
+        "met": answered == calls
+        and answers[-1] == expected
+        and max(server.task_chars) <= limit
+        and len(server.task_chars) == calls,
+    }
+
+
 def _clean(row: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in row.items() if k != "result"}
 
@@ -284,7 +340,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=RESULTS / "sessions.json")
     parser.add_argument("--quick", action="store_true", help="small contexts: a smoke run, not a result")
+    parser.add_argument("--only", choices=["long_session"], help="run this row alone, keep the file's others")
     args = parser.parse_args(argv)
+    if args.only:
+        return only_long_session(args.out, argv)
     big, huge = (10**5, 10**6) if args.quick else (10**7, 10**8)
     started = time.monotonic()
     load_at_start = os.getloadavg()[0]
@@ -303,6 +362,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             results["kill_between_calls"] = kill_between_calls(server, big)
             results["concurrent_memory"] = concurrent_memory(server, big, 8)
             print(f"memory: {results['concurrent_memory']['ratio']:.2f}", file=sys.stderr, flush=True)
+            results["long_session"] = long_session(server, calls=50, window_tokens=16_384)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     results["meta"] = {
@@ -313,6 +373,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1, default=str) + "\n")
     print(f"wrote {args.out}", file=sys.stderr)
+    return results
+
+
+def only_long_session(out: Path, argv: list[str] | None) -> dict[str, Any]:
+    """The long-session row alone, with its own provenance, into the results file as it is."""
+    load_at_start = os.getloadavg()[0]
+    results = json.loads(out.read_text()) if out.exists() else {}
+    with Server() as server:
+        row = long_session(server, calls=50, window_tokens=16_384)
+    row["meta"] = provenance.record(__file__, sys.argv[1:] if argv is None else argv, load_at_start)
+    results["long_session"] = row
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1, default=str) + "\n")
+    print(f"long_session: {json.dumps(row)}", file=sys.stderr)
     return results
 
 

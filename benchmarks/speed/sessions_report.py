@@ -68,4 +68,25 @@ def render(r: dict[str, Any]) -> str:
         f"of contexts ({mem['ratio']:.2f}x); the workers hold {mem['workers_rss_bytes'] / 1e6:.0f} MB "
         f"| {verdict(mem['met'])} |",
     ]
+    if "long_session" in r:
+        lines += ["", *long_session(r["long_session"])]
     return "\n".join(lines)
+
+
+def long_session(row: dict[str, Any]) -> list[str]:
+    """The long-session row, with its own stamp when it was measured on its own (``--only``)."""
+    window = f"{row['window_tokens']:,}-token window"
+    shortened = row["last_summarised_calls"] + row["last_left_out_calls"]
+    return [
+        *([f"{provenance.stamp(row['meta'])}", ""] if "meta" in row else []),
+        "| target | measured | verdict |",
+        "|---|---|---|",
+        f"| {row['calls']} calls of one session on a {window}, scripted model: every call answered, "
+        f"every task message <= {row['limit_chars']:,} characters, "
+        f"call {row['calls']} reads the variables of calls 1 to {row['calls']} "
+        f"| {row['answered']} of {row['calls']} answered; largest task message {row['max_task_chars']:,} "
+        f"characters; variables intact: {'yes' if row['variables_intact'] else 'no'}; compaction from call "
+        f"{row['first_compacted_call']}, at the last call {shortened} earlier calls shortened "
+        f"({row['last_left_out_calls']} left out); median call {ms(row['wall_median_s'])} "
+        f"| {verdict(row['met'])} |",
+    ]

@@ -189,7 +189,7 @@ def _subcall_request(call: SubCall) -> list[dict]:
 
 
 def _subcall_problem(call: SubCall) -> str | None:
-    if call.kind == "tool":  # a Python function the REPL called, not a model
+    if call.kind in ("tool", "mcp_tool"):  # a function the REPL called, not a model
         return "subcall_not_a_model_call"
     if call.kind == "typed" and not call.messages:  # logged before typed calls kept their request
         return "subcall_request_not_logged"

@@ -2,7 +2,7 @@
 
 A run calls its models through ``acomplete(messages)`` and reads what it may assume about them
 from one frozen record, ``traits``: how many tokens a reply may take, which stop strings always
-apply, the program the model ships with, how much text one call reads well, whether DSPy
+apply, the program the model ships with, how much text one call reads well, its context window, whether DSPy
 already records its calls, and whether rlmkit itself sends its requests over the network.
 ``rlmkit.LM``, the DSPy wrappers (``models.dspy_lm``), dspy.RLM's action predictor and the
 verifiers bridge all implement it, so no caller probes a model's attributes.
@@ -52,6 +52,12 @@ class ModelTraits:
     input_chars: int | None = field(
         default=None, metadata={"help": "how much text one call reads well; prompts size chunks to it"}
     )
+    window_tokens: int | None = field(
+        default=None,
+        metadata={
+            "help": "the context window in tokens, when known; a session's task message stays a share of it"
+        },
+    )
     observed_by_dspy: bool = field(
         default=False, metadata={"help": "DSPy's callbacks and history see each call already: not twice"}
     )
@@ -61,7 +67,7 @@ class ModelTraits:
     )
 
     def __post_init__(self) -> None:
-        for name in ("max_tokens", "input_chars"):
+        for name in ("max_tokens", "input_chars", "window_tokens"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name} must be a positive int or None, got {value!r}")

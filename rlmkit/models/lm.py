@@ -60,6 +60,7 @@ class LM:
     ``max_tokens`` and ``stop`` are first-class (also per call); other keyword arguments are
     sampling options sent as they are (``temperature``, ``top_p``, ``seed``, ...).
     ``transport`` forces ``"openai"`` / ``"litellm"`` or takes a ``Transport`` object.
+    ``window_tokens``: the model's context window, for a model litellm's map does not know.
     """
 
     def __init__(
@@ -77,6 +78,7 @@ class LM:
         timeout: float = 120.0,
         transport: str | Transport | None = None,
         input_chars: int | None = None,
+        window_tokens: int | None = None,
         preset: dict | None = None,
         **kwargs: Any,
     ):
@@ -95,6 +97,7 @@ class LM:
         self.max_concurrency = max_concurrency
         self.max_tokens = max_tokens
         self.input_chars = input_chars  # how much text one call reads well; prompts size chunks to it
+        self.window_tokens = window_tokens  # the context window, when the caller knows it best
         # A program tuned for this model ({"instructions", "demos", "knobs", "provenance"}): an
         # RLM with no instructions or demos of its own runs it (``rlmkit.run.spec.with_preset``).
         self.preset = preset
@@ -124,6 +127,7 @@ class LM:
             stop=tuple(self.stop or ()),
             preset=self.preset,
             input_chars=self.input_chars,
+            window_tokens=self.window_tokens,
             reaches_network=self.transport.name != "function",
         )
 

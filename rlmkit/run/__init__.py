@@ -9,7 +9,8 @@ outputs, and every ``rlm_query`` child run under it.
     hooks.py            CallHooks: what a call's caller decides (lease, spending, notes); PlainCall
     inputs.py           RunInputs: a call's inputs, checked; what each becomes in the REPL
     describe.py         what a trajectory records of each input (type, size, sha256, preview)
-    subcalls.py         the REPL's functions (llm_query, rlm_query, typed sub-calls, tools)
+    subcalls.py         the REPL's functions (llm_query, rlm_query, typed sub-calls, tools, MCP tools)
+    mcp_tools.py        MCP servers' tools: connected per call tree, arguments checked by schema
     typed_subcalls.py   a dspy.Signature as a REPL function
     model_call.py       the budgeted model call
     guards.py           input restore, SUBMIT checks, loop nudge, answer hold

@@ -7,7 +7,8 @@ A run needs a REPL and a few things only its caller knows. ``CallHooks`` names t
 - ``spending``: the counters the call tree charges, against the call's budget;
 - ``describe_inputs``: how the task message describes the inputs (and hashes the big ones);
 - ``notes``, ``asked`` and ``meta``: what the task message says before the inputs, which inputs
-  were given at this call (listed last), and the record the trajectory keeps of the caller.
+  were given at this call (listed last), and the record the trajectory keeps of the caller;
+  ``compaction``: what the caller left out of ``notes`` to fit the model's window, if anything.
 
 A plain call (``PlainCall``) starts a worker of its own (pooled, or one that runs its cells in a
 DSPy interpreter) and closes it at the end. A session call (``rlmkit.session.call.SessionCall``)
@@ -27,7 +28,7 @@ from rlmkit.run.describe import describe_inputs
 from rlmkit.sandbox import make_sandbox
 from rlmkit.sandbox.base import HostFunction, Sandbox, SandboxLimits
 from rlmkit.settings import RunSettings
-from rlmkit.trajectory import VariableInfo
+from rlmkit.trajectory import Compaction, VariableInfo
 
 # What ``describe_inputs`` gives back: each input's record, and the hashing left to do (or None)
 Described = tuple[list[VariableInfo], Callable[[], None] | None]
@@ -41,6 +42,7 @@ class CallHooks(Protocol):
     notes: str  # before the task message's inputs (a session: its history, variables, restores)
     asked: tuple[str, ...]  # inputs given at this call, not before: listed last
     meta: dict[str, object]  # the trajectory's record of the caller (a session's id, call, restores)
+    compaction: Compaction | None  # what the notes summarised or left out (a long session)
 
     def spending(self, budget: Budget) -> Spending: ...
 
@@ -61,6 +63,7 @@ class PlainCall:
 
     notes = ""
     asked: tuple[str, ...] = ()
+    compaction: Compaction | None = None
 
     def __init__(self, launch: Launch | None = None):
         self.launch = launch  # a DSPy interpreter's launcher, say; None: the settings' backend

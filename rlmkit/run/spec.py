@@ -54,6 +54,7 @@ class RunSpec:
     module: Any = None  # the dspy.Module DSPy callbacks are shown: the RLM; a child run, its predictor
     interpreter_factory: Any = None  # a DSPy interpreter factory the cells run in, unless a call names one
     verbose: bool = False  # each step logged on the ``rlmkit`` logger (dspy.RLM's verbose)
+    mcp_servers: tuple[Any, ...] = ()  # MCP servers whose tools a top-level call's tree gets (mcp_tools.py)
     log_dir: Path | None = None  # where a top-level run's tree streams its JSONL log
 
     def resolved(self) -> RunSpec:

@@ -15,6 +15,9 @@ import asyncio
 from typing import Any
 
 import rlmkit
+from rlmkit.errors import RunError
+from rlmkit.prompting import FUNCTION_DOCS
+from rlmkit.run import mcp_tools
 from rlmkit.run.hooks import CallHooks, PlainCall
 from rlmkit.run.inputs import RunInputs
 from rlmkit.run.loop import run_loop
@@ -65,8 +68,35 @@ async def run_tree(
         checked = RunInputs.check(child.signature, child_inputs, spec.children.settings.display)
         return run_tree(child, checked, tree=state.tree, parent_id=state.trajectory.meta.run_id)
 
-    outputs = await run_loop(state, inputs.variables, inputs.aliases, start_child)
+    if tree is not None or not resolved.mcp_servers:
+        outputs = await run_loop(state, inputs.variables, inputs.aliases, start_child)
+        return outputs, state.trajectory
+    # a top-level call with MCP servers: their tools are listed before the system prompt names
+    # them, every run of the tree calls them over the same connections, closed when it ends
+    try:
+        connections, state.tree.mcp_tools = await mcp_tools.connect(
+            resolved.mcp_servers, reserved_names(resolved)
+        )
+    except BaseException as exc:
+        if made is not None:  # no sandbox was made to shut it down
+            made.shutdown()
+        if isinstance(exc, RunError):  # a server that cannot start: the run's failure, recorded
+            exc.trajectory = state.trajectory
+            state.trajectory.status, state.trajectory.error = "error", str(exc)
+            state.trajectory.error_type = type(exc).__name__
+        raise
+    try:
+        outputs = await run_loop(state, inputs.variables, inputs.aliases, start_child)
+    finally:
+        await mcp_tools.close_all(connections)
     return outputs, state.trajectory
+
+
+def reserved_names(spec: RunSpec) -> set[str]:
+    """Names an MCP tool may not take in the REPL: the inputs, the sub-calls, the tools, the
+    finishers and the helpers the prelude defines."""
+    own = {*spec.signature.input_fields, *spec.typed_subcalls, *spec.tools}
+    return own | set(FUNCTION_DOCS) | {"SUBMIT", "FINAL", "FINAL_VAR"}
 
 
 def _run_state(
@@ -106,6 +136,7 @@ def _run_state(
         inputs=described,
         rlmkit_version=rlmkit.__version__,
         session=hooks.meta,
+        compaction=hooks.compaction,
     )
     state = RunState(spec, tree, meta, hooks, hash_inputs)
     hooks.meta = state.trajectory.meta.session  # what the caller learns later lands there

@@ -5,7 +5,8 @@ talks to its worker from that loop and awaits it in place; a sandbox that runs c
 thread calls it plainly, which hands the coroutine to the loop (``run_coroutine_threadsafe``)
 and waits. Either way all model calls of a whole tree share one loop and one Budget; a batched call is an
 ``asyncio.gather`` there, at most ``max_concurrency`` items of the tree at once (each LM's
-own limit caps its requests in flight, process-wide). Every call becomes a ``SubCall`` node in the
+own limit caps its requests in flight, process-wide). An MCP server's tools (``mcp_tools.py``) are
+dispatched the same way, each call counted by the budget. Every call becomes a ``SubCall`` node in the
 current code block of the trajectory (child RLMs nest their whole trajectory).
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
@@ -20,6 +22,7 @@ from typing import Any
 from rlmkit import events as ev
 from rlmkit.errors import BudgetExceeded, LMError, RunError
 from rlmkit.prompting import FUNCTION_DOCS, TYPED_CALL_REPAIR
+from rlmkit.run.mcp_tools import McpTool, reply_text
 from rlmkit.run.model_call import call_model
 from rlmkit.run.state import RunState
 from rlmkit.run.typed_subcalls import TypedSubcall
@@ -250,6 +253,42 @@ class SubcallHost:
 
         return call
 
+    # -- MCP tools ----------------------------------------------------------------------
+    async def _mcp_call(self, tool: McpTool, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """One call of an MCP server's tool: its arguments checked against the tool's schema (a
+        ``ValueError`` in the REPL, nothing sent, nothing counted), then counted as a call of the
+        budget and sent, bounded by the run's deadline."""
+        limit = self.settings.display.trajectory_chars
+        shown = {**({"args": list(args)} if args else {}), **kwargs}
+        node = SubCall(
+            kind="mcp_tool",
+            name=tool.name,
+            model=tool.server,
+            depth=self.run.depth + 1,
+            prompt=bounded(json.dumps(shown, default=str), limit),
+        )
+        with self._recorded(node):
+            try:
+                arguments = tool.arguments(args, kwargs)
+                node.prompt = bounded(json.dumps(arguments, default=str), limit)
+                spending = self.run.tree.spending
+                spending.reserve()
+                try:
+                    result = await tool.call(arguments, timeout=spending.remaining_seconds())
+                except TimeoutError:
+                    raise spending.past_deadline() from None
+                node.reply = bounded(reply_text(result), limit)
+                return result
+            except Exception as exc:
+                node.error = f"{type(exc).__name__}: {exc}"
+                raise
+
+    def _mcp_function(self, tool: McpTool) -> AsyncHostFunction:
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return await self._mcp_call(tool, args, kwargs)
+
+        return self._on_loop(call)
+
     # -- what the REPL gets ------------------------------------------------------------
     def functions(self) -> tuple[dict[str, Callable[..., Any]], str]:
         """Host functions by name, and the prelude that dresses typed calls with ``.batched``."""
@@ -265,6 +304,8 @@ class SubcallHost:
             )
         for name, fn in self.tools.items():
             functions[name] = self._tool_function(name, fn)
+        for name, tool in self.run.tree.mcp_tools.items():
+            functions[name] = self._mcp_function(tool)
         return functions, "\n".join(prelude)
 
     def docs(self, sub_chars: int) -> list[str]:
@@ -273,6 +314,7 @@ class SubcallHost:
         for name, fn in self.tools.items():
             doc = (fn.__doc__ or "").strip().splitlines()
             lines.append(f"{name}{_signature_of(fn)}: {doc[0] if doc else 'a tool.'}")
+        lines += [tool.doc() for tool in self.run.tree.mcp_tools.values()]
         return lines
 
 

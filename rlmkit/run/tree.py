@@ -5,15 +5,19 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from rlmkit.budget import Spending
 from rlmkit.trajectory import TrajectoryLog
+
+if TYPE_CHECKING:
+    from rlmkit.run.mcp_tools import McpTool
 
 
 @dataclass
 class Tree:
     """What a whole call tree shares: the loop, its Spending, the fan-out semaphore (how many batched
-    sub-call items run at once), the clock and the log."""
+    sub-call items run at once), the clock, the log, and the tools of its MCP servers."""
 
     loop: asyncio.AbstractEventLoop
     spending: Spending  # of the root's Budget: children charge the same counters
@@ -21,6 +25,7 @@ class Tree:
     log: TrajectoryLog | None = None
     t0: float = field(default_factory=time.monotonic)
     rollout_id: int | None = None  # every LM call of the tree is this sample (distinct cache entries)
+    mcp_tools: dict[str, McpTool] = field(default_factory=dict)  # connected by the top-level call
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0

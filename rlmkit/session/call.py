@@ -21,6 +21,7 @@ from rlmkit.sandbox import sandbox_backend
 from rlmkit.sandbox.base import Sandbox
 from rlmkit.sandbox.host import Relaunch, WorkerHost
 from rlmkit.settings import RunSettings
+from rlmkit.trajectory import Compaction
 
 MAX_VARIABLE_BYTES = 64 * 1024**2  # a bigger pickle is listed as unsaved: it stays live, uncheckpointed
 RESTORED_NOTE = "its variables were put back as of the last finished call (a checkpoint)"
@@ -75,6 +76,7 @@ class SessionCall:
         lost: dict[str, str],
         notes: str,
         asked: tuple[str, ...] = (),
+        compaction: Compaction | None = None,
     ):
         self.session = session
         self.notes = notes
@@ -85,6 +87,7 @@ class SessionCall:
             "restored": restored,
             "lost": dict(lost),
         }
+        self.compaction = compaction  # what ``notes`` summarised or left out to fit the window
         self.skip: set[str] = set()  # inputs, host functions, prelude names: not the model's variables
         self._launches_seen = session.launches
 

@@ -34,13 +34,13 @@ import dspy
 import rlmkit
 from rlmkit.budget import Budget, Spending
 from rlmkit.concurrency.threads import in_thread
-from rlmkit.errors import SessionBusyError, SessionClosedError
+from rlmkit.errors import SessionBusyError, SessionClosedError, UserError
+from rlmkit.model_choice import window_tokens_of
 from rlmkit.observe.streaming import stream_run
-from rlmkit.prompting import session_notes
 from rlmkit.run.entry import CallOptions, call_sync
 from rlmkit.run.inputs import RunInputs, check_known, load_input
 from rlmkit.run.start import run_tree
-from rlmkit.session import store
+from rlmkit.session import compaction, store
 from rlmkit.session.call import PICKLER_DIR, SessionCall, checkpoint_now, worker_sandbox
 from rlmkit.signature import signature_text
 from rlmkit.trajectory import bounded
@@ -52,7 +52,10 @@ class Session:
     """Calls of ``rlm`` over ``inputs`` (given once), with the REPL kept between them.
 
     ``history_calls`` / ``history_chars``: how many earlier calls (question and answer) the next
-    prompt shows, and at most how many characters of them. ``budget``: limits on the whole
+    prompt shows, and at most how many characters of them. ``compact_at``: the share of the root
+    model's window (``window_tokens``, else the model's own when known) a call's task message may
+    take; past it, earlier calls are summarised and old variables unlisted, every one kept in the
+    REPL (``rlmkit.session.compaction``). ``budget``: limits on the whole
     session (calls, tokens, cost, and seconds spent in calls); each call also keeps the RLM's own.
     ``idle_timeout``: seconds without a call after which the worker is stopped (the next call
     rebuilds it from the checkpoint). ``path``: a directory the session checkpoints into after
@@ -64,6 +67,8 @@ class Session:
         *,
         history_calls: int = 5,
         history_chars: int = 4000,
+        window_tokens: int | None = None,
+        compact_at: float = compaction.DEFAULT_COMPACT_AT,
         budget: Budget | None = None,
         idle_timeout: float | None = None,
         path: str | Path | None = None,
@@ -73,12 +78,16 @@ class Session:
         self.rlm = rlm
         self.id = uuid.uuid4().hex
         self.history_calls, self.history_chars = history_calls, history_chars
+        if window_tokens is not None and (not isinstance(window_tokens, int) or window_tokens < 256):
+            raise UserError(f"window_tokens must be an int >= 256, got {window_tokens!r}")
+        self.window_tokens, self.compact_at = window_tokens, compaction.check_share(compact_at)
         self.budget = budget or Budget()
         # what the session has spent: each call's tree charges it beside its own RLM's budget, and
         # its clock runs only during calls (``max_seconds``: seconds spent in calls)
         self.spending = Spending(self.budget, name="session budget")
         self.idle_timeout = idle_timeout
         self.history: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        self.history_numbers: list[int] = []  # the session call each history entry comes from
         self.calls = 0
         self.inputs = self._load_inputs(inputs)
         self.checkpoint = store.Checkpoint()
@@ -142,7 +151,7 @@ class Session:
                 if name not in given:
                     merged[name] = dspy.History(messages=[{**i, **o} for i, o in self.history])
             checked = self.rlm.check_inputs(merged)  # before the call counts, before any model request
-            call = self._begin_call(show_history=not history_fields, asked=tuple(given))
+            call = self._begin_call(checked, show_history=not history_fields, asked=tuple(given))
             run = self._run(call, checked, given, history_fields, options)
             return await self.rlm.prediction(run, merged)  # the way out of a plain call, too
         finally:
@@ -175,7 +184,7 @@ class Session:
             self.inputs = {k: v for k, v in checked.values.items() if k not in history_fields}
             if outputs is not None:
                 asked = {k: v for k, v in given.items() if k not in history_fields}
-                self._remember(asked, outputs)
+                self._remember(asked, outputs, call.meta["call"])
             await in_thread(self._checkpoint, call.skip)
         return outputs, trajectory
 
@@ -184,7 +193,9 @@ class Session:
         (each with the session's id), then the ``dspy.Prediction``."""
         return stream_run(self, inputs)
 
-    def _begin_call(self, *, show_history: bool, asked: tuple[str, ...] = ()) -> SessionCall:
+    def _begin_call(
+        self, checked: RunInputs, *, show_history: bool, asked: tuple[str, ...] = ()
+    ) -> SessionCall:
         restored, self._pending_restore = self._pending_restore, None
         if self.sandbox is not None and self.sandbox.alive():
             restored = None  # e.g. stopped while it waited for the model: the REPL is whole
@@ -192,25 +203,45 @@ class Session:
             restored = "worker_died"  # killed between calls (kill -9, out of memory)
         lost = self.checkpoint.unsaved() if restored else {}
         live = {name: desc for name, desc in self.variables.items() if name not in lost and desc != "module"}
-        notes = session_notes(
+        history = self.history if show_history else []
+        spec = self.rlm.run_spec().resolved()  # the run resolves it again: the same shared models
+        draft = compaction.Draft(
             variables=live,
-            history=self.history if show_history else [],
+            history=history,
+            numbers=self.history_numbers[len(self.history_numbers) - len(history) :],
             restored=restored,
             lost=lost,
-            limit=max(200, self.history_chars // max(1, 2 * self.history_calls)),
+            value_chars=max(200, self.history_chars // max(1, 2 * self.history_calls)),
+            inputs=checked,
+            asked=asked,
+            signature=spec.signature,
+            settings=spec.settings,  # a preset's knobs (turns, display) shape the message too
         )
+        window = self.window_tokens or window_tokens_of(spec.lm)
+        notes, compacted = compaction.compact(draft, window, self.compact_at)
         return SessionCall(
-            self, number=self.calls + 1, restored=restored, lost=lost, notes=notes, asked=asked
+            self,
+            number=self.calls + 1,
+            restored=restored,
+            lost=lost,
+            notes=notes,
+            asked=asked,
+            compaction=compacted,
         )
 
-    def _remember(self, asked: dict[str, Any], outputs: dict[str, Any]) -> None:
+    def _remember(self, asked: dict[str, Any], outputs: dict[str, Any], number: int) -> None:
         """Keep this call's question and answer for the next prompts, within the bounds (a long
         value, say a new context passed at call time, is kept as its head and tail)."""
         cut = max(200, self.history_chars // 2)
         self.history.append(tuple(_jsonable(values, cut) for values in (asked, outputs)))
-        del self.history[: max(0, len(self.history) - self.history_calls)]
-        while len(self.history) > 1 and len(json.dumps(self.history, default=str)) > self.history_chars:
-            del self.history[0]
+        self.history_numbers.append(number)
+        drop = max(0, len(self.history) - self.history_calls)
+        while (
+            len(self.history) - drop > 1
+            and len(json.dumps(self.history[drop:], default=str)) > self.history_chars
+        ):
+            drop += 1
+        del self.history[:drop], self.history_numbers[:drop]
 
     # -- checkpoints -------------------------------------------------------------------
     def _checkpoint(self, skip: set[str]) -> None:
@@ -258,7 +289,10 @@ class Session:
             "rlmkit_version": rlmkit.__version__,
             "calls": self.calls,
             "spent": self.spent,
-            "history": [{"inputs": i, "outputs": o} for i, o in self.history],
+            "history": [
+                {"call": n, "inputs": i, "outputs": o}
+                for n, (i, o) in zip(self.history_numbers, self.history)
+            ],
         }
         store.write(directory, manifest, self.inputs, self.checkpoint, self._written)
 
@@ -272,6 +306,7 @@ class Session:
         session.id = doc.get("id", session.id)
         session.checkpoint = loaded.checkpoint
         session.history = [(h["inputs"], h["outputs"]) for h in doc.get("history", [])]
+        session.history_numbers = [h.get("call", n) for n, h in enumerate(doc.get("history", []), 1)]
         session.calls = int(doc.get("calls", 0))
         session.spending.resume(doc.get("spent", {}))
         session._written = {k: v for k, v in session.inputs.items() if isinstance(v, str)}

@@ -17,5 +17,11 @@ def test_every_row_runs_and_renders(tmp_path):
     assert results["kill_between_calls"]["answer"] == "60"
     assert results["save_restore"]["restored_answer_ok"]
     assert set(results["second_call"]) == {"100000", "1000000"}
+    long = results["long_session"]
+    assert long["met"] and long["answered"] == 50 and long["max_task_chars"] <= long["limit_chars"]
     table = sessions_report.render(results)
-    assert table.count("\n| ") >= 9 and "python benchmarks/speed/sessions.py --quick" in table
+    assert (
+        table.count("\n| ") >= 10
+        and "50 calls of one session" in table
+        and "python benchmarks/speed/sessions.py --quick" in table
+    )
