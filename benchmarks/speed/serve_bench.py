@@ -4,6 +4,8 @@ does with bad input; writes benchmarks/results/serve.json.
     python benchmarks/speed/serve_bench.py [--rounds 400] [--concurrent 64] [--bad 20]
     python benchmarks/render_docs.py           # then: the tables in docs/guide/serving.md
 
+(``replicas_bench.py`` measures ``rlmkit serve --replicas`` into the same file's ``replicas``.)
+
 The program is the real ``rlmkit.RLM`` with the default (process) sandbox and a scripted
 in-process model (``FunctionLM``) whose one turn computes the answer from the request's own
 inputs, so an answer delivered to the wrong request cannot match it. The server is the app under
@@ -371,7 +373,9 @@ def main(argv: list[str] | None = None) -> dict:
         server.terminate()
         server.wait(60)
     meta = {**provenance.record(__file__, argv, load), "versions": versions()}
-    args.out.write_text(json.dumps({"meta": meta, **results}, indent=1) + "\n")
+    kept = json.loads(args.out.read_text()) if args.out.exists() else {}
+    kept = {k: v for k, v in kept.items() if k == "replicas"}  # replicas_bench.py's entry stays
+    args.out.write_text(json.dumps({"meta": meta, **results, **kept}, indent=1) + "\n")
     print(json.dumps({k: v.get("met") for k, v in results.items()}))
     return results
 

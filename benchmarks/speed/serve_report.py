@@ -89,4 +89,43 @@ def render(r: dict[str, Any]) -> str:
     lines += ["", "| bad input | status expected | statuses got |", "|---|---|---|"]
     for kind, row in bad["kinds"].items():
         lines.append(f"| {kind} | {row['expected']} | {', '.join(map(str, row['got']))} |")
+    if "replicas" in r:
+        lines += ["", *replicas_rows(r["replicas"])]
     return "\n".join(lines)
+
+
+def replicas_rows(rep: dict[str, Any]) -> list[str]:
+    """``rlmkit serve --replicas`` (replicas_bench.py): its own stamp, throughput, a killed replica."""
+    n, one, two, killed = rep["requests"], rep["one"], rep["two"], rep["killed_mid_session"]
+
+    def per_s(layout: dict[str, Any]) -> str:
+        return ", ".join(f"{b['per_s']:.0f}" for b in layout["bursts"])
+
+    def done(layout: dict[str, Any]) -> str:
+        bursts = layout["bursts"]
+        mixed = sum(b["mixed_up"] for b in bursts)
+        failed = sum(len(b["failed"]) for b in bursts)
+        counts = ", ".join(f"{b['completed']}/{n}" for b in bursts)
+        return f"{counts} complete, {mixed} mixed up, {failed} failed"
+
+    return [
+        f"Replicas on Ray Serve (`rlmkit serve --replicas`): {provenance.stamp(rep['meta'])} "
+        f"Ray {rep['meta']['ray']}.",
+        "",
+        f"| layout | {n} concurrent streams, requests/s per burst | median | answers |",
+        "|---|---|---|---|",
+        f"| 1 replica | {per_s(one)} | {one['median_per_s']:.0f} | {done(one)} |",
+        f"| 2 replicas | {per_s(two)} | {two['median_per_s']:.0f} | {done(two)} |",
+        "",
+        "| target | measured | verdict |",
+        "|---|---|---|",
+        f"| 2 replicas vs 1 under {n} concurrent streams: nothing lost or mixed up | throughput ratio "
+        f"{rep['ratio']:.2f}x; {'every answer its own request' if rep['all_answered'] else 'answers lost'} "
+        f"| {verdict(rep['all_answered'])} |",
+        f"| a replica killed between two calls of a session: the session answers, its variables kept "
+        f"| {'answered' if killed['answered'] else 'not answered'} by "
+        f"{'another replica' if killed['answered_by_another'] else 'the same replica'} in "
+        f"{killed['seconds_to_answer']:.2f} s; REPL variable "
+        f"{'intact' if killed['variables_kept'] else 'lost'} "
+        f"| {verdict(killed['met'])} |",
+    ]

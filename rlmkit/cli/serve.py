@@ -7,6 +7,7 @@ module holding one. Any OpenAI client then calls it with ``base_url=http://HOST:
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from pathlib import Path
@@ -66,32 +67,58 @@ def serve(
     max_waiting: Annotated[int, typer.Option(help="Calls waiting for a slot (one more: 429).")] = 64,
     max_body_mb: Annotated[float, typer.Option(help="Largest request body, MiB (larger: 413).")] = 64.0,
     grace: Annotated[float, typer.Option(help="Seconds calls in flight get to finish on SIGTERM.")] = 30.0,
+    replicas: Annotated[
+        int, typer.Option(help="Replicas of the program on Ray Serve behind one address (cluster extra).")
+    ] = 1,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            metavar="ADDRESS",
+            help="With --replicas: 'local' (default) starts Ray here; 'auto', host:port or ray://... joins.",
+        ),
+    ] = None,
 ) -> None:
     """Serve PROGRAM behind the OpenAI chat API (streaming, sessions).
 
     Any OpenAI client calls it at http://HOST:PORT/v1 as model --name; a streamed call shows
     the RLM's turns as reasoning_content, then the answer as content. The server listens at
     once and loads the program (the embedded model, say) meanwhile: /health/ready is 503 until
-    it can take calls; a program that fails to load stops it.
+    it can take calls; a program that fails to load stops it. --replicas N serves N copies on
+    Ray Serve behind the one address, a session's calls reaching the copy that holds its REPL.
     """
     from rlmkit.serve.server import check_exposure
 
     key = api_key or os.environ.get(API_KEY_ENV) or None
     with exit_on_error():
         check_exposure(host, key)  # before a model is assembled or a program imported
+    options = {
+        "api_key": key,
+        "max_body_bytes": int(max_body_mb * 2**20),
+        "max_running": max_running,
+        "max_waiting": max_waiting,
+        "sessions_dir": str(sessions_dir) if sessions_dir else None,
+        "session_idle_timeout": session_idle_timeout,
+        "max_sessions": max_sessions,
+    }
+    if replicas > 1 or ray is not None:
+        from rlmkit.cli.serve_replicas import LOCAL, serve_replicas
+
+        run_in_each = functools.partial(load, program, lm, api_base, signature, name)
+        serve_replicas(
+            run_in_each,
+            name=name,
+            replicas=replicas,
+            ray_address=ray or LOCAL,
+            host=host,
+            port=port,
+            options=options,
+        )
+        return
+    with exit_on_error():
         from rlmkit.serve import app, serve_forever  # a missing extra: one line naming its install
 
-        api = app(
-            load=lambda: load(program, lm, api_base, signature, name),
-            name=name,
-            api_key=key,
-            max_body_bytes=int(max_body_mb * 2**20),
-            max_running=max_running,
-            max_waiting=max_waiting,
-            sessions_dir=str(sessions_dir) if sessions_dir else None,
-            session_idle_timeout=session_idle_timeout,
-            max_sessions=max_sessions,
-        )
+        api = app(load=lambda: load(program, lm, api_base, signature, name), name=name, **options)
     console.print(
         f"serving {name!r} at http://{host}:{port}/v1"
         + ("  (API key required)" if key else "")

@@ -40,7 +40,7 @@ from rlmkit.serve.operations import Metrics, Readiness
 from rlmkit.serve.program import Program, as_program
 from rlmkit.serve.responses_routes import add_responses_routes
 from rlmkit.serve.routing import in_call, known_model, openai_errors, streamed, unless_disconnected
-from rlmkit.serve.sessions import Sessions
+from rlmkit.serve.sessions import OPEN_SESSION_HEADER, Sessions
 
 SESSION_HEADER = "x-rlmkit-session"
 MAX_BODY_BYTES = 64 * 2**20  # a long context is the point; a body past this is a 413
@@ -222,7 +222,8 @@ def app(
         body = await read_json(request)
         if not isinstance(body, dict) or set(body) - {"inputs"}:
             raise bad_request("a session is opened with {'inputs': {...}}", param="inputs")
-        session = await sessions.open(check_inputs(program, body.get("inputs") or {}))
+        inputs = check_inputs(program, body.get("inputs") or {})
+        session = await sessions.open(inputs, session_id=request.headers.get(OPEN_SESSION_HEADER))
         request.state.call = CallRecord(request_id=request.state.request_id, session_id=session.id)
         return JSONResponse(sessions.describe(session), status_code=201)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
+import re
 import time
 import typing
 import uuid
@@ -54,6 +55,7 @@ OPENAI_FIELDS = frozenset(ResponseCreateParamsBase.__annotations__) | {"stream"}
 RLMKIT_FIELDS = frozenset({"inputs", "session", "budget"})
 TEXT_PARTS = frozenset({"input_text", "output_text", "text"})
 ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
+SESSION_RESPONSE_ID = re.compile(r"^resp_([0-9a-f]{32})_[0-9a-f]{16}$")
 MAX_STORED = 1000  # responses kept for GET and previous_response_id; the oldest go first
 
 
@@ -158,6 +160,7 @@ class StoredResponses:
     def __init__(self, limit: int = MAX_STORED):
         self.limit = limit
         self._kept: collections.OrderedDict[str, Stored] = collections.OrderedDict()
+        self.deleted: collections.OrderedDict[str, None] = collections.OrderedDict()  # no follow-up
 
     def __len__(self) -> int:
         return len(self._kept)
@@ -177,6 +180,22 @@ class StoredResponses:
     def delete(self, response_id: str) -> None:
         if self._kept.pop(response_id, None) is None:
             raise APIError(404, f"no response {response_id!r}", code="response_not_found")
+        self.deleted[response_id] = None
+        while len(self.deleted) > self.limit:
+            self.deleted.popitem(last=False)
+
+
+def response_id(session_id: str | None) -> str:
+    """A new response's id. One that runs in a session carries the session's id, so a follow-up
+    naming it finds the session where nothing kept the response: on another replica, after a
+    restart with a sessions directory (and a router sends it to the replica holding the REPL)."""
+    return f"resp_{session_id}_{uuid.uuid4().hex[:16]}" if session_id else f"resp_{uuid.uuid4().hex}"
+
+
+def session_of(response_id: str) -> str | None:
+    """The session id a response id carries (``response_id``'s), or None."""
+    match = SESSION_RESPONSE_ID.match(response_id)
+    return match.group(1) if match else None
 
 
 # ------------------------------------------------------------------ the call
@@ -185,7 +204,7 @@ class ResponsesCall:
 
     def __init__(self, call: Call, request: ResponsesRequest):
         self.call, self.request = call, request
-        self.id = f"resp_{uuid.uuid4().hex}"
+        self.id = response_id(call.session.id if call.session is not None else None)
         self.created = int(time.time())
         self._sequence = 0
 
@@ -379,6 +398,7 @@ def warm() -> None:
 
     class _Call:
         record, program, request = _Record(), type("P", (), {"name": "warm"})(), Chat(model="", messages=[])
+        session = None
 
     call = ResponsesCall(_Call(), ResponsesRequest(_Call.request))  # type: ignore[arg-type]
     output: list[dict[str, Any]] = []

@@ -17,7 +17,7 @@ from rlmkit.serve.errors import APIError, bad_request
 from rlmkit.serve.mapping import check_inputs, map_inputs, question_field_of
 from rlmkit.serve.program import Program
 from rlmkit.serve.routing import in_call, known_model, openai_errors, streamed, unless_disconnected
-from rlmkit.serve.sessions import Sessions
+from rlmkit.serve.sessions import OPEN_SESSION_HEADER, Sessions
 
 
 def add_responses_routes(
@@ -39,7 +39,7 @@ def add_responses_routes(
         known_model(program, asked.chat.model)
         record = CallRecord(request_id=request.state.request_id)
         request.state.call = record
-        session, first = await response_session(program, asked)
+        session, first = await response_session(program, asked, request.headers.get(OPEN_SESSION_HEADER))
         opened = session.id if first is not None else None
         session_id = record.session_id = session.id if session is not None else None
         if session_id in sessions.in_call and opened is None:
@@ -68,14 +68,14 @@ def add_responses_routes(
         return Response(text, media_type="application/json")
 
     async def response_session(
-        program: Program, asked: responses.ResponsesRequest
+        program: Program, asked: responses.ResponsesRequest, new_id: str | None
     ) -> tuple[Any, dict[str, Any] | None]:
         """The session a response runs in, and, when it was opened for it, the call's inputs. A
         follow-up runs in its previous response's session; a stored response of an RLM in a new
         one, holding every input of the call but its question, which the call is given."""
         previous = asked.previous_response_id
         if previous is not None:
-            stored = kept.get(previous, param="previous_response_id")
+            stored = kept_or_carried(previous)
             if stored.session_id is None:
                 raise bad_request(
                     f"response {previous!r} kept no REPL to continue (stored without a session: run with "
@@ -101,10 +101,24 @@ def add_responses_routes(
         question = question_field_of(program, check_inputs(program, asked.chat.inputs))
         inputs = map_inputs(program, asked.chat)  # a request that cannot run opens nothing
         try:
-            session = await sessions.open({k: v for k, v in inputs.items() if k != question}, evictable=True)
+            kept_inputs = {k: v for k, v in inputs.items() if k != question}
+            session = await sessions.open(kept_inputs, evictable=True, session_id=new_id)
         except ConfigError:  # a sandbox that holds no session: answered, and kept without a REPL
             return None, None
         return session, {k: v for k, v in inputs.items() if k == question}
+
+    def kept_or_carried(previous: str) -> responses.Stored:
+        """The response kept here, else the session its id carries when that session is live or
+        saved (the response was kept by another replica, or before a restart); else a 404."""
+        try:
+            return kept.get(previous, param="previous_response_id")
+        except APIError:
+            carried = responses.session_of(previous)
+            if previous in kept.deleted or carried is None:
+                raise
+            if not (carried in sessions.live or sessions.saved(carried)):
+                raise
+            return responses.Stored({}, carried)
 
     @keyed.get("/v1/responses/{response_id}")
     @openai_errors

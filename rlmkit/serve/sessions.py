@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from rlmkit.serve.errors import APIError
-from rlmkit.session import Session
+from rlmkit.session import Session, store
 
 SESSION_ID = re.compile(r"^[0-9a-f]{32}$")  # Session ids are uuid4 hex: nothing else names a folder
+OPEN_SESSION_HEADER = "x-rlmkit-open-session"  # the id a session a request opens takes (replicas)
 
 
 class Sessions:
@@ -68,10 +69,19 @@ class Sessions:
             headers={"Retry-After": "5"},
         )
 
-    async def open(self, inputs: dict[str, Any], evictable: bool = False) -> Session:
+    async def open(
+        self, inputs: dict[str, Any], evictable: bool = False, session_id: str | None = None
+    ) -> Session:
+        """A new session over ``inputs``; ``session_id``: the id it takes (the front door of the
+        replicas names it, so it knows the session's replica before it exists), else a new one."""
+        if session_id is not None and (
+            not SESSION_ID.match(session_id) or session_id in self.live or self._saved(session_id)
+        ):
+            raise APIError(409, "that session id is taken or malformed", code="session_exists")
         async with self._lock:
             await self._room()
             session = await asyncio.to_thread(self.rlm.session, **inputs)
+            session.id = session_id or session.id
             if self.directory is not None:  # writes the inputs once; then a checkpoint after every call
                 await asyncio.to_thread(session.save, self.directory / session.id)
             self.live[session.id] = session
@@ -82,9 +92,11 @@ class Sessions:
 
     async def get(self, session_id: str) -> Session:
         session = self.live.get(session_id)
-        if session is not None:
+        if session is not None and not self._behind_store(session):
             self.last_used[session_id] = time.monotonic()
             return session
+        if session is not None:  # another replica ran it since: its checkpoint is the session now
+            await self._end(session_id)
         saved = self._saved(session_id)
         if saved is None:
             raise APIError(404, f"no session {session_id!r}", code="session_not_found", param="session")
@@ -98,6 +110,23 @@ class Sessions:
     def touch(self, session_id: str) -> None:
         if session_id in self.live:
             self.last_used[session_id] = time.monotonic()
+
+    def _behind_store(self, session: Session) -> bool:
+        """True when the directory holds later calls than this live copy: replicas share the
+        directory, and a call of this session ran on another one (this one was out of reach)."""
+        if self.directory is None or session.id in self.in_call:
+            return False
+        return store.calls_saved(self.directory / session.id) > session.calls
+
+    async def _end(self, session_id: str) -> None:
+        session = self.live.pop(session_id, None)
+        self.last_used.pop(session_id, None)
+        self.evictable.discard(session_id)
+        if session is not None:
+            await asyncio.to_thread(session.close)
+
+    def saved(self, session_id: str) -> bool:
+        return self._saved(session_id) is not None
 
     def _saved(self, session_id: str) -> Path | None:
         if self.directory is None or not SESSION_ID.match(session_id):

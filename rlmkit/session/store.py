@@ -165,6 +165,15 @@ def read(directory: str | os.PathLike) -> Loaded:
     return Loaded(doc, inputs, checkpoint)
 
 
+def calls_saved(directory: str | os.PathLike) -> int:
+    """How many calls the checkpoint in ``directory`` holds (0: none readable). Cheap: replicas
+    sharing a directory ask it before each call of a session they hold."""
+    try:
+        return int(json.loads((Path(directory) / MANIFEST).read_bytes()).get("calls", 0))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return 0
+
+
 def _inside(directory: Path, rel: str) -> Path:
     path = (directory / rel).resolve()
     if not path.is_relative_to(directory.resolve()):  # a crafted manifest names no file outside
