@@ -40,6 +40,13 @@ SUITES = [
     ),
 ]
 TRAINED_FAMILIES = ("needle",)  # what the shipped adapter was trained on
+# How this pass's runs were made, beyond the matrix's own settings (rendered with the results).
+CONDITIONS = [
+    "Every prose-60k run ran the code of commit 5d1bce4: each stage is one `rlmkit eval` process per "
+    "arm, started then; the report is written at the commit in the stamp.",
+    "Runs were side by side with other work on the same two cores (tests, builds), so seconds and the "
+    "240-second budget bind harder than on a quiet machine; every arm ran under the same load.",
+]
 # Each run's wall-time budget, every arm alike. Without one, a run that hands 50,000 characters to
 # llm_query spends about 20 minutes on that one sub-call here (three 1-thread servers on two
 # cores read about 10 tokens a second); with it, such a run stops and scores 0. Time budgets depend
@@ -87,6 +94,7 @@ def collect() -> dict[str, Any]:
         "partial": bool(unfinished),
         "unfinished_stages": unfinished,
         "in_progress": in_progress,
+        "conditions": CONDITIONS,
         "table": table,
         "gate": {
             "rule": rule.model_dump(),

@@ -56,6 +56,9 @@ def section(data: dict[str, Any]) -> str:
             + ". The next run resumes from the committed snapshots."
         )
         lines.append("")
+    lines += [f"- {condition}" for condition in data.get("conditions", [])]
+    if data.get("conditions"):
+        lines.append("")
     others = arms[1:]
     head = ["suite", "n", *arms, *(f"{name} - base [95% CI]" for name in others)]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
