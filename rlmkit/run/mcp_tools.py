@@ -109,7 +109,7 @@ def check_servers(servers: Sequence[Any] | None) -> tuple[Any, ...]:
         from mcp.server import Server
         from mcp.server.mcpserver import MCPServer
     except ImportError as exc:
-        raise ConfigError("mcp_servers needs the mcp SDK: pip install 'rlmkit[serve]'") from exc
+        raise ConfigError("mcp_servers needs the mcp SDK: pip install 'dspy-rlmkit[serve]'") from exc
     checked = []
     for server in servers:
         if isinstance(server, (list, tuple)) and server and all(isinstance(p, str) for p in server):

@@ -79,10 +79,12 @@ def test_the_plain_call_line_compares_the_context_with_the_models_window():
     from programs.cli.demo import _plain_call_line
     from programs.demo_task import DEMO_LENGTH
     from rlmkit.local import LOCAL_MODEL_NAME, LocalServerConfig
+    from rlmkit.models.contract import ModelTraits
 
-    class Model:
+    class Model:  # the model contract's two parts the line reads: its name and its traits
         def __init__(self, model):
             self.model = model
+            self.traits = ModelTraits()
 
     window = LocalServerConfig().ctx
     line = _plain_call_line(DEMO_LENGTH, Model(LOCAL_MODEL_NAME))

@@ -528,7 +528,13 @@ def test_browser_opens_a_session_to_its_calls_in_order(tmp_path, open_page):
     expect(tab.locator("table.session-calls tr.call-row")).to_have_count(3)
     expect(tab.locator("table.session-calls tr.call-row").nth(1)).to_contain_text("100")
     # a call opens as a page of its own, with a breadcrumb back to its session
-    calls.nth(1).locator("a.open-call").click()
+    link = calls.nth(1).locator("a.open-call")
+    href = link.get_attribute("href")
+    assert re.fullmatch(r"#run=\d+", href)
+    link.click()
+    expect(tab).to_have_url(re.compile(re.escape(href) + "$"))
+    expect(tab.locator("section.session-call")).to_have_count(0)  # the session page is gone
+    expect(tab.locator(".outputs")).to_have_count(1)
     expect(tab.locator(".outputs")).to_contain_text("100")
     tab.locator(f"#crumbs a[href='#session={s.id}']").click()
     expect(tab.locator("section.session-call")).to_have_count(3)
