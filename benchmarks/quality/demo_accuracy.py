@@ -155,8 +155,8 @@ def main() -> None:
     parser.add_argument(
         "--adapter",
         default="default",
-        help="GGUF LoRA adapter on the embedded model: a path, 'none' (the base model), or 'default' "
-        "($RLMKIT_LOCAL_ADAPTER, else the adapter this build ships, if any)",
+        help="GGUF LoRA adapter on the embedded model: a path, 'none' (the base model), 'shipped', or "
+        "'default' ($RLMKIT_LOCAL_ADAPTER, else the shipped adapter if it passed its gate, else none)",
     )
     args = parser.parse_args()
     seeds = parse_seeds(args.seeds, training=args.training)

@@ -130,6 +130,28 @@ def main(argv: list[str] | None = None) -> None:
     data = {**provenance.record(__file__, argv, load_at_start), **collect()}
     RESULTS.write_text(json.dumps(data, indent=1, default=str) + "\n")
     print(f"wrote {RESULTS}")
+    if hold_back_shipped(data):
+        print("the shipped adapter fails its gate: the embedded model now serves the base by default")
+
+
+def hold_back_shipped(data: dict[str, Any]) -> bool:
+    """Apply the gate's verdict to the shipped adapter's record: once it fails on finished suites
+    the record names why, and ``local_lm()`` serves the base model by default (``rlmkit/local/
+    adapter.py``). Whether it passes is only known on the whole matrix, and the adapter measured
+    here already serves; so this only ever holds back. True when the record changed."""
+    from rlmkit.local.adapter import SHIPPED_ADAPTER, held_back, shipped_record
+
+    failures = data["gate"]["adapter"]["failures"]
+    record = shipped_record()
+    if record is None or not failures or (held_back() or {}).get("failures") == failures:
+        return False
+    record["held_back"] = {
+        "by": "optimizers/selftrain/gate.py",
+        "results": f"benchmarks/results/{RESULTS.name} ({data['date']}, commit {data['commit']})",
+        "failures": failures,
+    }
+    SHIPPED_ADAPTER.write_text(json.dumps(record, indent=1) + "\n")
+    return True
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ A candidate arm ships only if, on every suite of the matrix (each finished, at i
 - its mean over the suites is above the best prompt-only arm's (the base model with other moves).
 
 Until the matrix is whole the verdict is "not measured": a partial matrix can fail a candidate
-(a suite already below the limit fails it whatever the rest shows) but never pass it."""
+(a finished suite already below the limit fails it whatever the rest shows) but never pass it, so
+a verdict with failures is final: ``Verdict.held_back``."""
 
 from __future__ import annotations
 
@@ -33,6 +34,11 @@ class Verdict(BaseModel):
     measured: bool  # every suite finished at its full n
     failures: list[str]  # each rule the candidate fails, in words
     missing: list[str]  # suites not yet measured at their full n
+
+    @property
+    def held_back(self) -> bool:
+        """Failed on finished suites alone: no suite still to come can change that."""
+        return bool(self.failures)
 
 
 def verdict(
@@ -60,12 +66,14 @@ def verdict(
     failures = []
     for row in rows.values():
         compared = row["versus_base"][candidate]
+        if not row["finished"]:  # a mean over part of a suite may still move either way
+            continue
         if compared["other_mean"] < compared["base_mean"] - rule.max_drop:
             failures.append(
                 f"{row['suite']}: {compared['other_mean']:.2f} is more than {rule.max_drop} below the "
                 f"base's {compared['base_mean']:.2f}"
             )
-        if row["family"] in set(trained_families) and row["finished"] and compared["ci95"][0] <= 0:
+        if row["family"] in set(trained_families) and compared["ci95"][0] <= 0:
             failures.append(f"{row['suite']} (trained on): the gain's interval reaches 0 ({_ci(compared)})")
     real = [row for row in rows.values() if row["family"] in real_text]
     if (

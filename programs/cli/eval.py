@@ -45,8 +45,9 @@ def eval_command(
     adapter: str = typer.Option(
         None,
         "--adapter",
-        help="With --lm local: a GGUF LoRA adapter applied to the embedded model, or 'none' for the "
-        "base model (default: $RLMKIT_LOCAL_ADAPTER, else the adapter this build ships, if any).",
+        help="With --lm local: a GGUF LoRA adapter applied to the embedded model, 'none' for the "
+        "base model, 'shipped' for the adapter this build ships (default: $RLMKIT_LOCAL_ADAPTER, "
+        "else the shipped adapter if it passed its gate, else none).",
     ),
     local_threads: int = typer.Option(
         None,

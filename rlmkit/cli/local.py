@@ -49,8 +49,9 @@ def serve(
     adapter: Annotated[
         str,
         typer.Option(
-            help="GGUF LoRA adapter applied to the model: a path, 'none' for the base model, or "
-            "'default' ($RLMKIT_LOCAL_ADAPTER, else the adapter this build ships, if any)."
+            help="GGUF LoRA adapter applied to the model: a path, 'none' for the base model, "
+            "'shipped' for the adapter this build ships, or 'default' ($RLMKIT_LOCAL_ADAPTER, else "
+            "the shipped adapter if it passed its gate, else none)."
         ),
     ] = "default",
 ) -> None:

@@ -46,8 +46,9 @@ def local_lm(
     ``private=True`` serves it from this process's own server with ``config`` (a measurement
     that needs, say, one llama.cpp thread on a crowded machine) instead of the machine's
     shared one, whose configuration is whichever process started it first.
-    ``adapter``: a GGUF LoRA adapter applied to the model, ``None`` for the base model alone;
-    by default ``$RLMKIT_LOCAL_ADAPTER`` or the adapter this build ships (see ``adapter.py``).
+    ``adapter``: a GGUF LoRA adapter applied to the model, ``None`` for the base model alone,
+    ``"shipped"`` for the adapter this build ships; by default ``$RLMKIT_LOCAL_ADAPTER``, else the
+    shipped adapter if its gate let it through (see ``adapter.py``).
     When the machine's server runs with another adapter, this process serves its own.
     """
     model = ensure_model(progress=progress)

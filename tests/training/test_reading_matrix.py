@@ -139,3 +139,21 @@ def test_a_recipe_samples_with_hints_and_compiles_per_turn_and_an_older_folder_s
     SelfTrain(Recipe(train=(plan,)), store, tmp_path / "m.gguf", log=lambda _: None, runner=lambda c: 0).run(
         only=lambda name: False
     )
+
+
+def test_only_finished_suites_can_hold_an_adapter_back():
+    def row(suite, family, finished, base, adapter, low):
+        compared = {"n": 5, "base_mean": base, "other_mean": adapter, "gain": adapter - base,
+                    "ci95": [low, adapter - base + 0.1], "wins": 0, "losses": 0}  # fmt: skip
+        return {"suite": suite, "family": family, "finished": finished, "n": 5 if not finished else 30,
+                "means": {"base": base, "prompt": base, "adapter": adapter},
+                "versus_base": {"adapter": compared, "prompt": {**compared, "other_mean": base}}}  # fmt: skip
+
+    judge = lambda table: verdict(  # noqa: E731
+        table, ["prose-60k", "needle-20k"], candidate="adapter", prompt_arms=["prompt"],
+        trained_families=["needle"], real_text=["prose"])  # fmt: skip
+    early = judge([row("prose-60k", "prose", False, 0.5, 0.1, -0.5)])  # five runs in, far below
+    assert not early.ships and not early.held_back and early.failures == []
+    late = judge([row("prose-60k", "prose", True, 0.5, 0.1, -0.5)])
+    assert late.held_back and not late.measured and late.missing == ["needle-20k"]
+    assert any("prose-60k: 0.10 is more than 0.05 below" in f for f in late.failures)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -344,6 +345,37 @@ def test_a_shipped_adapter_is_the_default_only_while_its_file_matches_its_record
     adapters.shipped_adapter.cache_clear()
     with pytest.raises(LocalModelError, match="missing or damaged"):
         adapters.resolve_adapter()
+    adapters.shipped_adapter.cache_clear()
+
+
+def test_an_adapter_its_gate_holds_back_is_served_only_by_name(tmp_path, monkeypatch):
+    import hashlib
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks" / "training"))
+    import reading_matrix
+
+    from rlmkit.local import adapter as adapters
+
+    monkeypatch.delenv(adapters.ENV, raising=False)
+    monkeypatch.setattr(adapters, "SHIPPED_ADAPTER", tmp_path / "shipped_adapter.json")
+    adapters.shipped_adapter.cache_clear()
+    with pytest.raises(LocalModelError, match="ships no adapter"):
+        adapters.resolve_adapter("shipped")
+    file = write_tiny_gguf(tmp_path / "shipped_adapter.gguf", "qwen2", blocks=1)
+    record = {"file": file.name, "sha256": hashlib.sha256(file.read_bytes()).hexdigest()}
+    adapters.SHIPPED_ADAPTER.write_text(json.dumps(record))
+    adapters.shipped_adapter.cache_clear()
+    assert adapters.resolve_adapter() == file
+    passing = {"date": "today", "commit": "abc", "gate": {"adapter": {"failures": []}}}
+    assert not reading_matrix.hold_back_shipped(passing)  # a partial pass changes nothing
+    failing = {**passing, "gate": {"adapter": {"failures": ["no real-text suite gains"]}}}
+    assert reading_matrix.hold_back_shipped(failing)
+    assert not reading_matrix.hold_back_shipped(failing)  # the same verdict again: no rewrite
+    assert adapters.held_back()["failures"] == ["no real-text suite gains"]
+    assert adapters.resolve_adapter() is None  # the default is the base model now
+    assert adapters.resolve_adapter("shipped") == file  # still there, by name
+    monkeypatch.setenv(adapters.ENV, "shipped")
+    assert adapters.resolve_adapter() == file
     adapters.shipped_adapter.cache_clear()
 
 
