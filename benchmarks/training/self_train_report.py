@@ -123,13 +123,25 @@ def verdict(data: dict[str, Any]) -> str:
             "without an adapter."
         )
     if ships(data):
+        from rlmkit.local.adapter import held_back
+
         recipe, train = data.get("recipe") or {}, data["stages"].get("train", {})
         suites = ", ".join(f"{s['suite']} at {s['length']:,} characters" for s in recipe.get("train", []))
+        trained = (
+            f"It was trained on {train.get('rows')} rows compiled from the model's own successful runs "
+            f"on training seeds (below 1000) of {suites}."
+        )
+        if held_back():
+            return (
+                "**Shipped, then held back:** the adapter wins on its trained suites and costs no other "
+                "suite here more than 0.05, so it shipped; the held-out matrix below, judged by a gate "
+                "written before it ran, holds it back, and the embedded model serves the base by default "
+                f"(`local_lm(adapter=\"shipped\")` or `RLMKIT_LOCAL_ADAPTER=shipped` serves it). {trained}"
+            )
         return (
             "**Shipped:** the adapter wins on its trained suites and costs no other suite more than "
             f"0.05, so the embedded model is served with it by default (`RLMKIT_LOCAL_ADAPTER=none` or "
-            f"`local_lm(adapter=None)` turns it off). It was trained on {train.get('rows')} rows "
-            f"compiled from the model's own successful runs on training seeds (below 1000) of {suites}."
+            f"`local_lm(adapter=None)` turns it off). {trained}"
         )
     return "**Shipped:** nothing. The adapter did not win (see the intervals above)."
 
