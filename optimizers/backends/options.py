@@ -103,6 +103,11 @@ class TRLOptions(ModelFileOptions):
     precision: Literal["auto", "bf16", "fp32"] = option(
         "auto", "bf16 autocast or fp32; auto: bf16 on a GPU or a CPU with native bf16, else fp32"
     )
+    init_adapter: str | None = option(
+        None,
+        "a peft LoRA adapter folder to go on training (DPO after SFT: the SFT adapter, which a copy of "
+        "also serves as DPO's reference); its own rank and targets replace the job's lora",
+    )
 
 
 @dataclass(frozen=True)

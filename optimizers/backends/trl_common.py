@@ -80,6 +80,21 @@ def lora_config(job: TrainJob) -> Any:
     )
 
 
+def continued_adapter(model: Any, folder: Path) -> Any:
+    """``model`` with the peft LoRA adapter in ``folder`` loaded trainable. TRL's trainers take such
+    a model as it is; DPOTrainer copies the adapter as its reference, so DPO after SFT measures
+    the policy against the SFT model rather than the bare base."""
+    from peft import PeftModel
+
+    from rlmkit.errors import ConfigError
+
+    if not (folder / "adapter_config.json").is_file():
+        raise ConfigError(
+            f"options.init_adapter {folder} is not a peft adapter folder (no adapter_config.json)"
+        )
+    return PeftModel.from_pretrained(model, str(folder), is_trainable=True)
+
+
 def cpu_has_bf16() -> bool:
     """Whether this CPU computes bfloat16 natively (avx512_bf16 or AMX): then autocast to bf16
     halves a training step; elsewhere bf16 is emulated and slower than float32."""
@@ -188,10 +203,20 @@ class TRLBackend(Backend):
         return prepared if dry_run else self.train(job, prepared)
 
     def fit(self, job: TrainJob, trainer_type: Any, **trainer_fields: Any) -> TrainResult:
-        """Train ``trainer_type`` on the base model with this job's LoRA, then save and summarise."""
+        """Train ``trainer_type`` on the base model with this job's LoRA (or, with
+        ``options.init_adapter``, on from that adapter), then save and summarise."""
         model, tokenizer = load_model_and_tokenizer(job)
+        peft_config = lora_config(job)
+        if (start := TRLOptions.part(job.options).init_adapter) is not None:
+            if job.lora is None:
+                from rlmkit.errors import ConfigError
+
+                raise ConfigError(
+                    "options.init_adapter goes on training a LoRA adapter: give the job a [lora] table"
+                )
+            model, peft_config = continued_adapter(model, Path(start)), None
         trainer = trainer_type(
-            model=model, processing_class=tokenizer, peft_config=lora_config(job), **trainer_fields
+            model=model, processing_class=tokenizer, peft_config=peft_config, **trainer_fields
         )
         trainer.train()
         return finish(self.name, job, trainer)
