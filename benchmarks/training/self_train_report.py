@@ -136,7 +136,7 @@ def verdict(data: dict[str, Any]) -> str:
                 "**Shipped, then held back:** the adapter wins on its trained suites and costs no other "
                 "suite here more than 0.05, so it shipped; the held-out matrix below, judged by a gate "
                 "written before it ran, holds it back, and the embedded model serves the base by default "
-                f"(`local_lm(adapter=\"shipped\")` or `RLMKIT_LOCAL_ADAPTER=shipped` serves it). {trained}"
+                f'(`local_lm(adapter="shipped")` or `RLMKIT_LOCAL_ADAPTER=shipped` serves it). {trained}'
             )
         return (
             "**Shipped:** the adapter wins on its trained suites and costs no other suite more than "

@@ -3,6 +3,7 @@
     rlmkit self-train needle --lm local --samples 4 --out runs/self-train
     rlmkit self-train needle:20000:16 aggregation:20000:8 --held-out multihop:20000:10 --out DIR
     rlmkit self-train needle --out DIR --archive results/self-train   # each finished stage packed
+    rlmkit self-train --recipe recipe.toml --out DIR   # suites, lengths, hints, filters, DPO in a file
 
 Stages (see ``optimizers.selftrain``): sample each suite on training seeds, compile SFT and DPO
 data, train a LoRA, convert it for llama.cpp, then run base and adapter greedily on held-out
@@ -26,11 +27,9 @@ from rlmkit.errors import UserError
 def parse_plan(text: str, *, length: int, n: int):
     """``suite[:length[:n]]`` -> a SuitePlan (the suite is checked against the registry)."""
     from optimizers.selftrain import SuitePlan
-    from programs.tasks import FAMILIES
 
     suite, *rest = text.split(":")
-    if suite not in FAMILIES:
-        raise UserError(f"unknown suite {suite!r}; choose from {', '.join(FAMILIES)}")
+    check_suite(suite)
     try:
         values = [int(part) for part in rest]
     except ValueError:
@@ -39,8 +38,20 @@ def parse_plan(text: str, *, length: int, n: int):
 
 
 def self_train_command(
-    suites: Annotated[list[str], typer.Argument(help="Suites to sample and train on: suite[:length[:n]].")],
-    out: Annotated[Path, typer.Option("--out", help="Work folder: every stage's output.")],
+    suites: Annotated[
+        list[str] | None, typer.Argument(help="Suites to sample and train on: suite[:length[:n]].")
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", help="Work folder: every stage's output.")] = Path(
+        "runs/self-train"
+    ),
+    recipe_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--recipe",
+            help="A recipe file (TOML or JSON, the fields of optimizers.selftrain.Recipe) in place of "
+            "the suites and the options below.",
+        ),
+    ] = None,
     archive: Annotated[
         Path | None, typer.Option("--archive", help="Also pack each finished stage here (small; commit it).")
     ] = None,
@@ -86,6 +97,12 @@ def self_train_command(
     lr: Annotated[float, typer.Option("--lr", help="Learning rate.")] = 1e-4,
     lora_rank: Annotated[int, typer.Option("--lora-rank", help="LoRA rank.")] = 8,
     precision: Annotated[str, typer.Option("--precision", help="auto, bf16 or fp32.")] = "auto",
+    dpo: Annotated[
+        bool,
+        typer.Option(
+            "--dpo", help="After SFT, go on training the SFT adapter with DPO on the compiled pairs."
+        ),
+    ] = False,
     backend: Annotated[
         str, typer.Option("--backend", help="Training backend: trl-sft (CPU or CUDA, whichever torch sees).")
     ] = "trl-sft",
@@ -104,25 +121,33 @@ def self_train_command(
 
     with exit_on_error():
         # Everything that can be wrong is found here, before an hour of sampling.
-        recipe = make_recipe(
-            lm=lm,
-            train=tuple(parse_plan(s, length=length, n=n) for s in suites),
-            held_out=tuple(parse_plan(s, length=length, n=10) for s in held_out or []),
-            samples=samples,
-            temperature=temperature,
-            hint=hint,
-            per_turn=per_turn,
-            max_iterations=max_iterations,
-            workers=workers,
-            backend=backend,
-            max_steps=max_steps,
-            lr=lr,
-            lora_rank=lora_rank,
-            precision=precision,
-            test_n=test_n,
-            confirm_seeds=tuple(confirm_seed or ()),
-        )
-        base = base_gguf(lm)
+        if recipe_file is not None:
+            if suites:
+                raise UserError("give the suites in the recipe file or on the command line, not both")
+            recipe = read_recipe(recipe_file)
+        elif not suites:
+            raise UserError("name the suites to train on (suite[:length[:n]]), or give --recipe FILE")
+        else:
+            recipe = make_recipe(
+                lm=lm,
+                train=tuple(parse_plan(s, length=length, n=n) for s in suites),
+                held_out=tuple(parse_plan(s, length=length, n=10) for s in held_out or []),
+                samples=samples,
+                temperature=temperature,
+                hint=hint,
+                per_turn=per_turn,
+                max_iterations=max_iterations,
+                workers=workers,
+                backend=backend,
+                max_steps=max_steps,
+                lr=lr,
+                lora_rank=lora_rank,
+                precision=precision,
+                test_n=test_n,
+                confirm_seeds=tuple(confirm_seed or ()),
+                dpo=dpo,
+            )
+        base = base_gguf(recipe.lm)
         check_architecture(base)
         wanted = [s.strip() for s in stages.split(",")] if stages else None
 
@@ -131,10 +156,36 @@ def self_train_command(
 
         run = SelfTrain(recipe, StageStore(out, archive), base, log=console.print)
         if run.will_run("train", only):  # the train extra and the room matter to training alone
-            check_backend(backend)
+            check_backend(recipe.backend)
             check_room(base, out)
         run.run(only=only)
         Console().print(report_table(run.comparison()))
+
+
+def read_recipe(path: Path):
+    """A Recipe from a TOML or JSON file, checked like one made from flags."""
+    import json
+    import tomllib
+
+    if not path.is_file():
+        raise UserError(f"no recipe file at {path}")
+    try:
+        fields = tomllib.loads(path.read_text()) if path.suffix == ".toml" else json.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(
+            f"{path} is not valid {'TOML' if path.suffix == '.toml' else 'JSON'}: {exc}"
+        ) from None
+    for plans in ("train", "held_out"):
+        for plan in fields.get(plans, []):
+            check_suite(plan.get("suite") if isinstance(plan, dict) else None)
+    return make_recipe(**fields)
+
+
+def check_suite(suite: str | None) -> None:
+    from programs.tasks import FAMILIES
+
+    if suite not in FAMILIES:
+        raise UserError(f"unknown suite {suite!r}; choose from {', '.join(FAMILIES)}")
 
 
 def make_recipe(**fields):

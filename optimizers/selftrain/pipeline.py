@@ -71,6 +71,8 @@ class SelfTrain:
             yield f"sample-{plan.label}", _bind(self.sample, plan), ()
         yield "dataset", self.dataset, ()
         yield "train", self.train, ("adapter/*.safetensors", "trainer", "data")
+        if self.recipe.dpo:
+            yield "train-dpo", self.train_dpo, ("adapter/*.safetensors", "adapter/ref", "trainer", "data")
         yield "adapter", self.adapter, ()
         for measurement in self.recipe.measurements():  # both arms of a suite before the next
             for arm in ARMS:
@@ -157,7 +159,7 @@ class SelfTrain:
         for kind in ("sft", "dpo"):
             per_turn = ["--per-turn"] if self.recipe.per_turn and kind == "sft" else []
             command = rlmkit_command("compile", kind, *runs, "--out", str(folder / kind), *per_turn)
-            if kind == "dpo":  # a by-product no stage trains on yet: none is a count, not a failure
+            if kind == "dpo" and not self.recipe.dpo:  # a by-product here: none is a count, not a failure
                 self.log("$ " + shown(command))
                 if self.runner(command) != 0:
                     record[kind] = {"command": self.shown(command), "counts": {}, "note": "no row survived"}
@@ -169,18 +171,35 @@ class SelfTrain:
         return record
 
     def train(self, folder: Path) -> dict[str, Any]:
+        """SFT: a LoRA on the compiled rows, from the base model."""
+        return self._train("sft", self.recipe.backend, folder, {})
+
+    def train_dpo(self, folder: Path) -> dict[str, Any]:
+        """DPO after SFT: the SFT adapter trained on with the compiled pairs, against a copy of itself."""
+        start = self.store.output("train") / "adapter"
+        if not (start / "adapter_model.safetensors").is_file():
+            raise StageFailed(
+                f"the SFT adapter's weights are not in {start} (the archive keeps its GGUF only): "
+                "rerun the train stage in this work folder (--stages train) before train-dpo"
+            )
+        options = {"init_adapter": str(start.resolve()), "beta": self.recipe.dpo_beta}
+        return self._train("dpo", "trl-dpo", folder, options)
+
+    def _train(self, kind: str, backend: str, folder: Path, options: dict[str, Any]) -> dict[str, Any]:
         from optimizers.backends.base import LoRA, TrainJob
         from optimizers.backends.trl_common import precision
 
         r = self.recipe
-        rows = count_lines(self.store.output("dataset") / "sft" / "train.jsonl")
+        rows = count_lines(self.store.output("dataset") / kind / "train.jsonl")
         if rows == 0:
-            raise StageFailed("the compiled SFT dataset has no training rows: no run passed the filters")
+            raise StageFailed(
+                f"the compiled {kind.upper()} dataset has no training rows: no run passed the filters"
+            )
         steps = min(r.max_steps, math.ceil(rows * r.epochs))
         job = TrainJob(
-            kind="sft",
+            kind=kind,
             # absolute: a job file's relative paths are read relative to the file itself
-            dataset=(self.store.output("dataset") / "sft").resolve(),
+            dataset=(self.store.output("dataset") / kind).resolve(),
             base_model=self.train_from["base_model"],
             output_dir=folder.resolve(),
             lr=r.lr,
@@ -193,13 +212,15 @@ class SelfTrain:
                 **self.train_from.get("options", {}),
                 "precision": r.precision,
                 "trainer": {"disable_tqdm": False},  # TRL's own bar, with its time estimate
+                **options,
             },
         )
         chosen = precision(job)
-        self.log(f"[train] {steps} steps on {rows} rows, {chosen} (the CPU's native bf16 when it has it)")
+        stage = "train" if kind == "sft" else f"train-{kind}"
+        self.log(f"[{stage}] {steps} steps on {rows} rows, {chosen} (the CPU's native bf16 when it has it)")
         job_file = folder / "self-train-job.toml"
         job_file.write_text(job.dump_toml())
-        command = rlmkit_command("train", "--backend", r.backend, str(job_file))
+        command = rlmkit_command("train", "--backend", backend, str(job_file))
         self._call(command)
         history = json.loads((folder / "log_history.json").read_text())
         losses = [entry["loss"] for entry in history if "loss" in entry]
@@ -215,9 +236,11 @@ class SelfTrain:
     def adapter(self, folder: Path) -> dict[str, Any]:
         from optimizers.gguf_lora import convert_adapter
 
-        trained = self.store.output("train") / "adapter"
+        source = "train-dpo" if self.recipe.dpo else "train"
+        trained = self.store.output(source) / "adapter"
         out = convert_adapter(trained, folder / "adapter.gguf", base=self.base_gguf, half=True)
         return {
+            "from": source,
             "file": out.name,
             "bytes": out.stat().st_size,
             "sha256": hashlib.sha256(out.read_bytes()).hexdigest(),

@@ -12,7 +12,7 @@ HELD_OUT_SEEDS = 1000  # seeds from here up are never sampled for training
 # finished recipe may gain held-out suites without redoing or mixing any finished stage.
 MEASURED_ONLY = ("held_out", "confirm_seeds")
 # Fields a recipe written before them lacks: read as their defaults, so its folder still resumes.
-ADDED_LATER = ("hint", "per_turn")
+ADDED_LATER = ("hint", "per_turn", "dpo", "dpo_beta")
 
 
 class SuitePlan(BaseModel):
@@ -67,6 +67,12 @@ class Recipe(BaseModel):
     lora_rank: int = Field(8, ge=1)
     max_seq_len: int = Field(4096, ge=256)
     precision: str = Field("auto", description="auto | bf16 | fp32 (auto: bf16 where the hardware has it)")
+    dpo: bool = Field(
+        False,
+        description="after SFT, go on training the SFT adapter with DPO (trl-dpo) on the compiled "
+        "pairs (a right ending against a wrong one after the same turns); the DPO adapter is measured",
+    )
+    dpo_beta: float = Field(0.1, gt=0, description="DPO's beta: how far it may move from the SFT adapter")
     # measuring (held-out seeds, greedy, both arms alike)
     test_seed: int = Field(HELD_OUT_SEEDS, ge=HELD_OUT_SEEDS)
     test_n: int = Field(30, ge=1, description="held-out examples per trained suite")

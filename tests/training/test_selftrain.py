@@ -80,7 +80,9 @@ def tiny_recipe() -> Recipe:
     )
 
 
-def tiny_run(tmp_path, url: str, *, work: str = "work") -> tuple[SelfTrain, ScriptedRunner]:
+def tiny_run(
+    tmp_path, url: str, *, work: str = "work", recipe: Recipe | None = None
+) -> tuple[SelfTrain, ScriptedRunner]:
     from optimizers.backends.testing import build_tiny_qwen
 
     model = tmp_path / "tiny-qwen"
@@ -92,8 +94,9 @@ def tiny_run(tmp_path, url: str, *, work: str = "work") -> tuple[SelfTrain, Scri
     runner = ScriptedRunner(url)
     store = StageStore(tmp_path / work, tmp_path / "archive")
     run = SelfTrain(
-        tiny_recipe(), store, base, log=lambda _: None, runner=runner, train_from={"base_model": str(model)}
-    )
+        recipe or tiny_recipe(), store, base, log=lambda _: None, runner=runner,
+        train_from={"base_model": str(model)},
+    )  # fmt: skip
     return run, runner
 
 
@@ -483,3 +486,72 @@ def test_an_archive_unpacks_only_plain_files_inside_the_work_folder(
     with pytest.raises(UserError, match="not a plain file inside the work folder"):
         store._extract(packed("bad.tar.gz", {"ok.txt": b"x", "../escaped.txt": b"x"}))
     assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "work" / "ok.txt").exists()
+
+
+def test_dpo_after_sft_goes_on_from_the_sft_adapter_and_is_the_adapter_measured(tmp_path, served):
+    """The scripted model answers every run right, so no run loses and ``compile dpo`` has no pair
+    to write (the stage then fails rather than train nothing); the rows are written here in the
+    compiled format, and the SFT and DPO stages train the tiny model for real."""
+    from optimizers.backends.testing import write_dataset
+    from optimizers.compile.schema import ChatMessage, DPORow, SFTRow
+
+    recipe = tiny_recipe().model_copy(update={"dpo": True})
+    run, runner = tiny_run(tmp_path, served.url, recipe=recipe)
+    assert [name for name, _, _ in run.stages()][2:5] == ["train", "train-dpo", "adapter"]
+    run.run(only=lambda name: name.startswith("sample"))
+    with pytest.raises(StageFailed, match="compile dpo"):
+        run.store.run("dataset", run.dataset)
+
+    def dataset(folder):
+        prompt = [ChatMessage(role="system", content="s"), ChatMessage(role="user", content="q")]
+        read = [ChatMessage(role="assistant", content="```repl\nprint(context[:100])\n```")]
+        guess = [ChatMessage(role="assistant", content="```repl\nSUBMIT(answer='1')\n```")]
+        rows = [SFTRow(id=f"s{i}", task_id=f"t{i}", prompt=prompt, completion=read, messages=prompt + read)
+                for i in range(2)]  # fmt: skip
+        pairs = [DPORow(id=f"p{i}", task_id=f"t{i}", turn=0, prompt=prompt, chosen=read, rejected=guess,
+                        score_chosen=1.0, score_rejected=0.0) for i in range(2)]  # fmt: skip
+        write_dataset(folder / "sft", {"train": rows})
+        write_dataset(folder / "dpo", {"train": pairs})
+        return {}
+
+    run.store.run("dataset", dataset)
+    done = run.run(only=lambda name: name in ("train", "train-dpo", "adapter"))
+    assert done["train-dpo"]["rows"] == 2 and done["train-dpo"]["steps"] == 2
+    job = (run.store.folder("train-dpo") / "self-train-job.toml").read_text()
+    assert "init_adapter" in job and str(run.store.folder("train") / "adapter") in job
+    assert "trl-dpo" in done["train-dpo"]["command"]
+    assert done["adapter"]["from"] == "train-dpo"
+    history = json.loads((run.store.folder("train-dpo") / "log_history.json").read_text())
+    assert any("rewards/chosen" in entry for entry in history)
+
+
+def test_dpo_refuses_to_start_without_the_sft_adapters_weights(tmp_path, served):
+    recipe = tiny_recipe().model_copy(update={"dpo": True})
+    run, _ = tiny_run(tmp_path, served.url, recipe=recipe)
+    run.store.run("train", lambda folder: (folder / "adapter").mkdir() or {})
+    with pytest.raises(StageFailed, match="rerun the train stage"):
+        run.train_dpo(tmp_path / "dpo")
+
+
+def test_a_recipe_file_names_everything_and_is_checked_before_any_stage(tmp_path):
+    from typer.testing import CliRunner
+
+    from optimizers.cli.self_train import read_recipe
+    from rlmkit.cli import app
+
+    training = Path(__file__).resolve().parents[2] / "benchmarks" / "training"
+    shipped = read_recipe(training / "reading_recipe.toml")
+    assert shipped.hint and shipped.per_turn and shipped.dpo
+    assert {plan.suite for plan in shipped.train} >= {"prose", "source", "needle", "multi_needle"}
+    assert len({plan.length for plan in shipped.train if plan.suite == "prose"}) >= 2
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[train]]\nsuite = "needel"\n')
+    result = CliRunner().invoke(app, ["self-train", "--recipe", str(bad), "--out", str(tmp_path / "w")])
+    assert result.exit_code != 0 and "unknown suite 'needel'" in result.output
+    bad.write_text('dpo = "yes please"\n[[train]]\nsuite = "needle"\n')
+    result = CliRunner().invoke(app, ["self-train", "--recipe", str(bad), "--out", str(tmp_path / "w")])
+    assert result.exit_code != 0 and "dpo" in result.output
+    flags = ["--recipe", str(bad), "--out", str(tmp_path / "w")]
+    both = CliRunner().invoke(app, ["self-train", "needle", *flags])
+    assert both.exit_code != 0 and "not both" in both.output
+    assert not (tmp_path / "w").exists()  # refused before any stage
