@@ -24,6 +24,7 @@ from optimizers.selftrain.paired import paired_compare
 from optimizers.selftrain.pipeline import StageFailed, _row, never_answered, read_rows, rlmkit_command, shown
 from optimizers.selftrain.recipe import HELD_OUT_SEEDS, SuitePlan
 from optimizers.selftrain.stages import StageStore
+from rlmkit.errors import UserError
 
 
 class Arm(BaseModel):
@@ -77,8 +78,18 @@ class MatrixRun:
         )  # fmt: skip
 
     def run(self, only: Callable[[str], bool] = lambda name: True) -> None:
-        """Every suite in order, its arms side by side; finished stages are kept."""
-        self.store.keep_recipe(self.matrix.model_dump(mode="json"), may_change=("suites",))
+        """Every suite in order, its arms side by side; finished stages are kept. Arms may be
+        added after the ones a folder was measured with (a new adapter, a new prompt), so the base
+        is not run again for each candidate; the earlier arms stay as they were."""
+        if (kept := self.store.recipe()) is not None:
+            before = tuple(Arm(**arm) for arm in kept["arms"])
+            if self.matrix.arms[: len(before)] != before:
+                raise UserError(
+                    f"{self.store.archive or self.store.work} was measured with the arms "
+                    f"{', '.join(arm.name for arm in before)}: a matrix's arms may only grow, the earlier "
+                    "ones first and unchanged"
+                )
+        self.store.keep_recipe(self.matrix.model_dump(mode="json"), may_change=("suites", "arms"))
         for plan in self.matrix.suites:
             todo = [arm for arm in self.matrix.arms if only(self.stage_name(arm, plan))]
             with ThreadPoolExecutor(max_workers=max(1, len(todo))) as pool:

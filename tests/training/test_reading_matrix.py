@@ -113,8 +113,32 @@ def test_a_partial_matrix_never_ships_but_can_already_fail(tmp_path):
 def test_a_matrix_folder_refuses_another_set_of_arms(tmp_path):
     run, fake = run_matrix(tmp_path, WINS)
     other = matrix().model_copy(update={"arms": ARMS[:2]})
+    with pytest.raises(UserError, match="arms may only grow"):
+        MatrixRun(other, run.store, runner=fake).run()
+    changed = matrix().model_copy(
+        update={"arms": (ARMS[0], ARMS[1].model_copy(update={"moves": "count"}), ARMS[2])}
+    )
+    with pytest.raises(UserError, match="arms may only grow"):
+        MatrixRun(changed, run.store, runner=fake).run()
+    other = matrix().model_copy(update={"iterations": 8})
     with pytest.raises(UserError, match="another recipe"):
         MatrixRun(other, run.store, runner=fake).run()
+
+
+def test_a_new_candidate_joins_the_matrix_without_running_the_others_again(tmp_path):
+    run, fake = run_matrix(tmp_path, WINS)
+    ran = len(fake.commands)
+    fake.scores["adapter"] = WINS["adapter"]  # the fake scores any adapter alike
+    grown = matrix().model_copy(update={"arms": (*ARMS, Arm(name="dpo", adapter="b.gguf"))})
+    again = MatrixRun(grown, run.store, runner=fake, log=lambda _: None)
+    again.run()
+    added = fake.commands[ran:]
+    assert len(added) == 2 and all(c[c.index("--adapter") + 1] == "b.gguf" for c in added)
+    assert {row["suite"]: set(row["versus_base"]) for row in again.table()}["prose-60k"] == {
+        "prompt",
+        "adapter",
+        "dpo",
+    }
 
 
 def test_a_recipe_samples_with_hints_and_compiles_per_turn_and_an_older_folder_still_resumes(tmp_path):
