@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlmkit.errors import ConfigError, McpServerError
+from rlmkit.errors import ConfigError, McpServerError, install_hint
 
 CONNECT_TIMEOUT_S = 60.0  # a server that starts (a Python process importing its SDK) and lists its tools
 
@@ -109,7 +109,7 @@ def check_servers(servers: Sequence[Any] | None) -> tuple[Any, ...]:
         from mcp.server import Server
         from mcp.server.mcpserver import MCPServer
     except ImportError as exc:
-        raise ConfigError("mcp_servers needs the mcp SDK: pip install 'dspy-rlmkit[serve]'") from exc
+        raise ConfigError(f"mcp_servers needs the mcp SDK: {install_hint('serve')}") from exc
     checked = []
     for server in servers:
         if isinstance(server, (list, tuple)) and server and all(isinstance(p, str) for p in server):
