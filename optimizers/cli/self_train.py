@@ -154,7 +154,10 @@ def self_train_command(
         def only(name: str) -> bool:
             return wanted is None or any(name.startswith(w) for w in wanted)
 
-        run = SelfTrain(recipe, StageStore(out, archive), base, log=console.print)
+        # the log names stages in brackets ("[train] ..."): text, not rich markup
+        run = SelfTrain(
+            recipe, StageStore(out, archive), base, log=lambda line: console.print(line, markup=False)
+        )
         if run.will_run("train", only):  # the train extra and the room matter to training alone
             check_backend(recipe.backend)
             check_room(base, out)
