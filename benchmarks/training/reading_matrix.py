@@ -42,11 +42,18 @@ SUITES = [
 TRAINED_FAMILIES = ("needle",)  # what the shipped adapter was trained on
 # How this pass's runs were made, beyond the matrix's own settings (rendered with the results).
 CONDITIONS = [
-    "Every prose-60k run ran the code of commit 5d1bce4: each stage is one `rlmkit eval` process per "
-    "arm, started then; the report is written at the commit in the stamp.",
-    "Runs were side by side with other work on the same two cores (tests, builds), so seconds and the "
-    "240-second budget bind harder than on a quiet machine; every arm ran under the same load.",
+    "Runs were side by side with other work on the same two cores (tests, builds, sampling), so "
+    "seconds and the 240-second budget bind harder than on a quiet machine; every arm of a suite "
+    "ran under the same load.",
 ]
+# The code of the stages that finished before stage records named it (from the history of the
+# checkout they ran in): later stages record their own (``MatrixRun(code=...)``).
+CODE_BEFORE_RECORDS = {
+    "prose-60k": "5d1bce4",
+    "source-60k": "e1a140a",
+    "needle-20k": "e1a140a",
+    "multi_needle-20k": "e1a140a, its last runs c2bfd42 (no change to the code a run executes)",
+}
 # Each run's wall-time budget, every arm alike. Without one, a run that hands 50,000 characters to
 # llm_query spends about 20 minutes on that one sub-call here (three 1-thread servers on two
 # cores read about 10 tokens a second); with it, such a run stops and scores 0. Time budgets depend
@@ -79,6 +86,14 @@ def collect() -> dict[str, Any]:
 
     store = StageStore(WORK, ARCHIVE)
     run = MatrixRun(matrix(), store, runner=lambda command: 1)
+    ran_code = {}
+    for plan in run.matrix.suites:
+        records = [store.record(run.stage_name(arm, plan)) for arm in run.matrix.arms]
+        codes = {record.get("commit") for record in records if record}
+        if codes - {None}:
+            ran_code[plan.label] = ", ".join(sorted(codes - {None}))
+        elif plan.label in CODE_BEFORE_RECORDS:
+            ran_code[plan.label] = CODE_BEFORE_RECORDS[plan.label]
     stages = [run.stage_name(arm, plan) for plan in run.matrix.suites for arm in run.matrix.arms]
     unfinished = [name for name in stages if store.record(name) is None]
     in_progress = {
@@ -94,7 +109,11 @@ def collect() -> dict[str, Any]:
         "partial": bool(unfinished),
         "unfinished_stages": unfinished,
         "in_progress": in_progress,
-        "conditions": CONDITIONS,
+        "conditions": [
+            "Each stage is one `rlmkit eval` process per arm; the code it ran is the checkout when it "
+            "started: " + "; ".join(f"{label} {code}" for label, code in ran_code.items()) + ".",
+            *CONDITIONS,
+        ],
         "table": table,
         "gate": {
             "rule": rule.model_dump(),
@@ -124,7 +143,12 @@ def main(argv: list[str] | None = None) -> None:
         from optimizers.selftrain.stages import StageStore
 
         wanted = set(args.suites.split(",")) if args.suites else None
-        run = MatrixRun(matrix(), StageStore(WORK, ARCHIVE), runner=lambda c: subprocess.run(c).returncode)
+        run = MatrixRun(
+            matrix(),
+            StageStore(WORK, ARCHIVE),
+            runner=lambda c: subprocess.run(c).returncode,
+            code=code_commit,
+        )
         run.run(only=lambda name: wanted is None or any(f"-{s}-" in name for s in wanted))
     argv = ["--report-only"] if args.report_only else []
     data = {**provenance.record(__file__, argv, load_at_start), **collect()}
@@ -132,6 +156,20 @@ def main(argv: list[str] | None = None) -> None:
     print(f"wrote {RESULTS}")
     if hold_back_shipped(data):
         print("the shipped adapter fails its gate: the embedded model now serves the base by default")
+
+
+def code_commit() -> str:
+    """The checkout's commit, ``+changes`` when code differs from it (results and docs, which the
+    matrix itself rewrites as it goes, are not code)."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD") or "not a git checkout"
+    changed = git(
+        "status", "--porcelain", "--untracked-files=no", "--", ".", ":!benchmarks/results", ":!docs"
+    )
+    return head + ("+changes" if changed else "")
 
 
 def hold_back_shipped(data: dict[str, Any]) -> bool:

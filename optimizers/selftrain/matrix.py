@@ -60,8 +60,18 @@ class Matrix(BaseModel):
 class MatrixRun:
     """Runs ``matrix`` over ``store``; ``runner`` runs one command and returns its exit status."""
 
-    def __init__(self, matrix: Matrix, store: StageStore, *, runner: Callable[[list[str]], int], log=print):
-        self.matrix, self.store, self.runner, self.log = matrix, store, runner, log
+    def __init__(
+        self,
+        matrix: Matrix,
+        store: StageStore,
+        *,
+        runner: Callable[[list[str]], int],
+        log=print,
+        code: Callable[[], str] | None = None,
+    ):
+        """``code`` names the code a stage runs (a commit): each stage records it as it starts, so
+        a matrix measured over days says which code made which suite."""
+        self.matrix, self.store, self.runner, self.log, self.code = matrix, store, runner, log, code
 
     def stage_name(self, arm: Arm, plan: SuitePlan) -> str:
         return f"eval-{arm.name}-{plan.label}"
@@ -97,6 +107,7 @@ class MatrixRun:
 
     def _stage(self, arm: Arm, plan: SuitePlan) -> dict[str, Any]:
         def evaluate(folder: Path) -> dict[str, Any]:
+            commit = self.code() if self.code else None
             command = self.command(arm, plan, folder)
             self.log("$ " + shown(command, self.store.work))
             if (code := self.runner(command)) != 0:
@@ -109,7 +120,7 @@ class MatrixRun:
                     f"the model could not be reached for {len(unanswered)} run(s); rerun to resume"
                 )
             return {"command": shown(command, self.store.work), "arm": arm.name, "suite": plan.label,
-                    "rows": [_row(row) for row in rows]}  # fmt: skip
+                    "commit": commit, "rows": [_row(row) for row in rows]}  # fmt: skip
 
         return self.store.run(self.stage_name(arm, plan), evaluate)
 
