@@ -126,6 +126,15 @@ def collect() -> dict[str, Any]:
                 trained_families=TRAINED_FAMILIES,
                 real_text=real_text.FAMILIES,
             ).model_dump(),
+            # a prompt replaces today's default by the same gate, less the rules about training
+            "prompt": verdict(
+                table,
+                labels,
+                candidate="prompt",
+                prompt_arms=[],
+                trained_families=(),
+                real_text=real_text.FAMILIES,
+            ).model_dump(),
         },
     }
 

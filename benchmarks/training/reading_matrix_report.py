@@ -84,7 +84,7 @@ def section(data: dict[str, Any]) -> str:
     if verdict["failures"]:
         lines.append("**Verdict on the shipped adapter: it fails the gate** on what is measured so far:")
         lines += [f"- {failure}" for failure in verdict["failures"]]
-        lines += ["", _what_serves(table, arms)]
+        lines += ["", _what_serves(gate)]
     elif verdict["ships"]:
         lines.append("**Verdict on the shipped adapter: it passes the gate.**")
     else:
@@ -92,18 +92,21 @@ def section(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _what_serves(table: list[dict[str, Any]], arms: list[str]) -> str:
-    """What the embedded model serves once the adapter is held back: the base with the prompt-only
-    arm that leads on the finished suites."""
-    finished = [row for row in table if row["finished"]]
-    prompts = [name for name in arms if name != "adapter"]
-    means = {name: sum(row["means"][name] for row in finished) / len(finished) for name in prompts}
-    best = max(prompts, key=means.get)
-    told = "today's prompt" if best == "base" else f"the {best!r} arm's prompt"
+def _what_serves(gate: dict[str, Any]) -> str:
+    """What the embedded model serves once the adapter is held back: the base, with the reading
+    prompt only if that passes the same gate (less its rules about training), else today's."""
+    prompt = gate.get("prompt")
+    if prompt is None:
+        return "So the embedded model serves the base model by default, with today's prompt."
+    if prompt["ships"]:
+        told = "the reading prompt (it passes the same gate)"
+    elif prompt["failures"]:
+        told = (
+            "today's prompt: the reading prompt fails the same gate (" + "; ".join(prompt["failures"]) + ")"
+        )
+    else:
+        told = "today's prompt until the matrix is whole: the reading prompt has not failed the same gate yet"
     return (
-        f"So the embedded model serves the base model by default, with {told}: over the {len(finished)} "
-        "finished suites its mean is "
-        + ", ".join(f"{means[name]:.3f} ({name})" for name in prompts)
-        + ". The adapter stays in the package, served by name (`--adapter shipped`, "
-        "`RLMKIT_LOCAL_ADAPTER=shipped`)."
+        f"So the embedded model serves the base model by default, with {told}. The adapter stays in "
+        "the package, served by name (`--adapter shipped`, `RLMKIT_LOCAL_ADAPTER=shipped`)."
     )
