@@ -3,10 +3,11 @@
 Where the base model rarely finds an answer by itself, a run that is told the answer can still
 show how to find it: the question carries ``HINT`` with the gold, the run searches the input,
 prints where the input says it, and submits. The compiler (``optimizers/compile/hints.py``) keeps
-such a run only if REPL output printed before its final turn shows the gold (the model found it by
-reading), and writes its rows with the hint removed from every message: the model trains on the
-run as if it had found the answer unaided. The hint's text travels in the example's
-``meta["hint"]`` (and so in the trajectory's ``task``), which is how the compiler finds it.
+such a run only if REPL output printed before its final turn shows the gold and no step on the way
+touched the hint (the model found it by reading), and writes its rows with the hint removed from
+every message: the model trains on the run as if it had found the answer unaided. The hint's text
+travels in the example's ``meta["hint"]`` (and so in the trajectory's ``task``), which is how the
+compiler finds it.
 
 Held-out seeds are never hinted: a hint shows the gold answer."""
 
@@ -17,8 +18,9 @@ from programs.tasks.base import TaskError, as_text
 from programs.tasks.real_text import HELD_OUT_SEEDS
 
 HINT = (
-    " (Hint for this run: the answer is {gold}. Find where the input says it, print that part, "
-    "then SUBMIT the answer as the input states it.)"
+    " (Hint for this run: the answer is {gold}. It is written in the input: find it there with code, "
+    "print the part that says it, then SUBMIT the answer as written there. A sub-model asked the "
+    "question does not know it.)"
 )
 
 

@@ -1,14 +1,28 @@
 """Runs sampled with a hint (the gold answer in their question; ``programs/hints.py``).
 
 Such a run trains only if it found the answer by reading: REPL output printed before its final
-turn shows every part of the gold. Its rows are then written with the hint's text removed from
-every message, output and input preview, so nothing the model trains on tells it the answer."""
+turn shows every part of the gold, and the way there never touched the hint. Its rows are then
+written with the hint's text removed from every message, output and input preview, so nothing
+the model trains on tells it the answer.
+
+"Never touched the hint" is checked on every code block up to the one whose output first shows
+the gold: the hint reaches code only through text the model types or the ``question`` variable
+(which holds the hint while sampling), so such a block may not name ``question`` or read the
+namespace whole (``locals()``, ``globals()``, ``vars()``), its code may not hold the gold or the
+hint's words, and no sub-call it made may have been sent them: a model that asks ``llm_query``
+the hinted question gets the answer back without reading anything. A run that fails this is
+dropped as ``hint_used``; the rule drops some honest runs (one that parses its key out of
+``question``), never keeps one that copied the answer."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from rlmkit.trajectory import Trajectory
+from rlmkit.trajectory import CodeBlock, Trajectory
+
+# code that can reach the hint without writing it: the hinted variable, or the namespace whole
+_HINT_ROUTES = re.compile(r"\bquestion\b|\b(?:locals|globals|vars)\s*\(")
 
 
 def hint_of(run: Trajectory) -> str | None:
@@ -16,14 +30,54 @@ def hint_of(run: Trajectory) -> str | None:
     return meta.get("hint") or None
 
 
-def read_before_answering(run: Trajectory) -> bool:
-    """Whether the output of the turns before the last shows every part of the gold answer."""
+def _gold_parts(run: Trajectory) -> list[str]:
     gold = (run.meta.task or {}).get("gold")
     parts = [str(item) for item in gold] if isinstance(gold, (list, tuple)) else [str(gold)]
-    hint = hint_of(run) or ""
-    printed = "\n".join(block.stdout for turn in run.turns[:-1] for block in turn.blocks).replace(hint, "")
-    printed = printed.lower()
-    return bool(parts) and all(part.lower() in printed for part in parts if part)
+    return [part.lower() for part in parts if part]
+
+
+def read_before_answering(run: Trajectory) -> bool:
+    """Whether the output of the turns before the last shows every part of the gold answer."""
+    return _first_reading_block(run) is not None
+
+
+def _first_reading_block(run: Trajectory) -> int | None:
+    """How many blocks (in order, across turns before the last) it took until their output,
+    the hint's text left out, showed every part of the gold; None if it never did."""
+    parts, hint = _gold_parts(run), hint_of(run) or ""
+    printed, blocks = "", [block for turn in run.turns[:-1] for block in turn.blocks]
+    for count, block in enumerate(blocks, 1):
+        printed += "\n" + block.stdout.replace(hint, "").lower()
+        if parts and all(part in printed for part in parts):
+            return count
+    return None
+
+
+def used_hint(run: Trajectory) -> bool:
+    """Whether any block up to the gold's first reading could have taken it from the hint."""
+    if (count := _first_reading_block(run)) is None:
+        return False
+    blocks = [block for turn in run.turns for block in turn.blocks][:count]
+    marks = [*_gold_parts(run), *_hint_words(hint_of(run) or "")]
+    return any(_touches(block, marks) for block in blocks)
+
+
+def _touches(block: CodeBlock, marks: list[str]) -> bool:
+    code = block.code.lower()
+    if _HINT_ROUTES.search(block.code) or any(_mentions(code, mark) for mark in marks):
+        return True
+    sent = [call.prompt + "".join(m.content for m in call.messages or []) for call in block.subcalls]
+    return any(_mentions(text.lower(), mark) for text in sent for mark in marks)
+
+
+def _mentions(text: str, mark: str) -> bool:
+    """``mark`` in ``text`` as a whole token (the gold 42 is not in 1420)."""
+    return re.search(r"(?<![\w.])" + re.escape(mark) + r"(?![\w.])", text) is not None
+
+
+def _hint_words(hint: str) -> list[str]:
+    """The hint's own wording, without the gold: a sentence of it typed into code is a copy."""
+    return [hint.strip(" ()").split(":")[0].lower()] if hint.strip() else []
 
 
 def without_hint(run: Trajectory) -> Trajectory:

@@ -8,12 +8,12 @@ from optimizers.compile import compile_sft
 from programs.hints import HintError, hinted
 from programs.tasks import generate
 from rlmkit.testing.synthetic_runs import make_run
-from rlmkit.trajectory import CodeBlock
+from rlmkit.trajectory import CodeBlock, SubCall
 
 HINT = " (Hint for this run: the answer is 42.)"
 
 
-def hinted_run(task: str, printed: str):
+def hinted_run(task: str, printed: str, code: str = "print(x)", subcalls=()):
     run = make_run(task=task, n_turns=3, answer=42)
     run.meta.task["meta"] = {"hint": HINT}
     turns = list(run.turns)
@@ -23,7 +23,10 @@ def hinted_run(task: str, printed: str):
         for m in first.new_messages
     ]
     turns[0] = first.model_copy(
-        update={"new_messages": messages, "blocks": [CodeBlock(code="print(x)", stdout=printed)]}
+        update={
+            "new_messages": messages,
+            "blocks": [CodeBlock(code=code, stdout=printed, subcalls=list(subcalls))],
+        }
     )
     return run.model_copy(update={"turns": turns})
 
@@ -49,3 +52,21 @@ def test_a_hinted_run_trains_only_if_it_printed_the_gold_and_never_shows_the_hin
     assert any(
         "How many records in read?" in message.content for row in result.rows for message in row.messages
     )
+
+
+def test_a_hinted_run_that_took_the_answer_from_the_hint_is_dropped():
+    """Found by reading means the gold came out of the input: a block that asks a sub-model the
+    hinted question, parses ``question``, or types the gold is a copy, whatever it printed."""
+    asked = SubCall(kind="llm_query", name="llm_query", prompt="How many records?" + HINT, reply="42")
+    copies = {
+        "asked": hinted_run(
+            "asked", "'42'", code="llm_query('How many records?" + HINT + "')", subcalls=[asked]
+        ),
+        "parsed": hinted_run("parsed", "['42']", code="print(re.findall(r'\\d+', question))"),
+        "typed": hinted_run("typed", "found 42", code="print('found', 42)"),
+        "namespace": hinted_run("namespace", "{'q': '... 42'}", code="print(locals())"),
+    }
+    read = hinted_run("read", "record 17: value 42", code="print(context[1420:1500])")
+    result = compile_sft([*copies.values(), read])
+    assert result.report.runs_dropped["hint_used"] == len(copies)
+    assert {row.task_id for row in result.rows} == {"records/read"}  # 1420 is not the gold 42
