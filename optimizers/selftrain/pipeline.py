@@ -128,7 +128,8 @@ class SelfTrain:
         return rlmkit_command(
             "eval", plan.suite, "--n", str(plan.n), "--length", str(plan.length), "--lm", r.lm,
             "--program", r.program, "--max-iterations", str(iterations or r.max_iterations),
-            "--workers", str(r.workers), "--out", str(out), *extra,
+            "--workers", str(r.workers), "--out", str(out),
+            *(["--max-seconds", str(r.max_seconds)] if r.max_seconds else []), *extra,
         )  # fmt: skip
 
     def sample(self, plan: SuitePlan, folder: Path) -> dict[str, Any]:

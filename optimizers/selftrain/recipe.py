@@ -12,7 +12,7 @@ HELD_OUT_SEEDS = 1000  # seeds from here up are never sampled for training
 # finished recipe may gain held-out suites without redoing or mixing any finished stage.
 MEASURED_ONLY = ("held_out", "confirm_seeds")
 # Fields a recipe written before them lacks: read as their defaults, so its folder still resumes.
-ADDED_LATER = ("hint", "per_turn", "dpo", "dpo_beta")
+ADDED_LATER = ("hint", "per_turn", "dpo", "dpo_beta", "max_seconds")
 
 
 class SuitePlan(BaseModel):
@@ -49,6 +49,12 @@ class Recipe(BaseModel):
         "turns whose code failed, that made up output, had an answer rejected, or repeat a turn",
     )
     temperature: float = Field(0.8, gt=0, description="sampling temperature (distinct runs)")
+    max_seconds: float | None = Field(
+        None,
+        gt=0,
+        description="wall-time budget of each run, sampled or measured (a run past it stops and scores 0): "
+        "one llm_query over a whole long input can hold a CPU server for many minutes",
+    )
     sample_seed: int = Field(0, ge=0)
     max_iterations: int = Field(8, ge=1, description="root turns per run (sampling and measuring)")
     workers: int = Field(4, ge=1, description="runs at once (the server's parallel slots)")

@@ -541,7 +541,14 @@ def test_a_recipe_file_names_everything_and_is_checked_before_any_stage(tmp_path
 
     training = Path(__file__).resolve().parents[2] / "benchmarks" / "training"
     shipped = read_recipe(training / "reading_recipe.toml")
-    assert shipped.hint and shipped.per_turn and shipped.dpo
+    assert shipped.hint and shipped.per_turn and shipped.dpo and shipped.max_seconds
+    from optimizers.selftrain import StageStore as Store
+    from optimizers.selftrain.pipeline import SelfTrain as Pipeline
+
+    command = Pipeline(shipped, Store(tmp_path / "s"), tmp_path / "m.gguf").eval_command(
+        shipped.train[0], tmp_path
+    )
+    assert command[command.index("--max-seconds") + 1] == str(shipped.max_seconds)  # sampled under a budget
     assert {plan.suite for plan in shipped.train} >= {"prose", "source", "needle", "multi_needle"}
     assert len({plan.length for plan in shipped.train if plan.suite == "prose"}) >= 2
     bad = tmp_path / "bad.toml"
