@@ -15,14 +15,26 @@ from typing import Any
 from _bootstrap import ROOT
 
 
-def commit() -> str:
-    """The checkout's short commit, with ``+changes`` when tracked files differ from it."""
+def commit(ignoring: tuple[str, ...] = ()) -> str:
+    """The checkout's short commit, with ``+changes`` when tracked files differ from it (changes
+    under the folders in ``ignoring`` left out)."""
     try:
         head = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True
+            [
+                "git",
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                ".",
+                *(f":!{p}" for p in ignoring),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "not a git checkout"

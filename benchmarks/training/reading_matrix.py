@@ -170,15 +170,7 @@ def main(argv: list[str] | None = None) -> None:
 def code_commit() -> str:
     """The checkout's commit, ``+changes`` when code differs from it (results and docs, which the
     matrix itself rewrites as it goes, are not code)."""
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-
-    head = git("rev-parse", "--short", "HEAD") or "not a git checkout"
-    changed = git(
-        "status", "--porcelain", "--untracked-files=no", "--", ".", ":!benchmarks/results", ":!docs"
-    )
-    return head + ("+changes" if changed else "")
+    return provenance.commit(ignoring=("benchmarks/results", "docs"))
 
 
 def hold_back_shipped(data: dict[str, Any]) -> bool:

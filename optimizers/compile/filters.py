@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from optimizers.compile.hints import hint_of, read_before_answering, used_hint, without_hint
+from optimizers.compile.hints import hint_of, why_dropped, without_hint
 from optimizers.compile.report import CompileReport
 from optimizers.compile.turns import run_cost, task_id
 from rlmkit.trajectory import Trajectory
@@ -77,11 +77,8 @@ def select_runs(
     kept: list[Scored] = []
     for run in runs:
         if hint_of(run) is not None:  # told the answer: trains only if it then read it, and unhinted
-            if not read_before_answering(run):
-                report.runs_dropped["hint_not_read"] += 1
-                continue
-            if used_hint(run):
-                report.runs_dropped["hint_used"] += 1
+            if dropped := why_dropped(run):
+                report.runs_dropped[dropped] += 1
                 continue
             run = without_hint(run)
         score = run.score if run.score is not None else (metric(run) if metric is not None else None)

@@ -36,9 +36,15 @@ def _gold_parts(run: Trajectory) -> list[str]:
     return [part.lower() for part in parts if part]
 
 
-def read_before_answering(run: Trajectory) -> bool:
-    """Whether the output of the turns before the last shows every part of the gold answer."""
-    return _first_reading_block(run) is not None
+def why_dropped(run: Trajectory) -> str | None:
+    """Why a hinted run may not train: ``hint_not_read`` (no output before its last turn showed
+    every part of the gold), ``hint_used`` (a block up to that output could have taken the gold
+    from the hint), or None."""
+    if (count := _first_reading_block(run)) is None:
+        return "hint_not_read"
+    blocks = [block for turn in run.turns for block in turn.blocks][:count]
+    marks = [*_gold_parts(run), *_hint_words(hint_of(run) or "")]
+    return "hint_used" if any(_touches(block, marks) for block in blocks) else None
 
 
 def _first_reading_block(run: Trajectory) -> int | None:
@@ -51,15 +57,6 @@ def _first_reading_block(run: Trajectory) -> int | None:
         if parts and all(part in printed for part in parts):
             return count
     return None
-
-
-def used_hint(run: Trajectory) -> bool:
-    """Whether any block up to the gold's first reading could have taken it from the hint."""
-    if (count := _first_reading_block(run)) is None:
-        return False
-    blocks = [block for turn in run.turns for block in turn.blocks][:count]
-    marks = [*_gold_parts(run), *_hint_words(hint_of(run) or "")]
-    return any(_touches(block, marks) for block in blocks)
 
 
 def _touches(block: CodeBlock, marks: list[str]) -> bool:
