@@ -39,7 +39,9 @@ SUITES = [
         for name in ("needle", "multi_needle", "aggregation", "pairs", "multihop", "codeqa", "shared_context")
     ),
 ]
-TRAINED_FAMILIES = ("needle",)  # what the shipped adapter was trained on
+# Each adapter arm the gate judges, with the families it was trained on (its training rules read
+# them); a new adapter joins as an arm after the others and an entry here.
+CANDIDATES = {"adapter": ("needle",)}
 # How this pass's runs were made, beyond the matrix's own settings (rendered with the results).
 CONDITIONS = [
     "Runs were side by side with other work on the same two cores (tests, builds, sampling), so "
@@ -117,15 +119,18 @@ def collect() -> dict[str, Any]:
         "table": table,
         "gate": {
             "rule": rule.model_dump(),
-            "trained_families": list(TRAINED_FAMILIES),
-            "adapter": verdict(
-                table,
-                labels,
-                candidate="adapter",
-                prompt_arms=["prompt"],
-                trained_families=TRAINED_FAMILIES,
-                real_text=real_text.FAMILIES,
-            ).model_dump(),
+            "trained_families": {name: list(families) for name, families in CANDIDATES.items()},
+            **{
+                name: verdict(
+                    table,
+                    labels,
+                    candidate=name,
+                    prompt_arms=["prompt"],
+                    trained_families=families,
+                    real_text=real_text.FAMILIES,
+                ).model_dump()
+                for name, families in CANDIDATES.items()
+            },
             # a prompt replaces today's default by the same gate, less the rules about training
             "prompt": verdict(
                 table,

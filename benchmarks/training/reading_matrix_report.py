@@ -69,27 +69,31 @@ def section(data: dict[str, Any]) -> str:
             c = row["versus_base"][name]
             cells.append(f"{c['gain']:+.2f} [{c['ci95'][0]:+.2f}, {c['ci95'][1]:+.2f}]")
         lines.append("| " + " | ".join(cells) + " |")
-    verdict = gate["adapter"]
     lines.append("")
     rule = gate["rule"]
     lines.append(
         "**The gate** (`optimizers/selftrain/gate.py`, fixed before this measurement): an adapter ships "
         f"only if no suite falls more than {rule['max_drop']} below the base, every suite of a family it was "
-        f"trained on ({', '.join(gate['trained_families'])}) gains with its interval above 0, at least one "
-        "real-text suite gains with its interval above 0, and its mean over the matrix is above the "
-        f"prompt-only arm's; real-text suites count at n >= {rule['min_n']['real_text']}, synthetic ones at "
-        f"n >= {rule['min_n']['synthetic']}."
+        "trained on gains with its interval above 0, at least one real-text suite gains with its interval "
+        "above 0, and its mean over the matrix is above the prompt-only arm's; real-text suites count at "
+        f"n >= {rule['min_n']['real_text']}, synthetic ones at n >= {rule['min_n']['synthetic']}."
     )
-    lines.append("")
-    if verdict["failures"]:
-        lines.append("**Verdict on the shipped adapter: it fails the gate** on what is measured so far:")
-        lines += [f"- {failure}" for failure in verdict["failures"]]
-        lines += ["", _what_serves(gate)]
-    elif verdict["ships"]:
-        lines.append("**Verdict on the shipped adapter: it passes the gate.**")
-    else:
-        lines.append("**Verdict on the shipped adapter: not decided:** the matrix is not whole yet.")
+    for name, families in gate["trained_families"].items():
+        lines += ["", *_verdict_lines(name, families, gate)]
     return "\n".join(lines)
+
+
+def _verdict_lines(name: str, families: list[str], gate: dict[str, Any]) -> list[str]:
+    verdict = gate[name]
+    who = "the shipped adapter" if name == "adapter" else f"the `{name}` adapter"
+    head = f"**Verdict on {who}** (trained on {', '.join(families)}): "
+    if verdict["failures"]:
+        lines = [head + "it fails the gate on what is measured so far:"]
+        lines += [f"- {failure}" for failure in verdict["failures"]]
+        return lines + (["", _what_serves(gate)] if name == "adapter" else [])
+    if verdict["ships"]:
+        return [head + "it passes the gate."]
+    return [head + "not decided: the matrix is not whole yet."]
 
 
 def _what_serves(gate: dict[str, Any]) -> str:

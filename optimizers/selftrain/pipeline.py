@@ -168,7 +168,9 @@ class SelfTrain:
             else:
                 self._call(command)
             manifest = json.loads((folder / kind / "manifest.json").read_text())
-            record[kind] = {"command": self.shown(command), "counts": manifest["counts"]}
+            record[kind] = {"command": self.shown(command), "counts": manifest["counts"]} | what_was_kept(
+                manifest["report"]
+            )
         return record
 
     def train(self, folder: Path) -> dict[str, Any]:
@@ -313,6 +315,24 @@ class SelfTrain:
                 }
             )
         return out
+
+
+def what_was_kept(report: dict[str, Any]) -> dict[str, Any]:
+    """A compile report as the recipe's record gives it: rows and examples per family (a run of
+    ``rlmkit eval`` is the task ``SUITE/EXAMPLE``) and what each filter removed, runs and turns apart."""
+    per_family: dict[str, dict[str, int]] = {}
+    for task, rows in sorted(report["per_task"].items()):
+        family = per_family.setdefault(task.partition("/")[0], {"rows": 0, "examples": 0})
+        family["rows"] += rows
+        family["examples"] += 1
+    return {
+        "rows": report["rows"],
+        "examples": len(report["per_task"]),
+        "per_family": per_family,
+        "runs_read": report["runs_read"],
+        "runs_dropped": report["runs_dropped"],
+        "turns_dropped": report["samples_dropped"],
+    }
 
 
 def _row(row: dict[str, Any]) -> dict[str, Any]:

@@ -114,7 +114,12 @@ def test_every_stage_runs_once_measures_both_arms_paired_and_resumes(finished):
         and sample["generator_seed"] == 0
         and sample["examples"] == 2
     )
-    assert done["dataset"]["sft"]["counts"]["train.jsonl"] >= 1 and "dpo" in done["dataset"]
+    sft = done["dataset"]["sft"]
+    assert sft["counts"]["train.jsonl"] >= 1 and "dpo" in done["dataset"]
+    # rows and examples per family, every row counted once; what each filter removed, by reason
+    assert list(sft["per_family"]) == ["needle"] and sft["per_family"]["needle"]["rows"] == sft["rows"]
+    assert sft["per_family"]["needle"]["examples"] == sft["examples"] <= 2
+    assert sft["runs_read"] == 4 and isinstance(sft["turns_dropped"], dict)
     assert done["train"]["steps"] == 2 and done["train"]["precision"] == "fp32" and done["train"]["losses"]
     assert done["adapter"]["file"] == "adapter.gguf" and len(done["adapter"]["sha256"]) == 64
     # held-out seeds only, greedy, the base alone and with the adapter on the same examples
