@@ -46,6 +46,13 @@ def compile_runs(
     per_task_cap: Annotated[
         int | None, typer.Option(help="Keep at most this many runs per task (best first).")
     ] = None,
+    max_answer_ratio: Annotated[
+        float | None,
+        typer.Option(
+            help="sft: drop runs whose answer is more than this many times as long as the gold "
+            "(right only by containing it; default 4, 0: no limit)."
+        ),
+    ] = None,
     status: Annotated[
         list[str] | None, typer.Option("--status", help="Run statuses to keep (repeatable); 'any' keeps all.")
     ] = None,
@@ -115,6 +122,7 @@ def compile_runs(
                 max_chars=max_chars,
                 dedupe=dedupe,
                 per_task_cap=per_task_cap,
+                max_answer_ratio=max_answer_ratio,
                 status=status,
                 per_turn=per_turn,
             ),
@@ -167,6 +175,8 @@ def _filter_overrides(**options: Any) -> dict[str, Any]:
         overrides["drop_zero_score"] = not options["keep_zero_score"]
     if options["max_chars"] is not None:
         overrides["max_sample_chars"] = options["max_chars"] or None
+    if options["max_answer_ratio"] is not None:
+        overrides["max_answer_ratio"] = options["max_answer_ratio"] or None
     if options["status"]:
         overrides["statuses"] = None if "any" in options["status"] else tuple(options["status"])
     return overrides

@@ -31,6 +31,13 @@ class Filters:
     statuses: tuple[str, ...] | None = field(
         default=("ok",), metadata={"help": "run statuses to keep; None keeps every status"}
     )
+    max_answer_ratio: float | None = field(
+        default=4.0,
+        metadata={
+            "help": "drop runs whose answer is more than this many times as long as the gold, plus 40 "
+            "characters: scored right only because the gold is somewhere inside what it submitted"
+        },
+    )
     per_turn: bool = field(
         default=False,
         metadata={
@@ -44,6 +51,8 @@ class Filters:
             raise ValueError("min_turns must be >= 0 and per_task_cap >= 1")
         if self.max_sample_chars is not None and self.max_sample_chars < 1:
             raise ValueError("max_sample_chars must be >= 1")
+        if self.max_answer_ratio is not None and self.max_answer_ratio < 1:
+            raise ValueError("max_answer_ratio must be >= 1: an answer as long as its gold is never padded")
 
     @classmethod
     def rollouts(cls, **overrides: Any) -> Filters:
@@ -54,6 +63,7 @@ class Filters:
             "max_sample_chars": None,
             "dedupe": False,
             "statuses": None,
+            "max_answer_ratio": None,
         }
         return cls(**{**base, **overrides})
 
@@ -104,7 +114,20 @@ def _run_reason(run: Trajectory, score: float | None, filters: Filters) -> str |
         return "min_score"
     if run.n_turns < filters.min_turns:
         return "min_turns"
+    if filters.max_answer_ratio is not None and _padded(run, filters.max_answer_ratio):
+        return "answer_padded"
     return None
+
+
+def _padded(run: Trajectory, ratio: float) -> bool:
+    """Whether the answer is far longer than the gold: a suite that scores by containment (the
+    gold somewhere in the answer) scores a dump of the input right, and training on it would teach
+    the dump. Runs without a recorded gold or answer are never padded."""
+    gold = (run.meta.task or {}).get("gold")
+    if gold is None or not run.outputs:
+        return False
+    answer = " ".join(str(value) for value in run.outputs.values())
+    return len(answer) > ratio * len(str(gold)) + 40
 
 
 def _cap_per_task(kept: list[Scored], cap: int, report: CompileReport) -> list[Scored]:

@@ -77,6 +77,22 @@ def test_filters_count_what_they_remove_by_reason():
     assert result.report.runs_kept == 1 and result.report.runs_read == 6
 
 
+def test_an_answer_right_only_because_it_holds_the_gold_somewhere_is_not_trained_on():
+    """A suite that scores by containment scores a dump of the input right; SFT must not teach
+    the dump. Rollouts keep it (a worse ending is data for DPO and RL)."""
+    plain = make_run(task="plain")
+    dump = make_run(task="dump")
+    dump.outputs = {"answer": "record: alpha " * 20 + "42"}
+    result = compile_sft([plain, dump])
+    assert {row.task_id for row in result.rows} == {"records/plain"}
+    assert dict(result.report.runs_dropped) == {"answer_padded": 1}
+    kept = compile_sft([plain, dump], filters=Filters(max_answer_ratio=None))
+    assert {row.task_id for row in kept.rows} == {"records/plain", "records/dump"}
+    assert Filters.rollouts().max_answer_ratio is None
+    with pytest.raises(ValueError, match="max_answer_ratio"):
+        Filters(max_answer_ratio=0.5)
+
+
 def test_metric_scores_runs_that_have_no_score():
     runs = [make_run(task=f"t{i}", score=None, answer=i) for i in range(4)]
     result = compile_sft(runs, metric=lambda run: float(run.outputs["answer"] % 2))
