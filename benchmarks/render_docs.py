@@ -313,6 +313,13 @@ def reading_matrix() -> str:
     return reading_matrix_report.block()
 
 
+def reading_yield() -> str:
+    """What the next recipe's sampling has yielded so far (``reading_recipe_yield.py``)."""
+    import reading_recipe_yield
+
+    return reading_recipe_yield.block()
+
+
 def self_train() -> str:
     """The embedded model before and after training on its own filtered runs, paired."""
     import self_train_report
@@ -372,6 +379,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "train-student": train_student,
     "self-train": self_train,
     "reading-matrix": reading_matrix,
+    "reading-yield": reading_yield,
     "sessions": sessions,
     "pool": pool,
     "dspy-rlm-tests": dspy_rlm_tests,

@@ -100,6 +100,13 @@ def compile_runs(
         bool,
         typer.Option("--group-signatures", help="Runs of several signatures: one sub-folder per signature."),
     ] = False,
+    mixed_signatures: Annotated[
+        bool,
+        typer.Option(
+            "--mixed-signatures",
+            help="Runs of several signatures: one dataset of them all (a root model trained across tasks).",
+        ),
+    ] = False,
     tokenizer: Annotated[
         Path | None, typer.Option(help="tokenizer.json for exact token counts (default: chars/4).")
     ] = None,
@@ -134,6 +141,7 @@ def compile_runs(
             "repair": repair,
             "tokenizer": _load_tokenizer(tokenizer) if tokenizer else None,
             "system_prompt": system_prompt_file.read_text(encoding="utf-8") if system_prompt_file else None,
+            "mixed_signatures": mixed_signatures,
         }
         compiler, options = {
             Kind.sft: (compile_sft, {"mode": mode, "subcalls": subcalls}),

@@ -31,12 +31,13 @@ def compile_dpo(
     repair: bool = True,
     system_prompt: SystemPrompt = None,
     tokenizer: Any = None,
+    mixed_signatures: bool = False,
 ) -> CompileResult:
     """Compile runs into ``DPORow`` pairs, one per example whose best and worst runs differ by
     more than ``min_margin``."""
     if mode not in ("turn", "conversation"):
         raise ValueError(f"mode must be 'turn' or 'conversation', got {mode!r}")
-    work = Compilation("dpo", runs, filters or Filters.rollouts(), metric, tokenizer)
+    work = Compilation("dpo", runs, filters or Filters.rollouts(), metric, tokenizer, mixed_signatures)
     renderer = Renderer(protocol, repair=repair, system_prompt=system_prompt)
     gate = SampleGate(work.filters, work.report)
     by_task: dict[str, list[Scored]] = defaultdict(list)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rlmkit.errors import UserError
 
 
@@ -10,7 +12,12 @@ class MixedSignaturesError(UserError):
 
 
 class EmptyDatasetError(UserError):
-    """No run or sample survived the filters; the message says which filter removed what."""
+    """No run or sample survived the filters; the message says which filter removed what, and
+    ``report`` (a ``CompileReport``) counts it."""
+
+    def __init__(self, message: str, report: Any = None):
+        super().__init__(message)
+        self.report = report
 
 
 class DatasetValidationError(UserError):

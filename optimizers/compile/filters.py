@@ -86,17 +86,18 @@ def select_runs(
     """Score each run (recorded score, else ``metric(run)``) and apply the run-level filters."""
     kept: list[Scored] = []
     for run in runs:
-        if hint_of(run) is not None:  # told the answer: trains only if it then read it, and unhinted
-            if dropped := why_dropped(run):
-                report.runs_dropped[dropped] += 1
-                continue
-            run = without_hint(run)
         score = run.score if run.score is not None else (metric(run) if metric is not None else None)
+        # a run the other filters drop is counted by them: the hint's reasons then count only the
+        # runs that would otherwise train, which is what a hinted sampling's yield turns on
         reason = _run_reason(run, score, filters)
+        if reason is None and hint_of(run) is not None:  # told the answer: trains only if it read it
+            reason = why_dropped(run)
         if reason:
             report.runs_dropped[reason] += 1
-        else:
-            kept.append(Scored(run, None if score is None else float(score), task_id(run)))
+            continue
+        if hint_of(run) is not None:
+            run = without_hint(run)  # its rows never show the hint
+        kept.append(Scored(run, None if score is None else float(score), task_id(run)))
     if filters.per_task_cap is not None:
         kept = _cap_per_task(kept, filters.per_task_cap, report)
     return kept

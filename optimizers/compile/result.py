@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from optimizers.compile.errors import EmptyDatasetError
 from optimizers.compile.filters import Filters, Metric, Scored, select_runs
 from optimizers.compile.report import CompileReport, token_counter
-from optimizers.compile.sources import RunsLike, SourceFile, load_runs, require_one_signature
+from optimizers.compile.sources import RunsLike, SourceFile, load_runs, signature_of
 
 
 @dataclass
@@ -31,11 +31,22 @@ class CompileResult:
 
 
 class Compilation:
-    """Load, check one signature, score and filter runs; count tokens; finish with a result."""
+    """Load, check one signature, score and filter runs; count tokens; finish with a result.
 
-    def __init__(self, kind: str, runs: RunsLike, filters: Filters, metric: Metric | None, tokenizer: Any):
+    ``mixed``: runs of several signatures make one dataset (a root model trained across tasks,
+    each row with its own run's prompt); the report then counts runs per signature."""
+
+    def __init__(
+        self,
+        kind: str,
+        runs: RunsLike,
+        filters: Filters,
+        metric: Metric | None,
+        tokenizer: Any,
+        mixed: bool = False,
+    ):
         self.runset = load_runs(runs)
-        signature = require_one_signature(self.runset.runs)
+        signature = signature_of(self.runset.runs, mixed)
         self.filters = filters
         self.report = CompileReport(
             kind=kind, signature=signature, runs_read=len(self.runset.runs), bad_lines=self.runset.bad_lines
@@ -63,7 +74,8 @@ class Compilation:
                 f"no {kind} row survived the filters ({self.report.runs_read} run(s) read"
                 + (f", {self.report.bad_lines} unreadable line(s) skipped" if self.report.bad_lines else "")
                 + "):\n"
-                + self.report.explain_drops()
+                + self.report.explain_drops(),
+                report=self.report,
             )
         options = {"filters": self.filters.to_dict(), **options}
         return CompileResult(kind, rows, self.report, self.runset.files, options, extra_rows or [])

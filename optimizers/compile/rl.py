@@ -40,6 +40,7 @@ def compile_rl(
     repair: bool = True,
     system_prompt: SystemPrompt = None,
     tokenizer: Any = None,
+    mixed_signatures: bool = False,
 ) -> CompileResult:
     """Compile runs into ``RLRow`` prompts (``result.rows``) and ``RLGroupRow`` rollouts
     (``result.extra_rows``).
@@ -51,7 +52,7 @@ def compile_rl(
     """
     if min_group_size < 1:
         raise ValueError("min_group_size must be >= 1")
-    work = Compilation("rl", runs, filters or Filters.rollouts(), metric, tokenizer)
+    work = Compilation("rl", runs, filters or Filters.rollouts(), metric, tokenizer, mixed_signatures)
     missing = [
         s.run.meta.run_id for s in work.selected if not (scorer or (s.run.meta.task or {}).get("scorer"))
     ]

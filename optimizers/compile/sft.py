@@ -32,6 +32,7 @@ def compile_sft(
     repair: bool = True,
     system_prompt: SystemPrompt = None,
     tokenizer: Any = None,
+    mixed_signatures: bool = False,
 ) -> CompileResult:
     """Compile runs into SFT rows (``SFTRow``).
 
@@ -45,7 +46,7 @@ def compile_sft(
     """
     if mode not in ("turn", "conversation"):
         raise ValueError(f"mode must be 'turn' or 'conversation', got {mode!r}")
-    work = Compilation("sft", runs, filters or Filters(), metric, tokenizer)
+    work = Compilation("sft", runs, filters or Filters(), metric, tokenizer, mixed_signatures)
     builder = _Builder(work, Renderer(protocol, repair=repair, system_prompt=system_prompt))
     for item in work.selected:
         if mode == "turn":

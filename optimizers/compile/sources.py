@@ -90,16 +90,20 @@ def by_signature(runs: list[Trajectory]) -> dict[str, list[Trajectory]]:
     return dict(groups)
 
 
-def require_one_signature(runs: list[Trajectory]) -> str | None:
-    """The one signature of ``runs``; a MixedSignaturesError naming each one otherwise."""
+def signature_of(runs: list[Trajectory], mixed: bool = False) -> str | None:
+    """The one signature of ``runs``; a MixedSignaturesError naming each one otherwise, unless
+    ``mixed`` allows several (then their counts, most runs first, joined by " | ")."""
     counts = Counter(run.meta.signature for run in runs)
     if len(counts) <= 1:
         return next(iter(counts), None)
+    if mixed:
+        return " | ".join(f"{signature} ({count})" for signature, count in counts.most_common())
     lines = [f"  {count} run(s) of {signature!r}" for signature, count in counts.most_common()]
     raise MixedSignaturesError(
         "runs of different signatures cannot share one dataset:\n"
         + "\n".join(lines)
-        + "\ncompile them separately, or group them (`--group-signatures`, or sources.by_signature())."
+        + "\ncompile them separately, group them (`--group-signatures`, or sources.by_signature()), or "
+        "make one dataset of them all (`--mixed-signatures`)"
     )
 
 

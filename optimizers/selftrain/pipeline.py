@@ -159,7 +159,10 @@ class SelfTrain:
         record: dict[str, Any] = {}
         for kind in ("sft", "dpo"):
             per_turn = ["--per-turn"] if self.recipe.per_turn and kind == "sft" else []
-            command = rlmkit_command("compile", kind, *runs, "--out", str(folder / kind), *per_turn)
+            # one model is trained across the recipe's families, whose signatures differ
+            command = rlmkit_command(
+                "compile", kind, *runs, "--out", str(folder / kind), "--mixed-signatures", *per_turn
+            )
             if kind == "dpo" and not self.recipe.dpo:  # a by-product here: none is a count, not a failure
                 self.log("$ " + shown(command))
                 if self.runner(command) != 0:

@@ -81,22 +81,28 @@ class StageStore:
         ``skip``: names (globs, relative to the folder) left out of the archive."""
         if (kept := self.record(name)) is not None:
             return kept
-        folder = self.folder(name)
-        partial = self.archive / f"{name}.partial.tar.gz" if self.archive else None
-        if partial and partial.exists() and not folder.exists():
-            self._extract(partial)  # a snapshot of the unfinished stage: its runs resume from there
+        folder = self.restore(name)  # a snapshot of the unfinished stage: its runs resume from there
         folder.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         record = stage(folder)
         record["wall_s"] = round(time.monotonic() - started, 1)
         if self.archive:
             self._pack(name, folder, skip)
-            partial.unlink(missing_ok=True)
+            (self.archive / f"{name}.partial.tar.gz").unlink(missing_ok=True)
         path = self.work / "stages" / f"{name}.json"
         _write_whole(path, json.dumps(record, indent=1, default=str) + "\n")
         if self.archive:
             _write_whole(self.archive / f"{name}.json", path.read_text())
         return record
+
+    def restore(self, name: str) -> Path:
+        """The stage's folder; an unfinished stage's snapshot is unpacked into it first when
+        the archive has one and the folder is not there yet."""
+        folder = self.folder(name)
+        partial = self.archive / f"{name}.partial.tar.gz" if self.archive else None
+        if partial and partial.exists() and not folder.exists():
+            self._extract(partial)
+        return folder
 
     def snapshot(self, name: str) -> Path | None:
         """Pack an unfinished stage's folder as ``NAME.partial.tar.gz`` (an evaluation's finished

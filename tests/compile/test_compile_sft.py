@@ -208,6 +208,10 @@ def test_mixed_signatures_are_refused_naming_each():
         compile_sft(runs)
     assert "1 run(s) of 'context -> summary: str'" in str(info.value)
     assert "1 run(s) of 'context: str, question: str -> answer: int'" in str(info.value)
+    # asked for, one dataset over both: a root model trained across tasks, each row its own prompt
+    mixed = compile_sft(runs, mixed_signatures=True)
+    assert {row.task_id for row in mixed.rows} == {"records/a", "records/b"}
+    assert "context -> summary: str (1)" in mixed.report.signature
 
 
 def test_truncated_jsonl_lines_are_skipped_and_counted_and_the_rest_kept(tmp_path):

@@ -1,0 +1,168 @@
+"""What the next recipe's sampling has yielded so far: per sampled suite, its runs, and the rows
+its filters keep, turn by turn, with every removal counted by reason.
+
+    python benchmarks/training/reading_recipe_yield.py
+
+The recipe is ``benchmarks/training/reading_recipe.toml``, sampled by ``rlmkit self-train
+--recipe ... --out .selftrain/reading --archive benchmarks/results/reading_recipe``. Its finished
+sampling stages are read from the archive; an unfinished one is snapshotted from the work folder
+first (so the next run resumes it) and read from that snapshot, so these counts are what a
+checkout of the results holds. Rows are compiled as the recipe's dataset stage compiles them
+(``rlmkit compile sft --per-turn``; ``compile dpo`` for pairs), in a scratch folder. Writes
+``benchmarks/results/reading_recipe_yield.json``, rendered in ``docs/guide/training.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from _bootstrap import RESULTS, ROOT
+
+import provenance
+
+WORK = ROOT / ".selftrain" / "reading"
+ARCHIVE = RESULTS / "reading_recipe"
+OUT = RESULTS / "reading_recipe_yield.json"
+
+
+def compiled(kind: str, trajectories: list[Path]) -> dict[str, Any]:
+    """One compile's counts: rows and examples per family, and what each filter removed."""
+    from optimizers.compile import EmptyDatasetError, Filters, compile_dpo, compile_sft, load_runs
+    from optimizers.selftrain.pipeline import what_was_kept
+
+    folders = [path for path in trajectories if path.is_dir()]
+    if not folders:
+        return {"rows": 0, "examples": 0, "per_family": {}, "runs_read": 0}
+    runs = load_runs(folders)
+    try:
+        if kind == "sft":
+            result = compile_sft(runs, filters=Filters(per_turn=True), mixed_signatures=True)
+        else:
+            result = compile_dpo(runs, filters=Filters.rollouts(), mixed_signatures=True)
+        report = result.report
+    except EmptyDatasetError as exc:  # no row yet is a count, not a failure
+        report = exc.report
+    return what_was_kept(report.to_dict())
+
+
+def sampled(folder: Path) -> dict[str, Any]:
+    """The runs of one sampling stage: how many, how many right, on how many examples."""
+    from optimizers.selftrain.pipeline import read_rows
+
+    rows = read_rows(folder)
+    right = [row for row in rows if row["score"] > 0]
+    statuses: dict[str, int] = {}
+    for row in rows:
+        key = row.get("failure") or row["status"]
+        statuses[key] = statuses.get(key, 0) + 1
+    return {
+        "runs": len(rows),
+        "examples": len({row["id"] for row in rows}),
+        "scored_above_0": len(right),
+        "examples_with_a_success": len({row["id"] for row in right}),
+        "ended": dict(sorted(statuses.items())),
+        "run_seconds": round(sum(row["wall_s"] for row in rows), 1),
+    }
+
+
+def collect() -> dict[str, Any]:
+    from optimizers.selftrain.recipe import Recipe
+    from optimizers.selftrain.stages import StageStore
+
+    recipe = Recipe.model_validate(json.loads((ARCHIVE / "recipe.json").read_text()))
+    live = StageStore(WORK, ARCHIVE)
+    suites, folders = [], []
+    with tempfile.TemporaryDirectory() as scratch:
+        store = StageStore(Path(scratch), ARCHIVE)  # reads what the archive holds, as a checkout would
+        for plan in recipe.train:
+            name = f"sample-{plan.label}"
+            live.snapshot(name)  # an unfinished stage's runs so far, committed so they resume
+            finished = store.record(name) is not None
+            folder = store.folder(name) if finished else store.restore(name)
+            planned = {"suite": plan.label, "planned_runs": plan.n * recipe.samples}
+            if not (folder / "results.jsonl").is_file():
+                suites.append({**planned, "started": False})
+                continue
+            folders.append(folder / "trajectories")
+            suites.append(
+                {
+                    **planned,
+                    "started": True,
+                    "finished": finished,
+                    **sampled(folder),
+                    "sft": compiled("sft", [folder / "trajectories"]),
+                }
+            )
+        total = {"sft": compiled("sft", folders), "dpo": compiled("dpo", folders)}
+    return {
+        "recipe": "benchmarks/training/reading_recipe.toml",
+        "samples": recipe.samples,
+        "temperature": recipe.temperature,
+        "hint": recipe.hint,
+        "max_seconds": recipe.max_seconds,
+        "suites": suites,
+        "total": total,
+    }
+
+
+def block() -> str:
+    """The ``reading-yield`` block of ``docs/guide/training.md``."""
+    if not OUT.exists():
+        return "Not sampled yet: run `python benchmarks/training/reading_recipe_yield.py`."
+    return section(json.loads(OUT.read_text()))
+
+
+def section(data: dict[str, Any]) -> str:
+    lines = [
+        provenance.stamp(data),
+        "",
+        f"`{data['recipe']}` on training examples (generator seed 0; real-text suites read the training "
+        f"split's documents): {data['samples']} runs per example at temperature {data['temperature']}, "
+        + ("hinted, " if data["hint"] else "")
+        + f"each under a {data['max_seconds']:.0f}-second budget. SFT rows are compiled turn by turn "
+        "(`compile sft --per-turn`), DPO pairs by `compile dpo`. A run is counted under the first "
+        "filter that removes it.",
+        "",
+        "| suite | runs (of planned) | examples | runs right | SFT rows | examples in rows | runs removed |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for suite in data["suites"]:
+        if not suite["started"]:
+            lines.append(f"| {suite['suite']} | 0 of {suite['planned_runs']} | | | | | not sampled yet |")
+            continue
+        sft = suite["sft"]
+        removed = ", ".join(f"{n} {reason}" for reason, n in sorted(sft.get("runs_dropped", {}).items()))
+        state = "" if suite["finished"] else " *(unfinished)*"
+        lines.append(
+            f"| {suite['suite']}{state} | {suite['runs']} of {suite['planned_runs']} | {suite['examples']} "
+            f"| {suite['scored_above_0']} | {sft['rows']} | {sft['examples']} | {removed} |"
+        )
+    total = data["total"]
+    turns = ", ".join(f"{n} {reason}" for reason, n in sorted(total["sft"].get("turns_dropped", {}).items()))
+    lines += [
+        "",
+        f"In all: **{total['sft']['rows']} SFT rows from {total['sft']['examples']} examples** "
+        f"(the recipe's target is at least 150 rows from at least 40 examples), "
+        f"{total['dpo']['rows']} DPO pair(s) from {total['dpo']['examples']} example(s)"
+        + (f"; turns removed from kept runs: {turns}" if turns else "")
+        + ". Reasons: `status` the run ran out of its budget or turns; `zero_score` it answered wrong; "
+        "`hint_not_read` it scored above 0 but no output before its last turn showed the gold (the "
+        "answer came from the hint); `hint_used` its code or a sub-call touched the hint; "
+        "`answer_padded` its answer holds the gold inside a much longer text.",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    load_at_start = os.getloadavg()[0]
+    data = {**provenance.record(__file__, [], load_at_start), **collect()}
+    OUT.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()
