@@ -1,12 +1,12 @@
 """Runs sampled with a hint (the gold answer in their question; ``programs/hints.py``).
 
 Such a run trains only if it found the answer by reading: REPL output printed before its final
-turn shows every part of the gold, and the way there never touched the hint. Its rows are then
-written with the hint's text removed from every message, output and input preview, so nothing
-the model trains on tells it the answer.
+turn shows every part of the gold, or its final turn's code pulled the gold out and submitted it,
+and the way there never touched the hint. Its rows are then written with the hint's text removed
+from every message, output and input preview, so nothing the model trains on tells it the answer.
 
-"Never touched the hint" is checked on every code block up to the one whose output first shows
-the gold: the hint reaches code only through text the model types or the ``question`` variable
+"Never touched the hint" is checked on every code block up to the one that first brought the gold
+out: the hint reaches code only through text the model types or the ``question`` variable
 (which holds the hint while sampling), so such a block may not name ``question`` or read the
 namespace whole (``locals()``, ``globals()``, ``vars()``), its code may not hold the gold or the
 hint's words, and no sub-call it made may have been sent them: a model that asks ``llm_query``
@@ -37,9 +37,10 @@ def _gold_parts(run: Trajectory) -> list[str]:
 
 
 def why_dropped(run: Trajectory) -> str | None:
-    """Why a hinted run may not train: ``hint_not_read`` (no output before its last turn showed
-    every part of the gold), ``hint_used`` (a block up to that output could have taken the gold
-    from the hint), or None."""
+    """Why a hinted run may not train: ``hint_not_read`` (the gold never came out of its code:
+    no output before its last turn showed every part of it, and its last turn did not submit
+    it), ``hint_used`` (a block up to the one that brought the gold out could have taken it from
+    the hint), or None."""
     if (count := _first_reading_block(run)) is None:
         return "hint_not_read"
     blocks = [block for turn in run.turns for block in turn.blocks][:count]
@@ -48,14 +49,24 @@ def why_dropped(run: Trajectory) -> str | None:
 
 
 def _first_reading_block(run: Trajectory) -> int | None:
-    """How many blocks (in order, across turns before the last) it took until their output,
-    the hint's text left out, showed every part of the gold; None if it never did."""
+    """How many blocks (in order) it took until the gold came out of code; None if it never did.
+
+    Out of code means: the output of blocks before the last turn, the hint's text left out,
+    showed every part of the gold; or, failing that, the answer the last turn submitted holds
+    every part (code that pulls the value out of the input and submits it in one block reads
+    as surely as code that prints it; that every block up to it, the last included, typed
+    neither the gold nor the hint is ``why_dropped``'s check)."""
     parts, hint = _gold_parts(run), hint_of(run) or ""
+    if not parts:
+        return None
     printed, blocks = "", [block for turn in run.turns[:-1] for block in turn.blocks]
     for count, block in enumerate(blocks, 1):
         printed += "\n" + block.stdout.replace(hint, "").lower()
-        if parts and all(part in printed for part in parts):
+        if all(part in printed for part in parts):
             return count
+    submitted = " ".join(str(value) for value in (run.outputs or {}).values()).lower()
+    if run.turns and run.turns[-1].final and all(part in submitted for part in parts):
+        return len(blocks) + len(run.turns[-1].blocks)
     return None
 
 

@@ -136,7 +136,7 @@ class SelfTrain:
         r = self.recipe
         command = self.eval_command(
             plan, folder, "--seed", str(r.sample_seed), "--samples", str(r.samples),
-            "--temperature", str(r.temperature), *(["--hint"] if r.hint else []),
+            "--temperature", str(r.temperature), *(["--hint"] if r.hinted(plan) else []),
         )  # fmt: skip
         self._call(command)  # resumes from its folder by itself
         rows = read_rows(folder)  # every run in the folder: an earlier, larger plan's runs too

@@ -5,7 +5,9 @@ up (``test_seed``), so nothing the model trained on is ever scored."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 HELD_OUT_SEEDS = 1000  # seeds from here up are never sampled for training
 # Recipe fields that only add measurements (each suite's evaluation is a stage of its own): a
@@ -23,6 +25,18 @@ class SuitePlan(BaseModel):
     suite: str
     length: int = Field(20_000, ge=1_000, description="characters of context per example")
     n: int = Field(16, ge=1, description="examples")
+    hint: bool | None = Field(
+        None, description="sample this suite hinted or not (None: the recipe's `hint`); sampling only"
+    )
+
+    @model_serializer(mode="wrap")
+    def _unset_hint_left_out(self, handler: Any) -> dict[str, Any]:
+        # a plan that does not choose is written as plans were before they could, so the record
+        # of a recipe made then still matches (StageStore.keep_recipe compares the records)
+        data = handler(self)
+        if data.get("hint", False) is None:
+            del data["hint"]
+        return data
 
     @property
     def label(self) -> str:
@@ -41,7 +55,8 @@ class Recipe(BaseModel):
     hint: bool = Field(
         False,
         description="sample with the gold answer in each training question (rlmkit eval --hint); a "
-        "run trains only if its output showed the gold before it answered, and without the hint",
+        "run trains only if its code brought the gold out of the input, and without the hint; a "
+        "suite's own `hint` overrides this",
     )
     per_turn: bool = Field(
         False,
@@ -124,6 +139,10 @@ class Recipe(BaseModel):
             for plan in self._trained()
         ]
         return first + again
+
+    def hinted(self, plan: SuitePlan) -> bool:
+        """Whether ``plan`` is sampled with the hint: its own choice, else the recipe's."""
+        return self.hint if plan.hint is None else plan.hint
 
     def trains_on(self, plan: SuitePlan) -> bool:
         """Whether ``plan`` is a suite (at its length) this recipe trains on."""

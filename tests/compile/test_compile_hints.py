@@ -13,8 +13,14 @@ from rlmkit.trajectory import CodeBlock, SubCall
 HINT = " (Hint for this run: the answer is 42.)"
 
 
-def hinted_run(task: str, printed: str, code: str = "print(x)", subcalls=()):
+def hinted_run(task: str, printed: str, code: str = "print(x)", subcalls=(), submitted=None, last=None):
+    """A hinted run of three turns: the first runs ``code`` and prints ``printed``; the last runs
+    ``last`` (default: sums what sub-calls counted) and submits ``submitted`` (default: the gold)."""
     run = make_run(task=task, n_turns=3, answer=42)
+    if submitted is not None:
+        run.outputs = {"answer": submitted}
+    if last is not None:
+        run.turns[-1].blocks = [CodeBlock(code=last)]
     run.meta.task["meta"] = {"hint": HINT}
     turns = list(run.turns)
     first = turns[0]
@@ -43,11 +49,16 @@ def test_a_hint_follows_the_question_of_a_training_example_only():
         hinted(generate("needle", n=1, length=5_000, seed=1000)[0])
 
 
-def test_a_hinted_run_trains_only_if_it_printed_the_gold_and_never_shows_the_hint():
-    read, guessed = hinted_run("read", "record 17: value 42"), hinted_run("guessed", "nothing here")
-    result = compile_sft([read, guessed])
-    assert result.report.runs_dropped["hint_not_read"] == 1
-    assert {row.task_id for row in result.rows} == {"records/read"}
+def test_a_hinted_run_trains_only_if_its_code_brought_the_gold_out_and_never_shows_the_hint():
+    read = hinted_run("read", "record 17: value 42")  # printed before the last turn
+    pulled = hinted_run("pulled", "nothing here")  # the last turn's code computed what it submitted
+    partly = hinted_run("partly", "nothing here", submitted=[42, 7])  # a list: part of it right
+    partly.meta.task["gold"] = [42, 8]
+    partly.score = 0.5
+    guessed = hinted_run("guessed", "nothing here", last="SUBMIT(answer=42)")
+    result = compile_sft([read, pulled, partly, guessed])
+    assert dict(result.report.runs_dropped) == {"hint_not_read": 1, "hint_used": 1}
+    assert {row.task_id for row in result.rows} == {"records/read", "records/pulled"}
     assert all(HINT not in message.content for row in result.rows for message in row.messages)
     assert any(
         "How many records in read?" in message.content for row in result.rows for message in row.messages

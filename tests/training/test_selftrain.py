@@ -546,7 +546,10 @@ def test_a_recipe_file_names_everything_and_is_checked_before_any_stage(tmp_path
 
     training = Path(__file__).resolve().parents[2] / "benchmarks" / "training"
     shipped = read_recipe(training / "reading_recipe.toml")
-    assert shipped.hint and shipped.per_turn and shipped.dpo and shipped.max_seconds
+    assert shipped.per_turn and shipped.dpo and shipped.max_seconds
+    # a suite's own hint overrides the recipe's, in the command that samples it
+    hinted = {plan.label: plan for plan in shipped.train if shipped.hinted(plan)}
+    assert "needle-20k" in hinted and "aggregation-20k" not in hinted
     from optimizers.selftrain import StageStore as Store
     from optimizers.selftrain.pipeline import SelfTrain as Pipeline
 
@@ -554,6 +557,11 @@ def test_a_recipe_file_names_everything_and_is_checked_before_any_stage(tmp_path
         shipped.train[0], tmp_path
     )
     assert command[command.index("--max-seconds") + 1] == str(shipped.max_seconds)  # sampled under a budget
+    failing = Pipeline(shipped, Store(tmp_path / "s"), tmp_path / "m.gguf", runner=lambda command: 1)
+    for plan in shipped.train:
+        with pytest.raises(StageFailed) as failed:  # the runner fails at once: its command is in the error
+            failing.sample(plan, tmp_path / plan.label)
+        assert ("--hint" in str(failed.value)) is (plan.label in hinted)
     assert {plan.suite for plan in shipped.train} >= {"prose", "source", "needle", "multi_needle"}
     assert len({plan.length for plan in shipped.train if plan.suite == "prose"}) >= 2
     bad = tmp_path / "bad.toml"
