@@ -3,16 +3,19 @@
     nice -n 5 python benchmarks/training/reading_matrix.py            # run or resume, then report
     python benchmarks/training/reading_matrix.py --report-only        # the results file from the archive
     python benchmarks/training/reading_matrix.py --suites prose,source  # only these suites now
+    python benchmarks/training/reading_matrix.py --report-only --ship reading  # serve it if it passes
 
 Arms (all greedy, held-out generator seed 1000, each on its own 1-thread server, side by side):
 ``base`` is the embedded model with today's prompt, ``prompt`` the same model with the reading
 moves and answers held until their output is read (``--moves read --hold-unread-answers``: what
 the model is told changes, not its weights), ``adapter`` the shipped LoRA adapter with today's
-prompt. Work goes to ``.selftrain/matrix``; each finished stage is packed
-into ``benchmarks/results/reading_matrix/`` (committed), and unfinished ones are snapshotted there
-run by run, so a later checkout resumes them. ``benchmarks/results/reading_matrix.json`` holds the
-table, every arm's per-example scores, and the gate's verdict on the adapter
-(``optimizers/selftrain/gate.py``, committed before the measurement it judges).
+prompt; ``reading``, once the reading recipe (``benchmarks/training/reading_recipe.toml``) has
+made its adapter, that adapter with today's prompt. Work goes to ``.selftrain/matrix``; each
+finished stage is packed into ``benchmarks/results/reading_matrix/`` (committed), and unfinished
+ones are snapshotted there run by run, so a later checkout resumes them.
+``benchmarks/results/reading_matrix.json`` holds the table, every arm's per-example scores, and
+the gate's verdict on each adapter (``optimizers/selftrain/gate.py``, committed before the
+measurement it judges).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import argparse
 import json
 import os
 import subprocess
+from pathlib import Path
 from typing import Any
 
 from _bootstrap import RESULTS, ROOT
@@ -39,9 +43,13 @@ SUITES = [
         for name in ("needle", "multi_needle", "aggregation", "pairs", "multihop", "codeqa", "shared_context")
     ),
 ]
-# Each adapter arm the gate judges, with the families it was trained on (its training rules read
-# them); a new adapter joins as an arm after the others and an entry here.
-CANDIDATES = {"adapter": ("needle",)}
+# The adapter arms the gate judges, with the families each was trained on (its training rules read
+# them): the shipped one, then the reading recipe's once its adapter stage has finished (an arm
+# after the others, so the stages measured before it are kept).
+SHIPPED_FAMILIES = ("needle",)
+READING_WORK = ROOT / ".selftrain" / "reading"
+READING_ARCHIVE = ARCHIVE.parent / "reading_recipe"
+READING_RECIPE = "benchmarks/training/reading_recipe.toml"
 # How this pass's runs were made, beyond the matrix's own settings (rendered with the results).
 CONDITIONS = [
     "Runs were side by side with other work on the same two cores (tests, builds, sampling), so "
@@ -63,18 +71,38 @@ CODE_BEFORE_RECORDS = {
 MAX_SECONDS = 240
 
 
+def reading():
+    """The reading recipe's store and recipe, as committed (its recipe file's record)."""
+    from optimizers.selftrain.recipe import Recipe
+    from optimizers.selftrain.stages import StageStore
+
+    recipe = Recipe.model_validate(json.loads((READING_ARCHIVE / "recipe.json").read_text()))
+    return StageStore(READING_WORK, READING_ARCHIVE), recipe
+
+
+def candidates() -> dict[str, tuple[str, ...]]:
+    """Each adapter arm the gate judges, and the families it was trained on."""
+    store, recipe = reading()
+    trained = tuple(dict.fromkeys(plan.suite for plan in recipe.train))
+    return {"adapter": SHIPPED_FAMILIES, **({"reading": trained} if store.record("adapter") else {})}
+
+
 def matrix():
     from optimizers.selftrain.matrix import Arm, Matrix
     from optimizers.selftrain.recipe import SuitePlan
     from rlmkit.local.adapter import SHIPPED_ADAPTER
 
+    store, _ = reading()
+    arms = [
+        Arm(name="base"),
+        Arm(name="prompt", moves="read", hold_unread_answers=True),
+        Arm(name="adapter", adapter=str(SHIPPED_ADAPTER.with_suffix(".gguf"))),
+    ]
+    if "reading" in candidates():
+        arms.append(Arm(name="reading", adapter=str(store.output("adapter") / "adapter.gguf")))
     return Matrix(
         suites=tuple(SuitePlan(suite=s, length=length, n=n) for s, length, n in SUITES),
-        arms=(
-            Arm(name="base"),
-            Arm(name="prompt", moves="read", hold_unread_answers=True),
-            Arm(name="adapter", adapter=str(SHIPPED_ADAPTER.with_suffix(".gguf"))),
-        ),
+        arms=tuple(arms),
         max_seconds=MAX_SECONDS,
     )
 
@@ -119,7 +147,7 @@ def collect() -> dict[str, Any]:
         "table": table,
         "gate": {
             "rule": rule.model_dump(),
-            "trained_families": {name: list(families) for name, families in CANDIDATES.items()},
+            "trained_families": {name: list(families) for name, families in candidates().items()},
             **{
                 name: verdict(
                     table,
@@ -129,7 +157,7 @@ def collect() -> dict[str, Any]:
                     trained_families=families,
                     real_text=real_text.FAMILIES,
                 ).model_dump()
-                for name, families in CANDIDATES.items()
+                for name, families in candidates().items()
             },
             # a prompt replaces today's default by the same gate, less the rules about training
             "prompt": verdict(
@@ -150,6 +178,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--report-only", action="store_true", help="only rewrite the results file")
     parser.add_argument("--suites", help="only these suites (comma-separated families) in this run")
+    parser.add_argument(
+        "--ship", metavar="ARM", help="then ship this adapter arm if it passes the gate (reading)"
+    )
     args = parser.parse_args(argv)
     load_at_start = os.getloadavg()[0]
     if not args.report_only:
@@ -170,6 +201,33 @@ def main(argv: list[str] | None = None) -> None:
     print(f"wrote {RESULTS}")
     if hold_back_shipped(data):
         print("the shipped adapter fails its gate: the embedded model now serves the base by default")
+    if args.ship:
+        print(f"shipped {ship(data, args.ship)}")
+
+
+def ship(data: dict[str, Any], arm: str) -> Path:
+    """Serve the reading recipe's adapter by default: refused unless the gate, on the whole
+    matrix, lets it through. Its record says what it was taught and what the gate measured."""
+    from optimizers.selftrain.shipping import trained_record
+    from rlmkit.local.adapter import install_shipped
+
+    if arm != "reading":
+        raise SystemExit(f"only the reading recipe's adapter ships from here, not {arm!r}")
+    verdict = data["gate"].get(arm)
+    if verdict is None or not verdict["ships"]:
+        why = "; ".join((verdict or {}).get("failures") or []) or "the matrix is not whole for it"
+        raise SystemExit(f"the {arm!r} adapter does not ship: {why}")
+    store, recipe = reading()
+    measured = [
+        {"suite": row["suite"], "n": row["n"], **row["versus_base"][arm]} for row in data["table"]
+    ]
+    record = trained_record(store, recipe) | {
+        "recipe": READING_RECIPE,
+        "gate": {"by": "optimizers/selftrain/gate.py", **verdict},
+        "measured": measured,
+        "results": f"benchmarks/results/{RESULTS.name} ({data['date']}, commit {data['commit']})",
+    }
+    return install_shipped(store.output("adapter") / "adapter.gguf", record)
 
 
 def code_commit() -> str:

@@ -184,32 +184,23 @@ MEASURED_KEYS = ("suite", "generator_seed", "trained_on", "n", "base_mean", "oth
 def ship(data: dict[str, Any]) -> Path:
     """The adapter beside the embedded model's code, with its sha256 and where it came from, so
     ``local_lm()`` serves it by default (``rlmkit/local/adapter.py``); refused unless it wins."""
-    import hashlib
-    import shutil
-
     from self_train_report import ships, verdict
 
     from optimizers.selftrain import StageStore
-    from rlmkit.local.adapter import SHIPPED_ADAPTER
+    from rlmkit.local.adapter import install_shipped
 
     if not ships(data):
         raise SystemExit(f"the adapter does not ship: {verdict(data)}")
     adapter = StageStore(WORK, ARCHIVE).output("adapter") / "adapter.gguf"
-    target = SHIPPED_ADAPTER.with_suffix(".gguf")
-    shutil.copyfile(adapter, target)
     recipe, stages = data["recipe"], data["stages"]
     record = {
-        "file": target.name,
-        "sha256": hashlib.sha256(target.read_bytes()).hexdigest(),
-        "bytes": target.stat().st_size,
         "base": stages["adapter"]["base"],
         "trained_on": trained_on(recipe, stages),
         "rows": stages["train"]["rows"],
         "measured": [{key: row.get(key) for key in MEASURED_KEYS} for row in data["comparison"]],
         "results": f"benchmarks/results/{RESULTS.name} at {data['commit']}",
     }
-    SHIPPED_ADAPTER.write_text(json.dumps(record, indent=1) + "\n")
-    return target
+    return install_shipped(adapter, record)
 
 
 def trained_on(recipe: dict[str, Any], stages: dict[str, Any]) -> list[dict[str, Any]]:

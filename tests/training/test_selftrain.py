@@ -387,6 +387,59 @@ def test_an_adapter_its_gate_holds_back_is_served_only_by_name(tmp_path, monkeyp
     adapters.shipped_adapter.cache_clear()
 
 
+def test_the_reading_adapter_ships_only_through_its_gate_with_what_it_was_taught(tmp_path, monkeypatch):
+    import hashlib
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks" / "training"))
+    import reading_matrix
+
+    from rlmkit.local import adapter as adapters
+
+    recipe = Recipe(
+        train=(SuitePlan(suite="needle", n=2, hint=True), SuitePlan(suite="prose", n=2)), dpo=True
+    )
+    archive = tmp_path / "archive"
+    store = StageStore(tmp_path / "work", archive)
+    store.keep_recipe(recipe.model_dump(mode="json"))
+    monkeypatch.setattr(reading_matrix, "READING_WORK", tmp_path / "work")
+    monkeypatch.setattr(reading_matrix, "READING_ARCHIVE", archive)
+    monkeypatch.setattr(adapters, "SHIPPED_ADAPTER", tmp_path / "shipped_adapter.json")
+    assert list(reading_matrix.candidates()) == ["adapter"]  # no adapter stage yet: no arm
+    for plan in recipe.train:
+        store.run(
+            f"sample-{plan.label}",
+            lambda f: {"generator_seed": 0, "examples": 2, "runs": 8, "scored_above_0": 3},
+        )
+    sft = {"rows": 5, "examples": 3, "per_family": {"needle": {"rows": 5, "examples": 3}},
+           "runs_dropped": {"zero_score": 4}, "turns_dropped": {"turn:code_failed": 2}}  # fmt: skip
+    store.run("dataset", lambda f: {"sft": sft, "dpo": {"rows": 2}})
+    for name in ("train", "train-dpo"):
+        store.run(name, lambda f: {"rows": 5, "steps": 5, "precision": "bf16", "train_runtime_s": 9.0})
+
+    def adapter(folder):
+        write_tiny_gguf(folder / "adapter.gguf", "qwen2", blocks=1)
+        return {"from": "train-dpo", "base": "base.gguf"}
+
+    store.run("adapter", adapter)
+    assert reading_matrix.candidates()["reading"] == ("needle", "prose")
+    assert reading_matrix.matrix().arms[-1].name == "reading"
+    row = {"suite": "needle-20k", "n": 20, "versus_base": {"reading": {"gain": 0.3, "ci95": [0.1, 0.5]}}}
+    data = {"date": "today", "commit": "abc", "table": [row]}
+    for verdict in (None, {"ships": False, "failures": ["needle-20k: below the base"]}):
+        with pytest.raises(SystemExit, match="does not ship"):
+            reading_matrix.ship({**data, "gate": {"reading": verdict}}, "reading")
+    assert not adapters.SHIPPED_ADAPTER.exists()
+    shipped = reading_matrix.ship({**data, "gate": {"reading": {"ships": True, "failures": []}}}, "reading")
+    record = adapters.shipped_record()
+    assert record["sha256"] == hashlib.sha256(shipped.read_bytes()).hexdigest() and "held_back" not in record
+    assert record["rows"] == 5 and record["examples"] == 3 and record["dpo_pairs"] == 2
+    assert [(s["suite"], s["hinted"]) for s in record["trained_on"]] == [("needle", True), ("prose", False)]
+    assert record["filters"]["runs_dropped"] == {"zero_score": 4} and record["gate"]["ships"]
+    assert record["measured"] == [{"suite": "needle-20k", "n": 20, "gain": 0.3, "ci95": [0.1, 0.5]}]
+    assert adapters.resolve_adapter() == shipped  # served by default from now on
+    adapters.shipped_adapter.cache_clear()
+
+
 def test_an_eval_folder_knows_its_adapter_by_content_not_path(tmp_path, monkeypatch):
     """A run folder's identity holds the adapter's name and hash: a copy of the same adapter
     elsewhere (the work folder moved, an absolute path for a relative one) resumes its runs; a
