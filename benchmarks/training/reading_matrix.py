@@ -218,9 +218,7 @@ def ship(data: dict[str, Any], arm: str) -> Path:
         why = "; ".join((verdict or {}).get("failures") or []) or "the matrix is not whole for it"
         raise SystemExit(f"the {arm!r} adapter does not ship: {why}")
     store, recipe = reading()
-    measured = [
-        {"suite": row["suite"], "n": row["n"], **row["versus_base"][arm]} for row in data["table"]
-    ]
+    measured = [{"suite": row["suite"], "n": row["n"], **row["versus_base"][arm]} for row in data["table"]]
     record = trained_record(store, recipe) | {
         "recipe": READING_RECIPE,
         "gate": {"by": "optimizers/selftrain/gate.py", **verdict},
