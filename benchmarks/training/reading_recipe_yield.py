@@ -29,7 +29,7 @@ ARCHIVE = RESULTS / "reading_recipe"
 OUT = RESULTS / "reading_recipe_yield.json"
 
 
-def compiled(kind: str, trajectories: list[Path]) -> dict[str, Any]:
+def compiled(kind: str, trajectories: list[Path], min_score: float | None) -> dict[str, Any]:
     """One compile's counts: rows and examples per family, and what each filter removed."""
     from optimizers.compile import EmptyDatasetError, Filters, compile_dpo, compile_sft, load_runs
     from optimizers.selftrain.pipeline import what_was_kept
@@ -40,7 +40,8 @@ def compiled(kind: str, trajectories: list[Path]) -> dict[str, Any]:
     runs = load_runs(folders)
     try:
         if kind == "sft":
-            result = compile_sft(runs, filters=Filters(per_turn=True), mixed_signatures=True)
+            filters = Filters(per_turn=True, min_score=min_score)
+            result = compile_sft(runs, filters=filters, mixed_signatures=True)
         else:
             result = compile_dpo(runs, filters=Filters.rollouts(), mixed_signatures=True)
         report = result.report
@@ -94,15 +95,16 @@ def collect() -> dict[str, Any]:
                     "started": True,
                     "finished": finished,
                     **sampled(folder),
-                    "sft": compiled("sft", [folder / "trajectories"]),
+                    "sft": compiled("sft", [folder / "trajectories"], recipe.min_score),
                 }
             )
-        total = {"sft": compiled("sft", folders), "dpo": compiled("dpo", folders)}
+        total = {"sft": compiled("sft", folders, recipe.min_score), "dpo": compiled("dpo", folders, None)}
     return {
         "recipe": "benchmarks/training/reading_recipe.toml",
         "samples": recipe.samples,
         "temperature": recipe.temperature,
-        "hint": recipe.hint,
+        "hinted": [plan.label for plan in recipe.train if recipe.hinted(plan)],
+        "min_score": recipe.min_score,
         "max_seconds": recipe.max_seconds,
         "suites": suites,
         "total": total,
@@ -122,12 +124,15 @@ def section(data: dict[str, Any]) -> str:
         "",
         f"`{data['recipe']}` on training examples (generator seed 0; real-text suites read the training "
         f"split's documents): {data['samples']} runs per example at temperature {data['temperature']}, "
-        + ("hinted, " if data["hint"] else "")
+        + (f"hinted on {', '.join(data['hinted'])} only, " if data["hinted"] else "unhinted, ")
         + f"each under a {data['max_seconds']:.0f}-second budget. SFT rows are compiled turn by turn "
-        "(`compile sft --per-turn`), DPO pairs by `compile dpo`. A run is counted under the first "
-        "filter that removes it.",
+        "(`compile sft --per-turn`) from runs scoring "
+        + (f"at least {data['min_score']}" if data["min_score"] else "above 0")
+        + ", DPO pairs by "
+        "`compile dpo`. A run is counted under the first filter that removes it.",
         "",
-        "| suite | runs (of planned) | examples | runs right | SFT rows | examples in rows | runs removed |",
+        "| suite | runs (of planned) | examples | runs scoring above 0 | SFT rows | examples in rows "
+        "| runs removed |",
         "|---|---|---|---|---|---|---|",
     ]
     for suite in data["suites"]:
@@ -150,6 +155,7 @@ def section(data: dict[str, Any]) -> str:
         f"{total['dpo']['rows']} DPO pair(s) from {total['dpo']['examples']} example(s)"
         + (f"; turns removed from kept runs: {turns}" if turns else "")
         + ". Reasons: `status` the run ran out of its budget or turns; `zero_score` it answered wrong; "
+        "`min_score` it was partly right (a count off by one, a near miss); "
         "`hint_not_read` it scored above 0 but no output before its last turn showed the gold (the "
         "answer came from the hint); `hint_used` its code or a sub-call touched the hint; "
         "`answer_padded` its answer holds the gold inside a much longer text.",

@@ -159,6 +159,8 @@ class SelfTrain:
         record: dict[str, Any] = {}
         for kind in ("sft", "dpo"):
             per_turn = ["--per-turn"] if self.recipe.per_turn and kind == "sft" else []
+            if kind == "sft" and self.recipe.min_score is not None:
+                per_turn += ["--min-score", str(self.recipe.min_score)]
             # one model is trained across the recipe's families, whose signatures differ
             command = rlmkit_command(
                 "compile", kind, *runs, "--out", str(folder / kind), "--mixed-signatures", *per_turn

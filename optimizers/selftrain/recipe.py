@@ -14,7 +14,7 @@ HELD_OUT_SEEDS = 1000  # seeds from here up are never sampled for training
 # finished recipe may gain held-out suites without redoing or mixing any finished stage.
 MEASURED_ONLY = ("held_out", "confirm_seeds")
 # Fields a recipe written before them lacks: read as their defaults, so its folder still resumes.
-ADDED_LATER = ("hint", "per_turn", "dpo", "dpo_beta", "max_seconds")
+ADDED_LATER = ("hint", "per_turn", "dpo", "dpo_beta", "max_seconds", "min_score")
 
 
 class SuitePlan(BaseModel):
@@ -62,6 +62,13 @@ class Recipe(BaseModel):
         False,
         description="compile with the per-turn filter (rlmkit compile sft --per-turn): drop single "
         "turns whose code failed, that made up output, had an answer rejected, or repeat a turn",
+    )
+    min_score: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="SFT rows only from runs scoring at least this (None: any score above 0); suites "
+        "with partial credit score a count that is off by one, or a near miss, above 0",
     )
     temperature: float = Field(0.8, gt=0, description="sampling temperature (distinct runs)")
     max_seconds: float | None = Field(

@@ -77,6 +77,7 @@ def tiny_recipe() -> Recipe:
         test_n=2,
         max_iterations=4,
         precision="fp32",
+        min_score=0.5,
     )
 
 
@@ -115,6 +116,7 @@ def test_every_stage_runs_once_measures_both_arms_paired_and_resumes(finished):
         and sample["examples"] == 2
     )
     sft = done["dataset"]["sft"]
+    assert "--min-score 0.5" in sft["command"] and "--min-score" not in done["dataset"]["dpo"]["command"]
     assert sft["counts"]["train.jsonl"] >= 1 and "dpo" in done["dataset"]
     # rows and examples per family, every row counted once; what each filter removed, by reason
     assert list(sft["per_family"]) == ["needle"] and sft["per_family"]["needle"]["rows"] == sft["rows"]
