@@ -158,7 +158,8 @@ def section(data: dict[str, Any]) -> str:
         "`min_score` it was partly right (a count off by one, a near miss); "
         "`hint_not_read` it scored above 0 but no output before its last turn showed the gold (the "
         "answer came from the hint); `hint_used` its code or a sub-call touched the hint; "
-        "`answer_padded` its answer holds the gold inside a much longer text.",
+        "`answer_padded` its answer holds the gold inside a much longer text; `answer_typed` it typed "
+        "in its answer before any output showed it (a guess).",
     ]
     return "\n".join(lines)
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from optimizers.compile.hints import hint_of, why_dropped, without_hint
+from optimizers.compile.hints import answer_typed, hint_of, why_dropped, without_hint
 from optimizers.compile.report import CompileReport
 from optimizers.compile.turns import run_cost, task_id
 from rlmkit.trajectory import Trajectory
@@ -38,6 +38,13 @@ class Filters:
             "characters: scored right only because the gold is somewhere inside what it submitted"
         },
     )
+    drop_typed_answers: bool = field(
+        default=True,
+        metadata={
+            "help": "drop runs whose last turn typed in its answer before any output showed it (a "
+            "guess that scored): hinted runs are judged more strictly, against the gold"
+        },
+    )
     per_turn: bool = field(
         default=False,
         metadata={
@@ -64,6 +71,7 @@ class Filters:
             "dedupe": False,
             "statuses": None,
             "max_answer_ratio": None,
+            "drop_typed_answers": False,
         }
         return cls(**{**base, **overrides})
 
@@ -117,6 +125,8 @@ def _run_reason(run: Trajectory, score: float | None, filters: Filters) -> str |
         return "min_turns"
     if filters.max_answer_ratio is not None and _padded(run, filters.max_answer_ratio):
         return "answer_padded"
+    if filters.drop_typed_answers and hint_of(run) is None and answer_typed(run):
+        return "answer_typed"
     return None
 
 

@@ -70,6 +70,25 @@ def _first_reading_block(run: Trajectory) -> int | None:
     return None
 
 
+def answer_typed(run: Trajectory) -> bool:
+    """Whether the last turn typed its answer in before any output showed it: a right answer
+    guessed (``SUBMIT(answer=2)`` after code that printed no 2) teaches guessing. Judged on what
+    was submitted, not the gold, so a near miss that partial credit kept is judged alike."""
+    if not run.turns or not run.turns[-1].final:
+        return False
+    parts = [part.lower() for part in _answer_parts(run.outputs or {}) if part.strip()]
+    code = "\n".join(block.code for block in run.turns[-1].blocks).lower()
+    printed = "\n".join(block.stdout for turn in run.turns[:-1] for block in turn.blocks).lower()
+    return any(_mentions(code, part) and not _mentions(printed, part) for part in parts)
+
+
+def _answer_parts(outputs: dict[str, Any]) -> list[str]:
+    parts: list[str] = []
+    for value in outputs.values():
+        parts += [str(item) for item in value] if isinstance(value, (list, tuple)) else [str(value)]
+    return parts
+
+
 def _touches(block: CodeBlock, marks: list[str]) -> bool:
     code = block.code.lower()
     if _HINT_ROUTES.search(block.code) or any(_mentions(code, mark) for mark in marks):

@@ -15,6 +15,7 @@ REASONS = {
     "min_score": "score below min_score",
     "min_turns": "fewer root turns than min_turns",
     "answer_padded": "answer far longer than the gold (max_answer_ratio): right only by containing it",
+    "answer_typed": "answer typed in before any output showed it: a guess that scored",
     "hint_not_read": "hinted run whose output never showed the gold before its last turn",
     "hint_used": "hinted run that could have taken the gold from the hint, not the input",
     "per_task_cap": "over the per-task cap (best runs kept)",

@@ -93,6 +93,22 @@ def test_an_answer_right_only_because_it_holds_the_gold_somewhere_is_not_trained
         Filters(max_answer_ratio=0.5)
 
 
+def test_a_right_answer_typed_in_before_any_output_showed_it_is_a_guess_not_trained_on():
+    from rlmkit.trajectory import CodeBlock
+
+    def ending(task: str, printed: str):
+        run = make_run(task=task)
+        run.turns[0].blocks = [CodeBlock(code="print(context[:500])", stdout=printed)]
+        run.turns[-1].blocks = [CodeBlock(code="SUBMIT(answer=42)")]
+        return run
+
+    guessed, read = ending("guessed", "record: alpha 1420"), ending("read", "records: 42")
+    result = compile_sft([guessed, read])
+    assert {row.task_id for row in result.rows} == {"records/read"}  # 1420 does not show 42
+    assert dict(result.report.runs_dropped) == {"answer_typed": 1}
+    assert Filters.rollouts().drop_typed_answers is False  # a guess is a worse ending for DPO
+
+
 def test_metric_scores_runs_that_have_no_score():
     runs = [make_run(task=f"t{i}", score=None, answer=i) for i in range(4)]
     result = compile_sft(runs, metric=lambda run: float(run.outputs["answer"] % 2))
