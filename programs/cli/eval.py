@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import threading
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -261,8 +262,14 @@ def _run(
         )
         stop_live = ev.instrument(lambda start: LiveCounts(progress, task))  # runs in this process's threads
 
+        # A bar redraws only on a terminal: written to a log (a run in the background, CI), each
+        # finished run is a line with the time left instead.
+        lines = None if err.is_terminal else ProgressLines()
+
         def on_start(todo: int, done: int) -> None:
             progress.update(task, total=todo + done, completed=done)
+            if lines is not None:
+                lines.start(todo)
             if done:
                 progress.console.print(f"resuming {out}: {done} finished run(s) kept")
 
@@ -272,6 +279,9 @@ def _run(
             progress.update(
                 task, advance=1, correct=fields["correct"] + right, cost=fields["cost"] + row.cost
             )
+            if lines is not None:
+                state = progress.tasks[task]
+                progress.console.print(lines.line(row, int(state.completed), int(state.total or 0)))
             if row.status == "failed":
                 progress.console.print(
                     f"[yellow]{row.id}#{row.sample} ({row.program}) failed: {row.failure}[/yellow] "
@@ -307,6 +317,30 @@ def _run(
     }
     (Path(out) / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     print(f"results and trajectories: {out}  (view them: rlmkit view {out}/trajectories)")
+
+
+class ProgressLines:
+    """One line per finished run, for a log: how far, how the run ended, the time left (this
+    process's runs so far, per run, times the runs still to do)."""
+
+    def __init__(self) -> None:
+        self.started, self.todo, self.finished = time.monotonic(), 0, 0
+
+    def start(self, todo: int) -> None:
+        self.started, self.todo, self.finished = time.monotonic(), todo, 0
+
+    def line(self, row: Any, completed: int, total: int) -> str:
+        self.finished += 1
+        elapsed = time.monotonic() - self.started
+        left = elapsed / self.finished * max(0, self.todo - self.finished)
+        return (
+            f"[{completed}/{total}] {row.id}#{row.sample} {row.status}, score {row.score:.2f} in "
+            f"{row.wall_s:.0f} s; {_minutes(elapsed)} elapsed, about {_minutes(left)} left"
+        )
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
 class LiveCounts:

@@ -52,6 +52,8 @@ def test_eval_runs_prints_the_table_and_resumes(server, tmp_path):
     assert "1.000 [1.000, 1.000]" in result.output and "baseline" in result.output
     # the bar's live fields come from the runs' events: every model call counted, no run left in flight
     assert "running 0, model calls 3" in result.output  # 3 examples, each answered in one root turn
+    # written to a log, not a terminal: a line per finished run, with the time left (6 with baselines)
+    assert "[6/6] needle-s3-" in result.output and "about 0 s left" in result.output
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert sorted((r["program"], r["id"]) for r in rows) == sorted(
         (p, f"needle-s3-{i:04d}") for p in ("program", "baseline") for i in range(3)
