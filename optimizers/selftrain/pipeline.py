@@ -137,6 +137,7 @@ class SelfTrain:
         command = self.eval_command(
             plan, folder, "--seed", str(r.sample_seed), "--samples", str(r.samples),
             "--temperature", str(r.temperature), *(["--hint"] if r.hinted(plan) else []),
+            *(["--local-threads", str(r.sample_threads)] if r.sample_threads else []),
         )  # fmt: skip
         self._call(command)  # resumes from its folder by itself
         rows = read_rows(folder)  # every run in the folder: an earlier, larger plan's runs too

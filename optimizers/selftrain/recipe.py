@@ -14,7 +14,7 @@ HELD_OUT_SEEDS = 1000  # seeds from here up are never sampled for training
 # finished recipe may gain held-out suites without redoing or mixing any finished stage.
 MEASURED_ONLY = ("held_out", "confirm_seeds")
 # Fields a recipe written before them lacks: read as their defaults, so its folder still resumes.
-ADDED_LATER = ("hint", "per_turn", "dpo", "dpo_beta", "max_seconds", "min_score")
+ADDED_LATER = ("hint", "per_turn", "dpo", "dpo_beta", "max_seconds", "min_score", "sample_threads")
 
 
 class SuitePlan(BaseModel):
@@ -76,6 +76,12 @@ class Recipe(BaseModel):
         gt=0,
         description="wall-time budget of each run, sampled or measured (a run past it stops and scores 0): "
         "one llm_query over a whole long input can hold a CPU server for many minutes",
+    )
+    sample_threads: int | None = Field(
+        None,
+        ge=1,
+        description="llama.cpp threads of the sampling server (None: every core); 1 where other "
+        "model jobs share the cores: a thread that waits on a descheduled sibling stalls every step",
     )
     sample_seed: int = Field(0, ge=0)
     max_iterations: int = Field(8, ge=1, description="root turns per run (sampling and measuring)")

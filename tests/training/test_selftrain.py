@@ -617,6 +617,7 @@ def test_a_recipe_file_names_everything_and_is_checked_before_any_stage(tmp_path
         with pytest.raises(StageFailed) as failed:  # the runner fails at once: its command is in the error
             failing.sample(plan, tmp_path / plan.label)
         assert ("--hint" in str(failed.value)) is (plan.label in hinted)
+        assert f"--local-threads {shipped.sample_threads}" in str(failed.value)
     assert {plan.suite for plan in shipped.train} >= {"prose", "source", "needle", "multi_needle"}
     assert len({plan.length for plan in shipped.train if plan.suite == "prose"}) >= 2
     bad = tmp_path / "bad.toml"
