@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Literal
 
-from optimizers.compile.filters import Filters, Metric, SampleGate, Scored
+from optimizers.compile.filters import Filters, Metric, SampleGate, Scored, unearned
 from optimizers.compile.render import RenderedRun, Renderer, SystemPrompt, split_conversation
 from optimizers.compile.result import Compilation, CompileResult
 from optimizers.compile.schema import DPORow
@@ -46,14 +46,24 @@ def compile_dpo(
             work.report.samples_dropped["no_score"] += 1
         else:
             by_task[item.task_id].append(item)
+    # A score not earned by finding the answer (a dump holding the gold, a guess) ranks as 0: such
+    # a run is never the chosen ending, and against a run that read it is the rejected one.
+    ratio = Filters().max_answer_ratio
+    ranked = {
+        id(item): 0.0 if unearned(item.run, ratio) else item.score
+        for items in by_task.values()
+        for item in items
+    }
     rows: list[DPORow] = []
     for task, items in by_task.items():
         if len(items) < 2:
             work.report.samples_dropped["single_run"] += 1
             continue
-        best = min(items, key=lambda s: (-s.score, run_cost(s.run), s.run.meta.run_id))
-        worst = min(items, key=lambda s: (s.score, tuple(-c for c in run_cost(s.run)), s.run.meta.run_id))
-        if best.score - worst.score <= min_margin:
+        best = min(items, key=lambda s: (-ranked[id(s)], run_cost(s.run), s.run.meta.run_id))
+        worst = min(
+            items, key=lambda s: (ranked[id(s)], tuple(-c for c in run_cost(s.run)), s.run.meta.run_id)
+        )
+        if ranked[id(best)] - ranked[id(worst)] <= min_margin:
             work.report.samples_dropped["no_score_gap"] += 1
             continue
         pair = _pair(best, worst, renderer, mode, work)
@@ -70,10 +80,11 @@ def compile_dpo(
             prompt=prompt,
             chosen=chosen,
             rejected=rejected,
-            score_chosen=best.score,
-            score_rejected=worst.score,
+            score_chosen=ranked[id(best)],
+            score_rejected=ranked[id(worst)],
             meta={
                 "rejected_run_id": worst.run.meta.run_id,
+                "rejected_unearned": unearned(worst.run, ratio),
                 "candidates": len(items),
                 "mode": mode,
                 "protocol": renderer.target(best.run),

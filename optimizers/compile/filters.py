@@ -123,9 +123,16 @@ def _run_reason(run: Trajectory, score: float | None, filters: Filters) -> str |
         return "min_score"
     if run.n_turns < filters.min_turns:
         return "min_turns"
-    if filters.max_answer_ratio is not None and _padded(run, filters.max_answer_ratio):
+    return unearned(run, filters.max_answer_ratio, filters.drop_typed_answers)
+
+
+def unearned(run: Trajectory, max_answer_ratio: float | None, typed: bool = True) -> str | None:
+    """Why a run's score was not earned by finding the answer (``answer_padded``: the gold is
+    somewhere in a much longer answer; ``answer_typed``: the answer was typed in before any
+    output showed it, unhinted runs only), or None."""
+    if max_answer_ratio is not None and _padded(run, max_answer_ratio):
         return "answer_padded"
-    if filters.drop_typed_answers and hint_of(run) is None and answer_typed(run):
+    if typed and hint_of(run) is None and answer_typed(run):
         return "answer_typed"
     return None
 

@@ -117,6 +117,23 @@ def test_dpo_per_turn_pairs_the_first_turn_where_the_same_prompt_got_different_r
     assert row.chosen[0].content == good.turns[1].reply and row.rejected[0].content == bad.turns[1].reply
 
 
+def test_a_right_score_not_earned_is_never_the_chosen_ending():
+    """A dump holding the gold scores 1.0 by containment; against a run that read the answer it
+    is the rejected side, and two such runs make no pair at all."""
+    read, dump, wrong = (
+        make_run(task="a", variant=1),
+        make_run(task="a", variant=2),
+        make_run(task="a", score=0.0),
+    )
+    dump.outputs = {"answer": "record: alpha " * 20 + "42"}
+    row = compile_dpo([read, dump], mode="conversation").rows[0]
+    assert row.run_id == read.meta.run_id and row.meta["rejected_run_id"] == dump.meta.run_id
+    assert (row.score_chosen, row.score_rejected) == (1.0, 0.0)
+    assert row.meta["rejected_unearned"] == "answer_padded"
+    with pytest.raises(EmptyDatasetError, match="no_score_gap"):
+        compile_dpo([dump, wrong], mode="conversation")
+
+
 def test_dpo_drops_examples_without_a_preference():
     same = rollouts("a", [1.0, 1.0])
     single = rollouts("b", [1.0])
