@@ -150,7 +150,7 @@ def section(data: dict[str, Any]) -> str:
     turns = ", ".join(f"{n} {reason}" for reason, n in sorted(total["sft"].get("turns_dropped", {}).items()))
     lines += [
         "",
-        f"In all: **{total['sft']['rows']} SFT rows from {total['sft']['examples']} examples** "
+        f"In all: **{total['sft']['rows']} SFT rows from {total['sft']['examples']} example(s)** "
         f"(the recipe's target is at least 150 rows from at least 40 examples), "
         f"{total['dpo']['rows']} DPO pair(s) from {total['dpo']['examples']} example(s)"
         + (f"; turns removed from kept runs: {turns}" if turns else "")
