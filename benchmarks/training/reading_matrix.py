@@ -132,7 +132,7 @@ def collect() -> dict[str, Any]:
     for name in in_progress:  # committed with the results: the next run resumes these runs
         store.snapshot(name)
     table = run.table()
-    rule = GateRule()
+    rule, judged = GateRule(), candidates()
     labels = [plan.label for plan in run.matrix.suites]
     return {
         "matrix": json.loads(run.matrix.model_dump_json()),
@@ -147,7 +147,7 @@ def collect() -> dict[str, Any]:
         "table": table,
         "gate": {
             "rule": rule.model_dump(),
-            "trained_families": {name: list(families) for name, families in candidates().items()},
+            "trained_families": {name: list(families) for name, families in judged.items()},
             **{
                 name: verdict(
                     table,
@@ -157,7 +157,7 @@ def collect() -> dict[str, Any]:
                     trained_families=families,
                     real_text=real_text.FAMILIES,
                 ).model_dump()
-                for name, families in candidates().items()
+                for name, families in judged.items()
             },
             # a prompt replaces today's default by the same gate, less the rules about training
             "prompt": verdict(

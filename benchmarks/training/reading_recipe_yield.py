@@ -50,27 +50,8 @@ def compiled(kind: str, trajectories: list[Path], min_score: float | None) -> di
     return what_was_kept(report.to_dict())
 
 
-def sampled(folder: Path) -> dict[str, Any]:
-    """The runs of one sampling stage: how many, how many right, on how many examples."""
-    from optimizers.selftrain.pipeline import read_rows
-
-    rows = read_rows(folder)
-    right = [row for row in rows if row["score"] > 0]
-    statuses: dict[str, int] = {}
-    for row in rows:
-        key = row.get("failure") or row["status"]
-        statuses[key] = statuses.get(key, 0) + 1
-    return {
-        "runs": len(rows),
-        "examples": len({row["id"] for row in rows}),
-        "scored_above_0": len(right),
-        "examples_with_a_success": len({row["id"] for row in right}),
-        "ended": dict(sorted(statuses.items())),
-        "run_seconds": round(sum(row["wall_s"] for row in rows), 1),
-    }
-
-
 def collect() -> dict[str, Any]:
+    from optimizers.selftrain.pipeline import read_rows, sample_counts
     from optimizers.selftrain.recipe import Recipe
     from optimizers.selftrain.stages import StageStore
 
@@ -94,7 +75,7 @@ def collect() -> dict[str, Any]:
                     **planned,
                     "started": True,
                     "finished": finished,
-                    **sampled(folder),
+                    **sample_counts(read_rows(folder)),
                     "sft": compiled("sft", [folder / "trajectories"], recipe.min_score),
                 }
             )

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from optimizers.compile.hints import answer_typed, hint_of, why_dropped, without_hint
+from optimizers.compile.hints import answer_typed, hint_of, submitted_text, why_dropped, without_hint
 from optimizers.compile.report import CompileReport
 from optimizers.compile.turns import run_cost, task_id
 from rlmkit.trajectory import Trajectory
@@ -144,8 +144,7 @@ def _padded(run: Trajectory, ratio: float) -> bool:
     gold = (run.meta.task or {}).get("gold")
     if gold is None or not run.outputs:
         return False
-    answer = " ".join(str(value) for value in run.outputs.values())
-    return len(answer) > ratio * len(str(gold)) + 40
+    return len(submitted_text(run)) > ratio * len(str(gold)) + 40
 
 
 def _cap_per_task(kept: list[Scored], cap: int, report: CompileReport) -> list[Scored]:

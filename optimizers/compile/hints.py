@@ -64,7 +64,7 @@ def _first_reading_block(run: Trajectory) -> int | None:
         printed += "\n" + block.stdout.replace(hint, "").lower()
         if all(part in printed for part in parts):
             return count
-    submitted = " ".join(str(value) for value in (run.outputs or {}).values()).lower()
+    submitted = submitted_text(run).lower()
     if run.turns and run.turns[-1].final and all(part in submitted for part in parts):
         return len(blocks) + len(run.turns[-1].blocks)
     return None
@@ -80,6 +80,11 @@ def answer_typed(run: Trajectory) -> bool:
     code = "\n".join(block.code for block in run.turns[-1].blocks).lower()
     printed = "\n".join(block.stdout for turn in run.turns[:-1] for block in turn.blocks).lower()
     return any(_mentions(code, part) and not _mentions(printed, part) for part in parts)
+
+
+def submitted_text(run: Trajectory) -> str:
+    """Every output the run submitted, as one text ("" when it submitted nothing)."""
+    return " ".join(str(value) for value in (run.outputs or {}).values())
 
 
 def _answer_parts(outputs: dict[str, Any]) -> list[str]:

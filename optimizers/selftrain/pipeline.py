@@ -140,19 +140,13 @@ class SelfTrain:
             *(["--local-threads", str(r.sample_threads)] if r.sample_threads else []),
         )  # fmt: skip
         self._call(command)  # resumes from its folder by itself
-        rows = read_rows(folder)  # every run in the folder: an earlier, larger plan's runs too
-        right = [row for row in rows if row["score"] > 0]
         return {
             "command": self.shown(command),
             "suite": plan.suite,
             "length": plan.length,
             "generator_seed": r.sample_seed,  # examples are drawn per (seed, index): 0 and 1000 never meet
-            "examples": len({row["id"] for row in rows}),
-            "runs": len(rows),
-            "run_seconds": round(sum(row["wall_s"] for row in rows), 1),
-            "scored_above_0": len(right),
-            "success_rate": len(right) / len(rows) if rows else 0.0,
-            "examples_with_a_success": len({row["id"] for row in right}),
+            # every run in the folder: an earlier, larger plan's runs too
+            **sample_counts(read_rows(folder)),
         }
 
     def dataset(self, folder: Path) -> dict[str, Any]:
@@ -321,6 +315,24 @@ class SelfTrain:
                 }
             )
         return out
+
+
+def sample_counts(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A sampling stage's runs: how many, on how many examples, how many scored, how they ended."""
+    right = [row for row in rows if row["score"] > 0]
+    ended: dict[str, int] = {}
+    for row in rows:
+        key = row.get("failure") or row["status"]
+        ended[key] = ended.get(key, 0) + 1
+    return {
+        "examples": len({row["id"] for row in rows}),
+        "runs": len(rows),
+        "run_seconds": round(sum(row["wall_s"] for row in rows), 1),
+        "scored_above_0": len(right),
+        "success_rate": len(right) / len(rows) if rows else 0.0,
+        "examples_with_a_success": len({row["id"] for row in right}),
+        "ended": dict(sorted(ended.items())),
+    }
 
 
 def what_was_kept(report: dict[str, Any]) -> dict[str, Any]:
