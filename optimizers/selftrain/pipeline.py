@@ -87,7 +87,9 @@ class SelfTrain:
         ``eval_threads`` the two arms of a suite run side by side, each on its own server: an
         interruption then leaves them at about the same example, so what finished is paired."""
         self.store.keep_recipe(
-            self.recipe.model_dump(mode="json"), may_change=MEASURED_ONLY, added_later=Recipe.added_later()
+            self.recipe.model_dump(mode="json"),
+            may_change=MEASURED_ONLY + self._plans_added(),
+            added_later=Recipe.added_later(),
         )
         planned = [stage for stage in self.stages() if only(stage[0])]
         self.log("stages: " + ", ".join(name for name, _, _ in planned))
@@ -99,6 +101,16 @@ class SelfTrain:
                 for name, record in zip([b[0] for b in batch], pool.map(self._run_one, batch)):
                     done[name] = record
         return done
+
+    def _plans_added(self) -> tuple[str, ...]:
+        """``("train",)`` when the recipe only adds suites to sample to a kept one whose dataset
+        stage has not run: every kept plan is still there as it was, so no sampled stage changes
+        meaning, and the new ones are sampled before the dataset reads them all."""
+        kept = self.store.recipe()
+        if kept is None or self.store.record("dataset") is not None:
+            return ()
+        plans = self.recipe.model_dump(mode="json")["train"]
+        return ("train",) if all(plan in plans for plan in kept["train"]) else ()
 
     def _run_one(self, stage: tuple[str, Callable[[Path], dict[str, Any]], tuple[str, ...]]) -> dict:
         name, function, skip = stage

@@ -476,6 +476,32 @@ def test_a_folder_filled_by_another_recipe_is_refused(tmp_path):
     assert StageStore(tmp_path / "fresh", tmp_path / "archive").recipe()["samples"] == 2
 
 
+def test_suites_to_sample_may_be_added_until_the_dataset_stage_has_read_them(tmp_path):
+    """A recipe may gain a suite to sample (its stage is new, no finished one changes); a plan
+    changed, or a suite added once the dataset was compiled, is still refused."""
+    store = StageStore(tmp_path / "work", tmp_path / "archive")
+
+    def check(recipe: Recipe) -> None:  # runs no stage: only the recipe is compared and kept
+        SelfTrain(recipe, store, tmp_path / "base.gguf", log=lambda _: None, runner=lambda _: 1).run(
+            only=lambda name: False
+        )
+
+    first = tiny_recipe()
+    check(first)
+    added = SuitePlan(suite="aggregation", length=2_000, n=2)
+    more = first.model_copy(update={"train": (*first.train, added)})
+    check(more)
+    assert [plan["suite"] for plan in store.recipe()["train"]] == ["needle", "aggregation"]
+    changed = more.model_copy(update={"train": (SuitePlan(suite="needle", length=2_000, n=3), more.train[1])})
+    with pytest.raises(UserError, match="holds the stages of another recipe"):
+        check(changed)
+    (store.work / "stages").mkdir(parents=True, exist_ok=True)
+    (store.work / "stages" / "dataset.json").write_text("{}")
+    check(more)  # the same plans: resumes
+    with pytest.raises(UserError, match="holds the stages of another recipe"):
+        check(more.model_copy(update={"train": (*more.train, SuitePlan(suite="pairs", length=2_000, n=2))}))
+
+
 def test_an_unfinished_stage_is_snapshotted_and_resumed_run_by_run(tmp_path):
     store = StageStore(tmp_path / "work", tmp_path / "archive")
     folder = store.folder("eval-base-needle-2k")
