@@ -103,8 +103,9 @@ def _touches(block: CodeBlock, marks: list[str]) -> bool:
 
 
 def _mentions(text: str, mark: str) -> bool:
-    """``mark`` in ``text`` as a whole token (the gold 42 is not in 1420)."""
-    return re.search(r"(?<![\w.])" + re.escape(mark) + r"(?![\w.])", text) is not None
+    """``mark`` in ``text`` as a whole token: the gold 42 is not in 1420 nor in 42.5 or 0.42,
+    but it is in "is: 42." (a sentence's full stop ends the token)."""
+    return re.search(r"(?<!\w)(?<!\d\.)" + re.escape(mark) + r"(?![\w]|\.\d)", text) is not None
 
 
 def _hint_words(hint: str) -> list[str]:

@@ -103,9 +103,11 @@ def test_a_right_answer_typed_in_before_any_output_showed_it_is_a_guess_not_trai
         return run
 
     guessed, read = ending("guessed", "record: alpha 1420"), ending("read", "records: 42")
-    result = compile_sft([guessed, read])
-    assert {row.task_id for row in result.rows} == {"records/read"}  # 1420 does not show 42
-    assert dict(result.report.runs_dropped) == {"answer_typed": 1}
+    decimal, sentence = ending("decimal", "the mean is 42.5"), ending("sentence", "The number is: 42. Then")
+    result = compile_sft([guessed, read, decimal, sentence])
+    # 1420 and 42.5 do not show 42; a sentence ending in it does
+    assert {row.task_id for row in result.rows} == {"records/read", "records/sentence"}
+    assert dict(result.report.runs_dropped) == {"answer_typed": 2}
     assert Filters.rollouts().drop_typed_answers is False  # a guess is a worse ending for DPO
 
 
