@@ -133,6 +133,18 @@ class Recipe(BaseModel):
                 )
         return self
 
+    @model_validator(mode="after")
+    def _one_stage_per_plan(self) -> Recipe:
+        # a plan's stage is named by its label: two plans of one label would share a folder, the
+        # second resuming the first's runs as its own
+        labels = [plan.label for plan in self.train]
+        if twice := sorted({label for label in labels if labels.count(label) > 1}):
+            raise ValueError(
+                f"train: {', '.join(twice)} planned twice (a suite at one length, in thousands "
+                "of characters, is one stage: plan more examples in it, or another length)"
+            )
+        return self
+
     @classmethod
     def added_later(cls) -> dict:
         """``ADDED_LATER`` fields at their defaults: what a recipe written before them meant."""

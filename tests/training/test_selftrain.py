@@ -495,6 +495,8 @@ def test_suites_to_sample_may_be_added_until_the_dataset_stage_has_read_them(tmp
     changed = more.model_copy(update={"train": (SuitePlan(suite="needle", length=2_000, n=3), more.train[1])})
     with pytest.raises(UserError, match="holds the stages of another recipe"):
         check(changed)
+    with pytest.raises(ValueError, match="needle-2k planned twice"):
+        Recipe(train=(*more.train, SuitePlan(suite="needle", length=2_500, n=4)))
     (store.work / "stages").mkdir(parents=True, exist_ok=True)
     (store.work / "stages" / "dataset.json").write_text("{}")
     check(more)  # the same plans: resumes
