@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -185,15 +184,13 @@ def main(argv: list[str] | None = None) -> None:
     load_at_start = os.getloadavg()[0]
     if not args.report_only:
         from optimizers.selftrain.matrix import MatrixRun
+        from optimizers.selftrain.pipeline import run_child
         from optimizers.selftrain.stages import StageStore
+        from rlmkit.cli.common import exit_on_sigterm
 
+        exit_on_sigterm()  # a stopped matrix stops its evaluations and their servers too
         wanted = set(args.suites.split(",")) if args.suites else None
-        run = MatrixRun(
-            matrix(),
-            StageStore(WORK, ARCHIVE),
-            runner=lambda c: subprocess.run(c).returncode,
-            code=code_commit,
-        )
+        run = MatrixRun(matrix(), StageStore(WORK, ARCHIVE), runner=run_child, code=code_commit)
         run.run(only=lambda name: wanted is None or any(f"-{s}-" in name for s in wanted))
     argv = ["--report-only"] if args.report_only else []
     data = {**provenance.record(__file__, argv, load_at_start), **collect()}

@@ -20,7 +20,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from rlmkit.cli.common import console, exit_on_error
+from rlmkit.cli.common import console, exit_on_error, exit_on_sigterm
 from rlmkit.errors import UserError
 
 
@@ -119,6 +119,7 @@ def self_train_command(
     from optimizers.selftrain.checks import check_architecture, check_backend, check_room
     from optimizers.selftrain.pipeline import SelfTrain
 
+    exit_on_sigterm()  # a stopped run stops the stage it runs (an evaluation and its server) too
     with exit_on_error():
         # Everything that can be wrong is found here, before an hour of sampling.
         if recipe_file is not None:

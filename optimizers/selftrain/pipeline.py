@@ -33,6 +33,22 @@ def rlmkit_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "rlmkit", *args]
 
 
+def run_child(command: list[str]) -> int:
+    """Run one stage's command to its end and return its exit status. Stopped meanwhile (Ctrl-C,
+    or SIGTERM under ``exit_on_sigterm``), it stops the command too, with SIGTERM so that the
+    command shuts its own model server and sandboxes, and waits for it: nothing runs on orphaned."""
+    with subprocess.Popen(command) as child:
+        try:
+            return child.wait()
+        except BaseException:
+            child.terminate()
+            try:
+                child.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                child.kill()
+            raise
+
+
 def shown(command: list[str], work: Path | None = None) -> str:
     """``python -m rlmkit ARGS`` as a user types it, the work folder written ``OUT``."""
     text = " ".join(["rlmkit", *command[3:]])
@@ -58,7 +74,7 @@ class SelfTrain:
         train_from: dict[str, Any] | None = None,
     ):
         self.recipe, self.store, self.base_gguf, self.log = recipe, store, Path(base_gguf), log
-        self.runner = runner or (lambda command: subprocess.run(command).returncode)
+        self.runner = runner or run_child
         self.train_from = train_from or {
             "base_model": str(self.base_gguf.parent),
             "options": {"gguf_file": self.base_gguf.name},

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -80,3 +81,10 @@ def take_back_ctrl_c() -> None:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def exit_on_sigterm() -> None:
+    """Make SIGTERM raise SystemExit, so ``finally`` blocks and context managers run: a verb
+    that runs other verbs as child processes stops them too, instead of leaving them running."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))

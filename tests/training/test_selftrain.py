@@ -476,6 +476,30 @@ def test_a_folder_filled_by_another_recipe_is_refused(tmp_path):
     assert StageStore(tmp_path / "fresh", tmp_path / "archive").recipe()["samples"] == 2
 
 
+def test_a_stopped_self_train_stops_the_stage_command_it_runs():
+    """SIGTERM to a run stops its stage's command (an evaluation holding a model server) and
+    waits for it, instead of leaving it running on, orphaned."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    sleeper = "import os, time; print(os.getpid(), flush=True); time.sleep(300)"
+    script = (
+        "import sys\n"
+        "from rlmkit.cli.common import exit_on_sigterm\n"
+        "from optimizers.selftrain.pipeline import run_child\n"
+        "exit_on_sigterm()\n"
+        f"run_child([sys.executable, '-c', {sleeper!r}])\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())  # the stage's command is running
+    parent.send_signal(signal.SIGTERM)
+    assert parent.wait(timeout=60) == 128 + signal.SIGTERM
+    with pytest.raises(ProcessLookupError):  # stopped and waited for before the run exited
+        os.kill(child, 0)
+
+
 def test_suites_to_sample_may_be_added_until_the_dataset_stage_has_read_them(tmp_path):
     """A recipe may gain a suite to sample (its stage is new, no finished one changes); a plan
     changed, or a suite added once the dataset was compiled, is still refused."""
