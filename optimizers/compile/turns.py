@@ -24,15 +24,18 @@ def is_linear(trajectory: Trajectory) -> bool:
 def task_id(trajectory: Trajectory) -> str:
     """The example a run answered: what the split keeps on one side and groups are built from.
 
-    ``task["task_id"]`` if given, else ``suite/example_id``, else a hash of the signature and
-    the inputs' hashes (runs over the same inputs are the same task).
+    ``task["task_id"]`` if given, else ``suite/example_id`` (with ``@length`` where the task
+    records one: a suite draws another example, another key and gold, at each length under the
+    same id), else a hash of the signature and the inputs' hashes (runs over the same inputs are
+    the same task).
     """
     task = trajectory.meta.task or {}
     if task.get("task_id") is not None:
         return str(task["task_id"])
     if task.get("example_id") is not None:
-        suite = task.get("suite")
-        return f"{suite}/{task['example_id']}" if suite else str(task["example_id"])
+        suite, length = task.get("suite"), task.get("length")
+        example = f"{task['example_id']}@{length}" if length else str(task["example_id"])
+        return f"{suite}/{example}" if suite else example
     digest = hashlib.sha256(trajectory.meta.signature.encode())
     for var in sorted(trajectory.meta.inputs, key=lambda v: v.name):
         digest.update(f"{var.name}={var.sha256};".encode())

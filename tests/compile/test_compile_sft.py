@@ -111,6 +111,18 @@ def test_a_right_answer_typed_in_before_any_output_showed_it_is_a_guess_not_trai
     assert Filters.rollouts().drop_typed_answers is False  # a guess is a worse ending for DPO
 
 
+def test_one_example_id_at_two_lengths_is_two_examples():
+    """A suite draws another example (another key, another gold) at each length under the same
+    id: rows from both count as two examples, and the split may put them on different sides."""
+    runs = [make_run(task="a"), make_run(task="a", variant=1), make_run(task="a", variant=2)]
+    for run, length in zip(runs, (5_000, 5_000, 10_000)):
+        run.meta.task["length"] = length
+    result = compile_sft(runs)
+    assert {row.task_id for row in result.rows} == {"records/a@5000", "records/a@10000"}
+    assert make_run(task="a").meta.task.get("length") is None  # no length recorded: the id alone
+    assert {row.task_id for row in compile_sft([make_run(task="a")]).rows} == {"records/a"}
+
+
 def test_metric_scores_runs_that_have_no_score():
     runs = [make_run(task=f"t{i}", score=None, answer=i) for i in range(4)]
     result = compile_sft(runs, metric=lambda run: float(run.outputs["answer"] % 2))
