@@ -21,7 +21,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from optimizers.selftrain.paired import paired_compare
-from optimizers.selftrain.pipeline import StageFailed, _row, never_answered, read_rows, rlmkit_command, shown
+from optimizers.selftrain.pipeline import (
+    StageFailed,
+    _row,
+    children_stopped_on_exit,
+    never_answered,
+    read_rows,
+    rlmkit_command,
+    shown,
+)
 from optimizers.selftrain.recipe import HELD_OUT_SEEDS, SuitePlan
 from optimizers.selftrain.stages import StageStore
 from rlmkit.errors import UserError
@@ -102,7 +110,7 @@ class MatrixRun:
         self.store.keep_recipe(self.matrix.model_dump(mode="json"), may_change=("suites", "arms"))
         for plan in self.matrix.suites:
             todo = [arm for arm in self.matrix.arms if only(self.stage_name(arm, plan))]
-            with ThreadPoolExecutor(max_workers=max(1, len(todo))) as pool:
+            with ThreadPoolExecutor(max_workers=max(1, len(todo))) as pool, children_stopped_on_exit():
                 list(pool.map(self._stage, todo, [plan] * len(todo)))
 
     def _stage(self, arm: Arm, plan: SuitePlan) -> dict[str, Any]:

@@ -6,6 +6,7 @@ suites are reached through ``rlmkit eval``, so this package stays below ``progra
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -33,20 +34,45 @@ def rlmkit_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "rlmkit", *args]
 
 
+_RUNNING: set[subprocess.Popen] = set()  # stage commands running now, in any thread
+
+
 def run_child(command: list[str]) -> int:
     """Run one stage's command to its end and return its exit status. Stopped meanwhile (Ctrl-C,
-    or SIGTERM under ``exit_on_sigterm``), it stops the command too, with SIGTERM so that the
-    command shuts its own model server and sandboxes, and waits for it: nothing runs on orphaned."""
+    or SIGTERM under ``exit_on_sigterm``), it stops the command too: see ``stop_children``."""
     with subprocess.Popen(command) as child:
+        _RUNNING.add(child)
         try:
             return child.wait()
         except BaseException:
-            child.terminate()
-            try:
-                child.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                child.kill()
+            stop_children()
             raise
+        finally:
+            _RUNNING.discard(child)
+
+
+def stop_children() -> None:
+    """SIGTERM every stage command running, so each shuts its own model server and sandboxes,
+    and wait for it (a minute, then SIGKILL): nothing runs on orphaned. The stop reaches the main
+    thread only, so one that waits on commands running in other threads calls this itself."""
+    running = list(_RUNNING)
+    for child in running:
+        child.terminate()
+    for child in running:
+        try:
+            child.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            child.kill()
+
+
+@contextlib.contextmanager
+def children_stopped_on_exit() -> Iterator[None]:
+    """Around a wait on stages running in other threads: stopped, their commands stop too."""
+    try:
+        yield
+    except BaseException:
+        stop_children()
+        raise
 
 
 def shown(command: list[str], work: Path | None = None) -> str:
@@ -113,7 +139,7 @@ class SelfTrain:
         while planned:
             together = 2 if self.recipe.eval_threads and planned[0][0].startswith("eval-base-") else 1
             batch, planned = planned[:together], planned[together:]
-            with ThreadPoolExecutor(max_workers=len(batch)) as pool:
+            with ThreadPoolExecutor(max_workers=len(batch)) as pool, children_stopped_on_exit():
                 for name, record in zip([b[0] for b in batch], pool.map(self._run_one, batch)):
                     done[name] = record
         return done

@@ -476,9 +476,10 @@ def test_a_folder_filled_by_another_recipe_is_refused(tmp_path):
     assert StageStore(tmp_path / "fresh", tmp_path / "archive").recipe()["samples"] == 2
 
 
-def test_a_stopped_self_train_stops_the_stage_command_it_runs():
+def test_a_stopped_self_train_stops_the_stage_command_it_runs(tmp_path):
     """SIGTERM to a run stops its stage's command (an evaluation holding a model server) and
-    waits for it, instead of leaving it running on, orphaned."""
+    waits for it, instead of leaving it running on, orphaned: the stage runs in a worker thread,
+    which the signal never reaches."""
     import os
     import signal
     import subprocess
@@ -487,15 +488,20 @@ def test_a_stopped_self_train_stops_the_stage_command_it_runs():
     sleeper = "import os, time; print(os.getpid(), flush=True); time.sleep(300)"
     script = (
         "import sys\n"
+        "from pathlib import Path\n"
         "from rlmkit.cli.common import exit_on_sigterm\n"
-        "from optimizers.selftrain.pipeline import run_child\n"
+        "from optimizers.selftrain import Recipe, StageStore, SuitePlan\n"
+        "from optimizers.selftrain.pipeline import SelfTrain, run_child\n"
         "exit_on_sigterm()\n"
-        f"run_child([sys.executable, '-c', {sleeper!r}])\n"
+        "recipe = Recipe(train=(SuitePlan(suite='needle', length=2_000, n=1),))\n"
+        f"store = StageStore(Path({str(tmp_path / 'work')!r}))\n"
+        f"stage = lambda command: run_child([sys.executable, '-c', {sleeper!r}])\n"
+        "SelfTrain(recipe, store, Path('base.gguf'), log=lambda _: None, runner=stage).run()\n"
     )
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    child = int(parent.stdout.readline())  # the stage's command is running
+    child = int(parent.stdout.readline())  # the sampling stage's command is running
     parent.send_signal(signal.SIGTERM)
-    assert parent.wait(timeout=60) == 128 + signal.SIGTERM
+    assert parent.wait(timeout=120) == 128 + signal.SIGTERM
     with pytest.raises(ProcessLookupError):  # stopped and waited for before the run exited
         os.kill(child, 0)
 
