@@ -183,8 +183,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     load_at_start = os.getloadavg()[0]
     if not args.report_only:
+        from optimizers.selftrain.children import run_child
         from optimizers.selftrain.matrix import MatrixRun
-        from optimizers.selftrain.pipeline import run_child
         from optimizers.selftrain.stages import StageStore
         from rlmkit.cli.common import exit_on_sigterm
 

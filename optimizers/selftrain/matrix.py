@@ -20,11 +20,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from optimizers.selftrain.children import children_stopped_on_exit
 from optimizers.selftrain.paired import paired_compare
 from optimizers.selftrain.pipeline import (
     StageFailed,
     _row,
-    children_stopped_on_exit,
     never_answered,
     read_rows,
     rlmkit_command,

@@ -6,11 +6,9 @@ suites are reached through ``rlmkit eval``, so this package stays below ``progra
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -18,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from optimizers.selftrain.children import children_stopped_on_exit, run_child
 from optimizers.selftrain.paired import paired_compare
 from optimizers.selftrain.recipe import MEASURED_ONLY, Measurement, Recipe, SuitePlan
 from optimizers.selftrain.stages import StageStore
@@ -32,47 +31,6 @@ class StageFailed(RLMKitError):
 
 def rlmkit_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "rlmkit", *args]
-
-
-_RUNNING: set[subprocess.Popen] = set()  # stage commands running now, in any thread
-
-
-def run_child(command: list[str]) -> int:
-    """Run one stage's command to its end and return its exit status. Stopped meanwhile (Ctrl-C,
-    or SIGTERM under ``exit_on_sigterm``), it stops the command too: see ``stop_children``."""
-    with subprocess.Popen(command) as child:
-        _RUNNING.add(child)
-        try:
-            return child.wait()
-        except BaseException:
-            stop_children()
-            raise
-        finally:
-            _RUNNING.discard(child)
-
-
-def stop_children() -> None:
-    """SIGTERM every stage command running, so each shuts its own model server and sandboxes,
-    and wait for it (a minute, then SIGKILL): nothing runs on orphaned. The stop reaches the main
-    thread only, so one that waits on commands running in other threads calls this itself."""
-    running = list(_RUNNING)
-    for child in running:
-        child.terminate()
-    for child in running:
-        try:
-            child.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            child.kill()
-
-
-@contextlib.contextmanager
-def children_stopped_on_exit() -> Iterator[None]:
-    """Around a wait on stages running in other threads: stopped, their commands stop too."""
-    try:
-        yield
-    except BaseException:
-        stop_children()
-        raise
 
 
 def shown(command: list[str], work: Path | None = None) -> str:
