@@ -108,6 +108,15 @@ class TRLOptions(ModelFileOptions):
         "a peft LoRA adapter folder to go on training (DPO after SFT: the SFT adapter, which a copy of "
         "also serves as DPO's reference); its own rank and targets replace the job's lora",
     )
+    save_every: int = option(
+        0,
+        "steps between checkpoints in output_dir/trainer (the latest kept); the same job run again "
+        "resumes from it. 0: the adapter is saved once, at the end",
+    )
+
+    def __post_init__(self) -> None:
+        if self.save_every < 0:
+            raise ConfigError("options.save_every must be >= 0 (0: no checkpoints)")
 
 
 @dataclass(frozen=True)

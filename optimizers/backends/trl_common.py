@@ -5,6 +5,7 @@ takes, and save the adapter with its metrics); each backend says only what diffe
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -119,10 +120,14 @@ def precision(job: TrainJob) -> str:
 def trainer_arguments(job: TrainJob) -> dict[str, Any]:
     """Fields every TRL config shares.
 
-    Checkpoints are not written mid-run: the adapter is saved once at the end."""
+    With ``options.save_every`` a checkpoint (adapter, optimizer, schedule, data order, random
+    state) is written every that many steps and only the latest kept, so a long CPU run stopped
+    part way goes on from there (``resume_point``); without it the adapter is saved once, at the end."""
     import torch
 
     on_gpu = torch.cuda.is_available()
+    every = TRLOptions.part(job.options).save_every
+    saving = {"save_strategy": "steps", "save_steps": every, "save_total_limit": 1} if every else {}
     return {
         "output_dir": str(job.output_dir / "trainer"),
         "max_steps": job.steps,
@@ -131,6 +136,7 @@ def trainer_arguments(job: TrainJob) -> dict[str, Any]:
         "seed": job.seed,
         "logging_steps": 1,
         "save_strategy": "no",
+        **saving,
         "report_to": "none",
         "use_cpu": not on_gpu,
         "bf16": precision(job) == "bf16",
@@ -169,11 +175,31 @@ def launch_command(backend: str, job: TrainJob) -> str:
     return f"accelerate launch -m rlmkit train --backend {backend} {job.output_dir / 'job.toml'}"
 
 
+def resume_point(job: TrainJob) -> Path | None:
+    """The latest checkpoint a stopped run of this job left in ``output_dir/trainer``, or None."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    folder = job.output_dir / "trainer"
+    last = get_last_checkpoint(str(folder)) if folder.is_dir() else None
+    return Path(last) if last else None
+
+
 def write_job_file(job: TrainJob) -> Path:
+    """Write the job into its folder. A folder holding another job's checkpoint is refused: going
+    on from it would train one job's adapter on another's data or settings."""
     job.output_dir.mkdir(parents=True, exist_ok=True)
     path = job.output_dir / "job.toml"
-    absolute = {"dataset": job.dataset.resolve(), "output_dir": job.output_dir.resolve()}
-    path.write_text(job.model_copy(update=absolute).dump_toml())
+    absolute = job.model_copy(
+        update={"dataset": job.dataset.resolve(), "output_dir": job.output_dir.resolve()}
+    )
+    if (checkpoint := resume_point(job)) is not None and path.is_file() and TrainJob.load(path) != absolute:
+        from rlmkit.errors import ConfigError
+
+        raise ConfigError(
+            f"{job.output_dir} holds {checkpoint.name} of another job ({path} differs from this one): "
+            "use another output_dir, or delete its trainer/ folder to start again"
+        )
+    path.write_text(absolute.dump_toml())
     return path
 
 
@@ -218,7 +244,9 @@ class TRLBackend(Backend):
         trainer = trainer_type(
             model=model, processing_class=tokenizer, peft_config=peft_config, **trainer_fields
         )
-        trainer.train()
+        if (checkpoint := resume_point(job)) is not None:
+            print(f"resuming {job.output_dir} from {checkpoint.name} of {job.steps} steps", file=sys.stderr)
+        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
         return finish(self.name, job, trainer)
 
     def fit_splits(self, job: TrainJob, prepared: TrainResult, trainer_type: Any, args: Any) -> TrainResult:

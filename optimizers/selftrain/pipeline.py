@@ -226,6 +226,7 @@ class SelfTrain:
             options={
                 **self.train_from.get("options", {}),
                 "precision": r.precision,
+                "save_every": r.save_every,
                 "trainer": {"disable_tqdm": False},  # TRL's own bar, with its time estimate
                 **options,
             },

@@ -14,7 +14,16 @@ HELD_OUT_SEEDS = 1000  # seeds from here up are never sampled for training
 # finished recipe may gain held-out suites without redoing or mixing any finished stage.
 MEASURED_ONLY = ("held_out", "confirm_seeds")
 # Fields a recipe written before them lacks: read as their defaults, so its folder still resumes.
-ADDED_LATER = ("hint", "per_turn", "dpo", "dpo_beta", "max_seconds", "min_score", "sample_threads")
+ADDED_LATER = (
+    "hint",
+    "per_turn",
+    "dpo",
+    "dpo_beta",
+    "max_seconds",
+    "min_score",
+    "sample_threads",
+    "save_every",
+)
 
 
 class SuitePlan(BaseModel):
@@ -101,6 +110,12 @@ class Recipe(BaseModel):
     lora_rank: int = Field(8, ge=1)
     max_seq_len: int = Field(4096, ge=256)
     precision: str = Field("auto", description="auto | bf16 | fp32 (auto: bf16 where the hardware has it)")
+    save_every: int = Field(
+        10,
+        ge=0,
+        description="optimizer steps between checkpoints of a train stage (0: none): stopped, the "
+        "stage goes on from its latest checkpoint to the adapter an unbroken run makes",
+    )
     dpo: bool = Field(
         False,
         description="after SFT, go on training the SFT adapter with DPO (trl-dpo) on the compiled "

@@ -85,3 +85,62 @@ def test_base_model_missing_offline_is_named(tmp_path):
     job = TrainJob(kind="sft", dataset=data, base_model="nobody/not-a-model-xyz", output_dir=tmp_path / "o")
     with pytest.raises(BaseModelNotFoundError, match="nobody/not-a-model-xyz"):
         get_backend("trl-sft").validate(job)
+
+
+def _lora_weights(adapter) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(adapter / "adapter_model.safetensors"))
+
+
+def test_a_stopped_run_goes_on_from_its_checkpoint_to_the_adapter_an_unbroken_run_makes(
+    tmp_path, tiny_model, capsys, monkeypatch
+):
+    import shutil
+
+    import torch
+    from trl import SFTTrainer
+
+    data = write_dataset(tmp_path / "data", {"train": [sft_row(i) for i in range(8)]})
+
+    def job(out, **fields):
+        # every checkpoint kept, so the test can stand in for a run stopped after step 2
+        options = {"save_every": 2, "trainer": {"save_total_limit": 10}}
+        return tiny_lora_job("sft", data, tiny_model, out, steps=4, batch_size=1, options=options, **fields)
+
+    unbroken = get_backend("trl-sft").run(job(tmp_path / "unbroken"))
+    stopped = job(tmp_path / "stopped")
+    get_backend("trl-sft").run(stopped)
+    shutil.rmtree(stopped.output_dir / "trainer" / "checkpoint-4")
+    shutil.rmtree(stopped.output_dir / "adapter")
+    capsys.readouterr()
+    steps_taken = []
+    one_step = SFTTrainer.training_step
+    monkeypatch.setattr(
+        SFTTrainer, "training_step", lambda self, *a, **k: steps_taken.append(1) or one_step(self, *a, **k)
+    )
+
+    resumed = get_backend("trl-sft").run(stopped)
+
+    assert len(steps_taken) == 2  # steps 3 and 4 only: 1 and 2 came from the checkpoint
+
+    assert "from checkpoint-2 of 4 steps" in capsys.readouterr().err
+    assert resumed.metrics["steps"] == 4
+    history = json.loads((stopped.output_dir / "log_history.json").read_text())
+    assert [h["step"] for h in history if "loss" in h] == [1, 2, 3, 4]
+    mine, theirs = _lora_weights(resumed.artifact), _lora_weights(unbroken.artifact)
+    assert mine.keys() == theirs.keys()
+    assert all(torch.allclose(mine[k], theirs[k], atol=1e-6) for k in mine)
+    assert any(float(w.abs().sum()) > 0 for k, w in mine.items() if "lora_B" in k)
+
+
+def test_a_folder_holding_another_jobs_checkpoint_is_refused(tmp_path, tiny_model):
+    from rlmkit.errors import ConfigError
+
+    data = write_dataset(tmp_path / "data", {"train": [sft_row(i) for i in range(4)]})
+    first = tiny_lora_job("sft", data, tiny_model, tmp_path / "out", options={"save_every": 1})
+    get_backend("trl-sft").run(first)
+    with pytest.raises(ConfigError, match="checkpoint-2 of another job"):
+        get_backend("trl-sft").run(first.model_copy(update={"lr": 1e-3}))
+    with pytest.raises(ConfigError, match="save_every must be >= 0"):
+        get_backend("trl-sft").run(first.model_copy(update={"options": {"save_every": -1}}))
