@@ -63,9 +63,14 @@ def collect() -> dict[str, Any]:
         for plan in recipe.train:
             name = f"sample-{plan.label}"
             live.snapshot(name)  # an unfinished stage's runs so far, committed so they resume
-            finished = store.record(name) is not None
+            record = store.record(name)
+            finished = record is not None
             folder = store.folder(name) if finished else store.restore(name)
-            planned = {"suite": plan.label, "planned_runs": plan.n * recipe.samples}
+            planned = {
+                "suite": plan.label,
+                "planned_runs": plan.n * recipe.samples,
+                "closed_early": bool(record and record.get("closed_early")),  # `--close-sampling`
+            }
             if not (folder / "results.jsonl").is_file():
                 suites.append({**planned, "started": False})
                 continue
@@ -118,11 +123,18 @@ def section(data: dict[str, Any]) -> str:
     ]
     for suite in data["suites"]:
         if not suite["started"]:
-            lines.append(f"| {suite['suite']} | 0 of {suite['planned_runs']} | | | | | not sampled yet |")
+            why = "closed before sampling" if suite.get("closed_early") else "not sampled yet"
+            lines.append(f"| {suite['suite']} | 0 of {suite['planned_runs']} | | | | | {why} |")
             continue
         sft = suite["sft"]
         removed = ", ".join(f"{n} {reason}" for reason, n in sorted(sft.get("runs_dropped", {}).items()))
-        state = "" if suite["finished"] else " *(unfinished)*"
+        state = (
+            " *(closed early)*"
+            if suite.get("closed_early")
+            else ""
+            if suite["finished"]
+            else " *(unfinished)*"
+        )
         lines.append(
             f"| {suite['suite']}{state} | {suite['runs']} of {suite['planned_runs']} | {suite['examples']} "
             f"| {suite['scored_above_0']} | {sft['rows']} | {sft['examples']} | {removed} |"

@@ -4,6 +4,7 @@
     rlmkit self-train needle:20000:16 aggregation:20000:8 --held-out multihop:20000:10 --out DIR
     rlmkit self-train needle --out DIR --archive results/self-train   # each finished stage packed
     rlmkit self-train --recipe recipe.toml --out DIR   # suites, lengths, hints, filters, DPO in a file
+    rlmkit self-train --recipe recipe.toml --out DIR --close-sampling --stages dataset,train
 
 Stages (see ``optimizers.selftrain``): sample each suite on training seeds, compile SFT and DPO
 data, train a LoRA, convert it for llama.cpp, then run base and adapter greedily on held-out
@@ -110,6 +111,14 @@ def self_train_command(
         str | None,
         typer.Option("--stages", help="Only stages whose name starts with one of these (comma-separated)."),
     ] = None,
+    close_sampling: Annotated[
+        bool,
+        typer.Option(
+            "--close-sampling",
+            help="First finish every sampling stage not finished with the runs it has (recorded as "
+            "closed early), so the dataset stage can read them; then run the stages chosen.",
+        ),
+    ] = False,
 ) -> None:
     """Train a model on its own good runs; measure it.
 
@@ -159,6 +168,8 @@ def self_train_command(
         run = SelfTrain(
             recipe, StageStore(out, archive), base, log=lambda line: console.print(line, markup=False)
         )
+        if close_sampling:
+            run.close_sampling()
         if run.will_run("train", only):  # the train extra and the room matter to training alone
             check_backend(recipe.backend)
             check_room(base, out)

@@ -86,11 +86,7 @@ class SelfTrain:
         """Run the stages ``only`` selects, in order, keeping those done before. With
         ``eval_threads`` the two arms of a suite run side by side, each on its own server: an
         interruption then leaves them at about the same example, so what finished is paired."""
-        self.store.keep_recipe(
-            self.recipe.model_dump(mode="json"),
-            may_change=MEASURED_ONLY + self._plans_added(),
-            added_later=Recipe.added_later(),
-        )
+        self._keep_recipe()
         planned = [stage for stage in self.stages() if only(stage[0])]
         self.log("stages: " + ", ".join(name for name, _, _ in planned))
         done: dict[str, dict[str, Any]] = {}
@@ -101,6 +97,38 @@ class SelfTrain:
                 for name, record in zip([b[0] for b in batch], pool.map(self._run_one, batch)):
                     done[name] = record
         return done
+
+    def close_sampling(self) -> list[str]:
+        """Finish every sampling stage not finished yet with the runs it has (none, for one never
+        started), its record saying it was closed early and how many runs were planned: the
+        dataset stage reads only finished stages, and a suite that yields little need not hold
+        the others' rows back for hours. The stages closed, by name."""
+        self._keep_recipe()
+        closed = []
+        for plan in self.recipe.train:
+            name = f"sample-{plan.label}"
+            if self.store.record(name) is None:
+                record = self.store.run(name, _bind(self._closed, plan))
+                self.log(f"[{name}] closed early with {record['runs']} of {record['planned_runs']} runs")
+                closed.append(name)
+        return closed
+
+    def _closed(self, plan: SuitePlan, folder: Path) -> dict[str, Any]:
+        return {
+            "closed_early": True,
+            "planned_runs": plan.n * self.recipe.samples,
+            "suite": plan.suite,
+            "length": plan.length,
+            "generator_seed": self.recipe.sample_seed,
+            **sample_counts(read_rows(folder)),
+        }
+
+    def _keep_recipe(self) -> None:
+        self.store.keep_recipe(
+            self.recipe.model_dump(mode="json"),
+            may_change=MEASURED_ONLY + self._plans_added(),
+            added_later=Recipe.added_later(),
+        )
 
     def _plans_added(self) -> tuple[str, ...]:
         """``("train",)`` when the recipe only adds suites to sample to a kept one whose dataset
@@ -162,7 +190,8 @@ class SelfTrain:
         }
 
     def dataset(self, folder: Path) -> dict[str, Any]:
-        runs = [str(self.store.output(f"sample-{plan.label}") / "trajectories") for plan in self.recipe.train]
+        sampled = [self.store.output(f"sample-{plan.label}") / "trajectories" for plan in self.recipe.train]
+        runs = [str(folder) for folder in sampled if folder.is_dir()]  # a stage closed before any run: none
         record: dict[str, Any] = {}
         for kind in ("sft", "dpo"):
             per_turn = ["--per-turn"] if self.recipe.per_turn and kind == "sft" else []

@@ -535,6 +535,42 @@ def test_suites_to_sample_may_be_added_until_the_dataset_stage_has_read_them(tmp
         check(more.model_copy(update={"train": (*more.train, SuitePlan(suite="pairs", length=2_000, n=2))}))
 
 
+def test_closed_sampling_finishes_with_the_runs_it_has_and_the_dataset_reads_only_those(tmp_path):
+    """A suite sampled part way closes with its runs (a snapshot's, in a fresh folder), one never
+    started closes empty, and the dataset stage compiles what there is."""
+    store = StageStore(tmp_path / "work", tmp_path / "archive")
+    recipe = tiny_recipe().model_copy(
+        update={
+            "train": (
+                SuitePlan(suite="needle", length=2_000, n=2),
+                SuitePlan(suite="pairs", length=2_000, n=2),
+            )
+        }
+    )
+    started = store.folder("sample-needle-2k")
+    (started / "trajectories").mkdir(parents=True)
+    (started / "trajectories" / "run.jsonl").write_text("{}\n")  # (its runs: only the path is read here)
+    row = {"id": "needle-s0-0000", "score": 1.0, "status": "ok", "wall_s": 3.0}
+    (started / "results.jsonl").write_text(json.dumps(row) + "\n" + json.dumps({**row, "sample": 1}) + "\n")
+    store.snapshot("sample-needle-2k")
+    commands = []
+    fresh = StageStore(tmp_path / "fresh", tmp_path / "archive")  # a checkout holding the snapshot only
+    run = SelfTrain(recipe, fresh, tmp_path / "base.gguf", log=lambda _: None, runner=commands.append)
+
+    assert run.close_sampling() == ["sample-needle-2k", "sample-pairs-2k"]
+    needle, pairs = fresh.record("sample-needle-2k"), fresh.record("sample-pairs-2k")
+    assert needle["closed_early"] and (needle["runs"], needle["planned_runs"]) == (2, 4)
+    assert needle["scored_above_0"] == 2 and pairs["runs"] == 0
+    assert (tmp_path / "archive" / "sample-needle-2k.tar.gz").exists()
+    assert not (tmp_path / "archive" / "sample-needle-2k.partial.tar.gz").exists()
+    assert run.close_sampling() == [] and commands == []  # nothing sampled, nothing closed twice
+    with pytest.raises(StageFailed):  # the scripted runner writes no dataset: only its command is read
+        run.run(only=lambda name: name == "dataset")
+    compile_sft = commands[0]
+    assert str(fresh.folder("sample-needle-2k") / "trajectories") in compile_sft
+    assert not any("sample-pairs-2k" in part for part in compile_sft)
+
+
 def test_an_unfinished_stage_is_snapshotted_and_resumed_run_by_run(tmp_path):
     store = StageStore(tmp_path / "work", tmp_path / "archive")
     folder = store.folder("eval-base-needle-2k")
