@@ -114,12 +114,16 @@ class SelfTrain:
         return closed
 
     def _closed(self, plan: SuitePlan, folder: Path) -> dict[str, Any]:
+        planned = {"closed_early": True, "planned_runs": plan.n * self.recipe.samples}
+        return planned | self._sampled(plan, folder)
+
+    def _sampled(self, plan: SuitePlan, folder: Path) -> dict[str, Any]:
+        """A sampling stage's record past its command: what it drew, and every run in its folder
+        (an earlier, larger plan's runs too)."""
         return {
-            "closed_early": True,
-            "planned_runs": plan.n * self.recipe.samples,
             "suite": plan.suite,
             "length": plan.length,
-            "generator_seed": self.recipe.sample_seed,
+            "generator_seed": self.recipe.sample_seed,  # drawn per (seed, index): 0, 1000 never meet
             **sample_counts(read_rows(folder)),
         }
 
@@ -180,14 +184,7 @@ class SelfTrain:
             *(["--local-threads", str(r.sample_threads)] if r.sample_threads else []),
         )  # fmt: skip
         self._call(command)  # resumes from its folder by itself
-        return {
-            "command": self.shown(command),
-            "suite": plan.suite,
-            "length": plan.length,
-            "generator_seed": r.sample_seed,  # examples are drawn per (seed, index): 0 and 1000 never meet
-            # every run in the folder: an earlier, larger plan's runs too
-            **sample_counts(read_rows(folder)),
-        }
+        return {"command": self.shown(command)} | self._sampled(plan, folder)
 
     def dataset(self, folder: Path) -> dict[str, Any]:
         sampled = [self.store.output(f"sample-{plan.label}") / "trajectories" for plan in self.recipe.train]
