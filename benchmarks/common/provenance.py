@@ -43,7 +43,20 @@ def commit(ignoring: tuple[str, ...] = ()) -> str:
 
 def machine() -> str:
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return f"{platform.machine()}, {os.cpu_count()} cores, {memory:.0f} GiB"
+    return f"{platform.machine()}, {os.cpu_count()} cores, {memory:.0f} GiB{vector_units()}"
+
+
+def vector_units() -> str:
+    """The widest vector instructions the CPU has: llama.cpp's and torch's kernels follow them,
+    so greedy outputs measured on an AVX2-only CPU and on an AVX-512 one can differ."""
+    try:
+        flags = set(Path("/proc/cpuinfo").read_text().split())
+    except OSError:
+        return ""
+    for flag, name in (("avx512_bf16", "AVX-512 BF16"), ("avx512f", "AVX-512"), ("avx2", "AVX2")):
+        if flag in flags:
+            return f", {name}"
+    return ""
 
 
 def record(script: str | Path, argv: list[str], load_at_start: float) -> dict[str, Any]:

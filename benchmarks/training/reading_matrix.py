@@ -3,14 +3,17 @@
     nice -n 5 python benchmarks/training/reading_matrix.py            # run or resume, then report
     python benchmarks/training/reading_matrix.py --report-only        # the results file from the archive
     python benchmarks/training/reading_matrix.py --suites prose,source  # only these suites now
+    python benchmarks/training/reading_matrix.py --arms reading_sft     # only this arm now
     python benchmarks/training/reading_matrix.py --report-only --ship reading  # serve it if it passes
 
 Arms (all greedy, held-out generator seed 1000, each on its own 1-thread server, side by side):
 ``base`` is the embedded model with today's prompt, ``prompt`` the same model with the reading
 moves and answers held until their output is read (``--moves read --hold-unread-answers``: what
 the model is told changes, not its weights), ``adapter`` the shipped LoRA adapter with today's
-prompt; ``reading``, once the reading recipe (``benchmarks/training/reading_recipe.toml``) has
-made its adapter, that adapter with today's prompt. Work goes to ``.selftrain/matrix``; each
+prompt; ``reading_sft`` and ``reading``, once the reading recipe
+(``benchmarks/training/reading_recipe.toml``) has made them, its SFT adapter and its final one
+(DPO on from SFT), with today's prompt. An arm added later runs alone on the suites the others
+finished. Work goes to ``.selftrain/matrix``; each
 finished stage is packed into ``benchmarks/results/reading_matrix/`` (committed), and unfinished
 ones are snapshotted there run by run, so a later checkout resumes them.
 ``benchmarks/results/reading_matrix.json`` holds the table, every arm's per-example scores, and
@@ -49,6 +52,9 @@ SHIPPED_FAMILIES = ("needle",)
 READING_WORK = ROOT / ".selftrain" / "reading"
 READING_ARCHIVE = ARCHIVE.parent / "reading_recipe"
 READING_RECIPE = "benchmarks/training/reading_recipe.toml"
+# The reading recipe's adapters, each an arm once its stage has finished, in the order they are
+# made: SFT's (measured while DPO trains on from it), then the recipe's final one (after DPO).
+READING_ARMS = {"reading_sft": "adapter-sft", "reading": "adapter"}
 # How this pass's runs were made, beyond the matrix's own settings (rendered with the results).
 CONDITIONS = [
     "Runs were side by side with other work on the same two cores (tests, builds, sampling), so "
@@ -79,11 +85,17 @@ def reading():
     return StageStore(READING_WORK, READING_ARCHIVE), recipe
 
 
+def reading_gguf(store, arm: str) -> Path:
+    """Where the reading recipe's adapter stage for ``arm`` writes its GGUF."""
+    return store.output(READING_ARMS[arm]) / "adapter.gguf"
+
+
 def candidates() -> dict[str, tuple[str, ...]]:
     """Each adapter arm the gate judges, and the families it was trained on."""
     store, recipe = reading()
     trained = tuple(dict.fromkeys(plan.suite for plan in recipe.train))
-    return {"adapter": SHIPPED_FAMILIES, **({"reading": trained} if store.record("adapter") else {})}
+    made = {arm: trained for arm, stage in READING_ARMS.items() if store.record(stage)}
+    return {"adapter": SHIPPED_FAMILIES, **made}
 
 
 def matrix():
@@ -97,8 +109,8 @@ def matrix():
         Arm(name="prompt", moves="read", hold_unread_answers=True),
         Arm(name="adapter", adapter=str(SHIPPED_ADAPTER.with_suffix(".gguf"))),
     ]
-    if "reading" in candidates():
-        arms.append(Arm(name="reading", adapter=str(store.output("adapter") / "adapter.gguf")))
+    made = candidates()
+    arms += [Arm(name=arm, adapter=str(reading_gguf(store, arm))) for arm in READING_ARMS if arm in made]
     return Matrix(
         suites=tuple(SuitePlan(suite=s, length=length, n=n) for s, length, n in SUITES),
         arms=tuple(arms),
@@ -138,10 +150,13 @@ def collect() -> dict[str, Any]:
         "partial": bool(unfinished),
         "unfinished_stages": unfinished,
         "in_progress": in_progress,
+        # arms after the ones the matrix was first measured with ran after them, not beside them
+        "arms_added_later": [arm.name for arm in run.matrix.arms if arm.name in READING_ARMS],
         "conditions": [
             "Each stage is one `rlmkit eval` process per arm; the code it ran is the checkout when it "
             "started: " + "; ".join(f"{label} {code}" for label, code in ran_code.items()) + ".",
             *CONDITIONS,
+            *machines(store, stages),
         ],
         "table": table,
         "gate": {
@@ -171,12 +186,29 @@ def collect() -> dict[str, Any]:
     }
 
 
+def machines(store, stages: list[str]) -> list[str]:
+    """Which machine ran which stages, where the stages recorded it (greedy outputs follow the
+    CPU's vector units, so arms compare only where they ran on the same kind of CPU)."""
+    by_machine: dict[str, list[str]] = {}
+    for name in stages:
+        if (record := store.record(name)) is not None and record.get("machine"):
+            by_machine.setdefault(record["machine"], []).append(name.removeprefix("eval-"))
+    if not by_machine:
+        return []
+    return [
+        "Machines, where a stage recorded its own: "
+        + "; ".join(f"{machine}: {', '.join(names)}" for machine, names in by_machine.items())
+        + ". Earlier stages did not record it."
+    ]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--report-only", action="store_true", help="only rewrite the results file")
     parser.add_argument("--suites", help="only these suites (comma-separated families) in this run")
+    parser.add_argument("--arms", help="only these arms (comma-separated names) in this run")
     parser.add_argument(
         "--ship", metavar="ARM", help="then ship this adapter arm if it passes the gate (reading)"
     )
@@ -189,9 +221,9 @@ def main(argv: list[str] | None = None) -> None:
         from rlmkit.cli.common import exit_on_sigterm
 
         exit_on_sigterm()  # a stopped matrix stops its evaluations and their servers too
-        wanted = set(args.suites.split(",")) if args.suites else None
-        run = MatrixRun(matrix(), StageStore(WORK, ARCHIVE), runner=run_child, code=code_commit)
-        run.run(only=lambda name: wanted is None or any(f"-{s}-" in name for s in wanted))
+        store = StageStore(WORK, ARCHIVE)
+        run = MatrixRun(matrix(), store, runner=run_child, code=code_commit, machine=provenance.machine)
+        run.run(only=selected(run.matrix, args.arms, args.suites))
     argv = ["--report-only"] if args.report_only else []
     data = {**provenance.record(__file__, argv, load_at_start), **collect()}
     RESULTS.write_text(json.dumps(data, indent=1, default=str) + "\n")
@@ -202,27 +234,47 @@ def main(argv: list[str] | None = None) -> None:
         print(f"shipped {ship(data, args.ship)}")
 
 
+def selected(matrix, arms: str | None, suites: str | None):
+    """Which stages (``eval-ARM-SUITE-LENGTH``) this run measures: the named arms and suites, or
+    all. A name that is not the matrix's is refused before any model starts."""
+    names = {"arm": [arm.name for arm in matrix.arms], "suite": [plan.suite for plan in matrix.suites]}
+    wanted = {"arm": arms.split(",") if arms else None, "suite": suites.split(",") if suites else None}
+    for kind, chosen in wanted.items():
+        if unknown := set(chosen or ()) - set(names[kind]):
+            known = ", ".join(names[kind])
+            raise SystemExit(f"no {kind} {', '.join(sorted(unknown))} in the matrix: {known}")
+    stages = {
+        f"eval-{arm}-{plan.label}"
+        for arm in wanted["arm"] or names["arm"]
+        for plan in matrix.suites
+        if wanted["suite"] is None or plan.suite in wanted["suite"]
+    }
+    return stages.__contains__
+
+
 def ship(data: dict[str, Any], arm: str) -> Path:
     """Serve the reading recipe's adapter by default: refused unless the gate, on the whole
     matrix, lets it through. Its record says what it was taught and what the gate measured."""
     from optimizers.selftrain.shipping import trained_record
     from rlmkit.local.adapter import install_shipped
 
-    if arm != "reading":
-        raise SystemExit(f"only the reading recipe's adapter ships from here, not {arm!r}")
+    if arm not in READING_ARMS:
+        raise SystemExit(
+            f"only the reading recipe's adapters ({', '.join(READING_ARMS)}) ship from here, not {arm!r}"
+        )
     verdict = data["gate"].get(arm)
     if verdict is None or not verdict["ships"]:
         why = "; ".join((verdict or {}).get("failures") or []) or "the matrix is not whole for it"
         raise SystemExit(f"the {arm!r} adapter does not ship: {why}")
     store, recipe = reading()
     measured = [{"suite": row["suite"], "n": row["n"], **row["versus_base"][arm]} for row in data["table"]]
-    record = trained_record(store, recipe) | {
+    record = trained_record(store, recipe, READING_ARMS[arm]) | {
         "recipe": READING_RECIPE,
         "gate": {"by": "optimizers/selftrain/gate.py", **verdict},
         "measured": measured,
         "results": f"benchmarks/results/{RESULTS.name} ({data['date']}, commit {data['commit']})",
     }
-    return install_shipped(store.output("adapter") / "adapter.gguf", record)
+    return install_shipped(reading_gguf(store, arm), record)
 
 
 def code_commit() -> str:

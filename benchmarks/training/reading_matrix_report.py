@@ -16,7 +16,15 @@ ARM_WORDS = {
     "prompt": "the same model told the reading moves, its answers held until their output is read "
     "(`--moves read --hold-unread-answers`: no weight changes)",
     "adapter": "the shipped LoRA adapter with today's prompt",
+    "reading_sft": "the reading recipe's SFT adapter (before DPO) with today's prompt",
+    "reading": "the reading recipe's final adapter (DPO on from its SFT one) with today's prompt",
 }
+
+
+def side_by_side(arms: list[str], later: list[str]) -> str:
+    together = [arm for arm in arms if arm not in later]
+    text = f"the {len(together)} arms {', '.join(together)} side by side"
+    return text + (f"; {', '.join(later)} added later, after them" if later else "")
 
 
 def block() -> str:
@@ -33,8 +41,8 @@ def section(data: dict[str, Any]) -> str:
         f"Held-out examples of generator seed {matrix['seed']} (real-text suites read documents no training "
         f"seed reads), greedy, the `{matrix['program']}` program, at most {matrix['iterations']} root turns, "
         f"each run under a {matrix['max_seconds']:.0f}-second wall-time budget (a run past it scores 0); "
-        f"the {len(arms)} arms side by side, each on its own {matrix['threads']}-thread llama.cpp server, "
-        "on the same examples. Arms: "
+        f"{side_by_side(arms, data.get('arms_added_later', []))}, each on its own "
+        f"{matrix['threads']}-thread llama.cpp server, on the same examples. Arms: "
         + "; ".join(f"**{name}**, {ARM_WORDS.get(name, name)}" for name in arms)
         + ". Gains are paired with the base, with a bootstrap 95% interval."
     )

@@ -76,10 +76,13 @@ class MatrixRun:
         runner: Callable[[list[str]], int],
         log=print,
         code: Callable[[], str] | None = None,
+        machine: Callable[[], str] | None = None,
     ):
-        """``code`` names the code a stage runs (a commit): each stage records it as it starts, so
-        a matrix measured over days says which code made which suite."""
-        self.matrix, self.store, self.runner, self.log, self.code = matrix, store, runner, log, code
+        """``code`` names the code a stage runs (a commit) and ``machine`` the machine it runs on:
+        each stage records both as it starts, so a matrix measured over days says which code and
+        which CPU made which suite."""
+        self.matrix, self.store, self.runner, self.log = matrix, store, runner, log
+        self.code, self.machine = code, machine
 
     def stage_name(self, arm: Arm, plan: SuitePlan) -> str:
         return f"eval-{arm.name}-{plan.label}"
@@ -116,6 +119,7 @@ class MatrixRun:
     def _stage(self, arm: Arm, plan: SuitePlan) -> dict[str, Any]:
         def evaluate(folder: Path) -> dict[str, Any]:
             commit = self.code() if self.code else None
+            machine = self.machine() if self.machine else None
             command = self.command(arm, plan, folder)
             self.log("$ " + shown(command, self.store.work))
             if (code := self.runner(command)) != 0:
@@ -128,7 +132,7 @@ class MatrixRun:
                     f"the model could not be reached for {len(unanswered)} run(s); rerun to resume"
                 )
             return {"command": shown(command, self.store.work), "arm": arm.name, "suite": plan.label,
-                    "commit": commit, "rows": [_row(row) for row in rows]}  # fmt: skip
+                    "commit": commit, "machine": machine, "rows": [_row(row) for row in rows]}  # fmt: skip
 
         return self.store.run(self.stage_name(arm, plan), evaluate)
 

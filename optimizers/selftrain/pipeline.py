@@ -72,8 +72,10 @@ class SelfTrain:
         yield "dataset", self.dataset, ()
         yield "train", self.train, ("adapter/*.safetensors", "trainer", "data")
         if self.recipe.dpo:
+            # the SFT adapter as GGUF too: it can be measured while DPO trains on from it
+            yield "adapter-sft", _bind(self.adapter, "train"), ()
             yield "train-dpo", self.train_dpo, ("adapter/*.safetensors", "adapter/ref", "trainer", "data")
-        yield "adapter", self.adapter, ()
+        yield "adapter", _bind(self.adapter, "train-dpo" if self.recipe.dpo else "train"), ()
         for measurement in self.recipe.measurements():  # both arms of a suite before the next
             for arm in ARMS:
                 yield f"eval-{arm}-{measurement.label}", _bind(self.evaluate, measurement, arm), ()
@@ -275,10 +277,10 @@ class SelfTrain:
             "train_runtime_s": next((e["train_runtime"] for e in history if "train_runtime" in e), None),
         }
 
-    def adapter(self, folder: Path) -> dict[str, Any]:
+    def adapter(self, source: str, folder: Path) -> dict[str, Any]:
+        """The adapter trained by stage ``source`` as a GGUF LoRA for llama.cpp's server."""
         from optimizers.gguf_lora import convert_adapter
 
-        source = "train-dpo" if self.recipe.dpo else "train"
         trained = self.store.output(source) / "adapter"
         out = convert_adapter(trained, folder / "adapter.gguf", base=self.base_gguf, half=True)
         return {

@@ -11,14 +11,16 @@ from optimizers.selftrain.stages import StageStore
 from rlmkit.errors import UserError
 
 
-def trained_record(store: StageStore, recipe: Recipe) -> dict[str, Any]:
-    """The record of the adapter ``recipe`` trained in ``store`` (every stage up to the adapter
-    finished): sampled suites, rows and examples per family, filters, training."""
-    needed = [f"sample-{plan.label}" for plan in recipe.train] + ["dataset", "train", "adapter"]
-    needed += ["train-dpo"] if recipe.dpo else []
+def trained_record(store: StageStore, recipe: Recipe, stage: str = "adapter") -> dict[str, Any]:
+    """The record of the adapter ``recipe`` trained in ``store``, as adapter stage ``stage`` made
+    it (``adapter``, or ``adapter-sft``: the SFT adapter before DPO), every stage up to it
+    finished: sampled suites, rows and examples per family, filters, training."""
+    dpo = recipe.dpo and stage == "adapter"
+    needed = [f"sample-{plan.label}" for plan in recipe.train] + ["dataset", "train", stage]
+    needed += ["train-dpo"] if dpo else []
     if missing := [name for name in needed if store.record(name) is None]:
         raise UserError(f"the adapter's stages have not all finished: {', '.join(missing)}")
-    dataset, adapter = store.record("dataset"), store.record("adapter")
+    dataset, adapter = store.record("dataset"), store.record(stage)
     sft = dataset["sft"]
     sampled = []
     for plan in recipe.train:
@@ -35,7 +37,7 @@ def trained_record(store: StageStore, recipe: Recipe) -> dict[str, Any]:
             }
         )
     training = {"sft": _trained(store.record("train"))}
-    if recipe.dpo:
+    if dpo:
         training["dpo"] = _trained(store.record("train-dpo")) | {"beta": recipe.dpo_beta}
     return {
         "base": adapter["base"],
@@ -48,7 +50,7 @@ def trained_record(store: StageStore, recipe: Recipe) -> dict[str, Any]:
             "runs_dropped": sft.get("runs_dropped", {}),
             "turns_dropped": sft.get("turns_dropped", {}),
         },
-        "dpo_pairs": dataset.get("dpo", {}).get("rows", 0),
+        "dpo_pairs": dataset.get("dpo", {}).get("rows", 0) if dpo else 0,
         "training": training,
     }
 

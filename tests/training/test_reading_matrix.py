@@ -50,7 +50,9 @@ def matrix(n_real=30, n_synthetic=20):
 def run_matrix(tmp_path, scores, **kw):
     fake = FakeEval(scores)
     store = StageStore(tmp_path / "work", tmp_path / "archive")
-    run = MatrixRun(matrix(**kw), store, runner=fake, log=lambda _: None, code=lambda: "abc1234")
+    run = MatrixRun(
+        matrix(**kw), store, runner=fake, log=lambda _: None, code=lambda: "abc1234", machine=lambda: "cpu A"
+    )
     run.run()
     return run, fake
 
@@ -79,7 +81,8 @@ def test_every_arm_runs_every_suite_once_with_its_own_flags_and_resumes(tmp_path
     again = MatrixRun(run.matrix, run.store, runner=fake, log=lambda _: None)
     again.run()
     assert len(fake.commands) == 6  # finished stages are kept
-    assert {run.store.record(f"eval-{arm.name}-needle-20k")["commit"] for arm in ARMS} == {"abc1234"}
+    records = [run.store.record(f"eval-{arm.name}-needle-20k") for arm in ARMS]
+    assert {(record["commit"], record["machine"]) for record in records} == {("abc1234", "cpu A")}
 
 
 def test_the_table_pairs_each_arm_with_the_base(tmp_path):

@@ -415,16 +415,25 @@ def test_the_reading_adapter_ships_only_through_its_gate_with_what_it_was_taught
     sft = {"rows": 5, "examples": 3, "per_family": {"needle": {"rows": 5, "examples": 3}},
            "runs_dropped": {"zero_score": 4}, "turns_dropped": {"turn:code_failed": 2}}  # fmt: skip
     store.run("dataset", lambda f: {"sft": sft, "dpo": {"rows": 2}})
-    for name in ("train", "train-dpo"):
-        store.run(name, lambda f: {"rows": 5, "steps": 5, "precision": "bf16", "train_runtime_s": 9.0})
+    trained = {"rows": 5, "steps": 5, "precision": "bf16", "train_runtime_s": 9.0}
+    store.run("train", lambda f: trained)
 
-    def adapter(folder):
-        write_tiny_gguf(folder / "adapter.gguf", "qwen2", blocks=1)
-        return {"from": "train-dpo", "base": "base.gguf"}
+    def adapter(source, blocks):
+        def made(folder):
+            write_tiny_gguf(folder / "adapter.gguf", "qwen2", blocks=blocks)
+            return {"from": source, "base": "base.gguf"}
 
-    store.run("adapter", adapter)
+        return made
+
+    # the SFT adapter is an arm as soon as it is made, before DPO trains on from it
+    store.run("adapter-sft", adapter("train", 1))
+    assert list(reading_matrix.candidates()) == ["adapter", "reading_sft"]
+    store.run("train-dpo", lambda f: trained)
+    store.run("adapter", adapter("train-dpo", 2))
     assert reading_matrix.candidates()["reading"] == ("needle", "prose")
-    assert reading_matrix.matrix().arms[-1].name == "reading"
+    arms = reading_matrix.matrix().arms
+    assert [arm.name for arm in arms][-2:] == ["reading_sft", "reading"]
+    assert arms[-2].adapter != arms[-1].adapter
     row = {"suite": "needle-20k", "n": 20, "versus_base": {"reading": {"gain": 0.3, "ci95": [0.1, 0.5]}}}
     data = {"date": "today", "commit": "abc", "table": [row]}
     for verdict in (None, {"ships": False, "failures": ["needle-20k: below the base"]}):
@@ -438,8 +447,45 @@ def test_the_reading_adapter_ships_only_through_its_gate_with_what_it_was_taught
     assert [(s["suite"], s["hinted"]) for s in record["trained_on"]] == [("needle", True), ("prose", False)]
     assert record["filters"]["runs_dropped"] == {"zero_score": 4} and record["gate"]["ships"]
     assert record["measured"] == [{"suite": "needle-20k", "n": 20, "gain": 0.3, "ci95": [0.1, 0.5]}]
+    assert set(record["training"]) == {"sft", "dpo"}
     assert adapters.resolve_adapter() == shipped  # served by default from now on
     adapters.shipped_adapter.cache_clear()
+    # the SFT adapter ships by the same gate, its record without the DPO it never had
+    row["versus_base"]["reading_sft"] = {"gain": 0.2, "ci95": [0.05, 0.4]}
+    sft = reading_matrix.ship(
+        {**data, "gate": {"reading_sft": {"ships": True, "failures": []}}}, "reading_sft"
+    )
+    record = adapters.shipped_record()
+    final = hashlib.sha256((store.output("adapter") / "adapter.gguf").read_bytes()).hexdigest()
+    assert record["sha256"] == hashlib.sha256(sft.read_bytes()).hexdigest() != final
+    assert set(record["training"]) == {"sft"} and record["dpo_pairs"] == 0
+    with pytest.raises(SystemExit, match="reading_sft, reading"):
+        reading_matrix.ship({**data, "gate": {}}, "adapter")
+    adapters.shipped_adapter.cache_clear()
+
+
+def test_a_matrix_run_measures_only_the_arms_and_suites_named(monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks" / "training"))
+    import reading_matrix
+
+    from optimizers.selftrain.matrix import Arm, Matrix
+
+    matrix = Matrix(
+        suites=(SuitePlan(suite="needle", length=20_000, n=2), SuitePlan(suite="prose", length=60_000, n=2)),
+        arms=(Arm(name="base"), Arm(name="reading_sft", adapter="a.gguf")),
+    )
+    only = reading_matrix.selected(matrix, "reading_sft", None)
+    assert [name for name in ("eval-reading_sft-needle-20k", "eval-reading_sft-prose-60k") if only(name)] == [
+        "eval-reading_sft-needle-20k",
+        "eval-reading_sft-prose-60k",
+    ]
+    assert not only("eval-base-needle-20k")
+    only = reading_matrix.selected(matrix, None, "prose")
+    assert only("eval-base-prose-60k") and not only("eval-base-needle-20k")
+    with pytest.raises(SystemExit, match="no arm reading in the matrix: base, reading_sft"):
+        reading_matrix.selected(matrix, "reading", None)
+    with pytest.raises(SystemExit, match="no suite source"):
+        reading_matrix.selected(matrix, None, "source")
 
 
 def test_an_eval_folder_knows_its_adapter_by_content_not_path(tmp_path, monkeypatch):
@@ -652,7 +698,7 @@ def test_dpo_after_sft_goes_on_from_the_sft_adapter_and_is_the_adapter_measured(
 
     recipe = tiny_recipe().model_copy(update={"dpo": True})
     run, runner = tiny_run(tmp_path, served.url, recipe=recipe)
-    assert [name for name, _, _ in run.stages()][2:5] == ["train", "train-dpo", "adapter"]
+    assert [name for name, _, _ in run.stages()][2:6] == ["train", "adapter-sft", "train-dpo", "adapter"]
     run.run(only=lambda name: name.startswith("sample"))
     with pytest.raises(StageFailed, match="compile dpo"):
         run.store.run("dataset", run.dataset)
@@ -670,12 +716,14 @@ def test_dpo_after_sft_goes_on_from_the_sft_adapter_and_is_the_adapter_measured(
         return {}
 
     run.store.run("dataset", dataset)
-    done = run.run(only=lambda name: name in ("train", "train-dpo", "adapter"))
+    done = run.run(only=lambda name: name in ("train", "adapter-sft", "train-dpo", "adapter"))
     assert done["train-dpo"]["rows"] == 2 and done["train-dpo"]["steps"] == 2
     job = (run.store.folder("train-dpo") / "self-train-job.toml").read_text()
     assert "init_adapter" in job and str(run.store.folder("train") / "adapter") in job
     assert "trl-dpo" in done["train-dpo"]["command"]
-    assert done["adapter"]["from"] == "train-dpo"
+    assert done["adapter"]["from"] == "train-dpo" and done["adapter-sft"]["from"] == "train"
+    # two adapters, both served as they were trained: the SFT one is measured as it was before DPO
+    assert done["adapter-sft"]["sha256"] != done["adapter"]["sha256"]
     history = json.loads((run.store.folder("train-dpo") / "log_history.json").read_text())
     assert any("rewards/chosen" in entry for entry in history)
 
