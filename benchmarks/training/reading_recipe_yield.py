@@ -85,6 +85,7 @@ def collect() -> dict[str, Any]:
                 }
             )
         total = {"sft": compiled("sft", folders, recipe.min_score), "dpo": compiled("dpo", folders, None)}
+        training = [trained(name, store.record(name)) for name in TRAIN_STAGES if store.record(name)]
     return {
         "recipe": "benchmarks/training/reading_recipe.toml",
         "samples": recipe.samples,
@@ -92,9 +93,62 @@ def collect() -> dict[str, Any]:
         "hinted": [plan.label for plan in recipe.train if recipe.hinted(plan)],
         "min_score": recipe.min_score,
         "max_seconds": recipe.max_seconds,
+        "lora_rank": recipe.lora_rank,
+        "lr": recipe.lr,
         "suites": suites,
         "total": total,
+        "training": training,
     }
+
+
+# The recipe's training stages, as its archive records them once finished.
+TRAIN_STAGES = {"train": "SFT", "train-dpo": "DPO on from the SFT adapter"}
+# How many steps at each end of training the loss is averaged over.
+LOSS_WINDOW = 10
+
+
+def trained(name: str, record: dict[str, Any]) -> dict[str, Any]:
+    """A finished training stage: its size, speed and loss at the start and at the end."""
+    losses, runtime = record.get("losses") or [], record.get("train_runtime_s")
+    window = losses[: min(LOSS_WINDOW, len(losses) // 2)] or losses
+    return {
+        "stage": name,
+        "rows": record["rows"],
+        "steps": record["steps"],
+        "precision": record["precision"],
+        "train_runtime_s": runtime,
+        "s_per_step": round(runtime / record["steps"], 1) if runtime and record["steps"] else None,
+        "loss_window": len(window),
+        "loss_first": round(sum(window) / len(window), 4) if window else None,
+        "loss_last": round(sum(losses[-len(window) :]) / len(window), 4) if window else None,
+    }
+
+
+def training_lines(data: dict[str, Any]) -> list[str]:
+    training = data.get("training", [])
+    lines = []
+    for stage in training:
+        runtime = stage["train_runtime_s"]
+        lines.append(
+            f"- `{stage['stage']}` ({TRAIN_STAGES[stage['stage']]}): {stage['steps']} steps on "
+            f"{stage['rows']} training rows, one row a step, {stage['precision']}"
+            + (
+                f", {runtime / 60:.0f} minutes of training ({stage['s_per_step']} s a step)"
+                if runtime
+                else ""
+            )
+            + (
+                f"; mean loss {stage['loss_first']:.3f} over the first {stage['loss_window']} steps and "
+                f"{stage['loss_last']:.3f} over the last {stage['loss_window']}"
+                if stage["loss_first"] is not None
+                else ""
+            )
+            + "."
+        )
+    if not lines:
+        return []
+    lora = f" (a LoRA of rank {data['lora_rank']} at learning rate {data['lr']:g})" if "lr" in data else ""
+    return ["", f"Training on these rows{lora}, on a CPU:", *lines]
 
 
 def block() -> str:
@@ -153,6 +207,7 @@ def section(data: dict[str, Any]) -> str:
         "answer came from the hint); `hint_used` its code or a sub-call touched the hint; "
         "`answer_padded` its answer holds the gold inside a much longer text; `answer_typed` it typed "
         "in its answer before any output showed it (a guess).",
+        *training_lines(data),
     ]
     return "\n".join(lines)
 

@@ -1,0 +1,24 @@
+"""The reading recipe's yield report: finished training stages are stated as they ran."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "training"))
+
+import reading_recipe_yield  # noqa: E402
+
+
+def test_a_finished_training_stage_is_reported_with_its_speed_and_its_loss_at_both_ends():
+    losses = [1.0] * 10 + [0.5] * 20 + [0.1] * 10
+    record = {"rows": 40, "steps": 40, "precision": "bf16", "losses": losses, "train_runtime_s": 1200.0}
+    stage = reading_recipe_yield.trained("train", record)
+    assert stage["s_per_step"] == 30.0 and stage["loss_window"] == 10
+    assert (stage["loss_first"], stage["loss_last"]) == (1.0, 0.1)
+    short = reading_recipe_yield.trained("train-dpo", {**record, "losses": [0.7, 0.6, 0.3], "steps": 3})
+    assert short["loss_window"] == 1 and (short["loss_first"], short["loss_last"]) == (0.7, 0.3)
+    lines = reading_recipe_yield.training_lines({"training": [stage, short], "lora_rank": 8, "lr": 1e-4})
+    assert "a LoRA of rank 8 at learning rate 0.0001" in lines[1]
+    assert "`train` (SFT): 40 steps on 40 training rows" in lines[2] and "20 minutes" in lines[2]
+    assert "mean loss 1.000 over the first 10 steps and 0.100 over the last 10" in lines[2]
+    assert lines[3].startswith("- `train-dpo` (DPO on from the SFT adapter): 3 steps")
+    assert reading_recipe_yield.training_lines({"training": []}) == []
