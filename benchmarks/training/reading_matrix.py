@@ -69,6 +69,9 @@ CODE_BEFORE_RECORDS = {
     "needle-20k": "e1a140a",
     "multi_needle-20k": "e1a140a, its last runs c2bfd42 (no change to the code a run executes)",
 }
+# Stages resumed in a later checkout than the one that made their first runs: a stage records the
+# checkout it was (re)started in, so the earlier one is named here.
+RESUMED_FROM = {"codeqa-20k": "its first 14 to 16 runs per arm on the checkout before e2dee62"}
 # Each run's wall-time budget, every arm alike. Without one, a run that hands 50,000 characters to
 # llm_query spends about 20 minutes on that one sub-call here (three 1-thread servers on two
 # cores read about 10 tokens a second); with it, such a run stops and scores 0. Time budgets depend
@@ -133,6 +136,8 @@ def collect() -> dict[str, Any]:
         codes = {record.get("commit") for record in records if record}
         if codes - {None}:
             ran_code[plan.label] = ", ".join(sorted(codes - {None}))
+            if plan.label in RESUMED_FROM:
+                ran_code[plan.label] += f" ({RESUMED_FROM[plan.label]})"
         elif plan.label in CODE_BEFORE_RECORDS:
             ran_code[plan.label] = CODE_BEFORE_RECORDS[plan.label]
     stages = [run.stage_name(arm, plan) for plan in run.matrix.suites for arm in run.matrix.arms]
