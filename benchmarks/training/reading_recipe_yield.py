@@ -110,6 +110,7 @@ LOSS_WINDOW = 10
 def trained(name: str, record: dict[str, Any]) -> dict[str, Any]:
     """A finished training stage: its size, speed and loss at the start and at the end."""
     losses, runtime = record.get("losses") or [], record.get("train_runtime_s")
+    run_here = record["steps"] - record.get("resumed_at_step", 0)  # the steps the runtime covers
     window = losses[: min(LOSS_WINDOW, len(losses) // 2)] or losses
     return {
         "stage": name,
@@ -117,7 +118,8 @@ def trained(name: str, record: dict[str, Any]) -> dict[str, Any]:
         "steps": record["steps"],
         "precision": record["precision"],
         "train_runtime_s": runtime,
-        "s_per_step": round(runtime / record["steps"], 1) if runtime and record["steps"] else None,
+        "resumed_at_step": record.get("resumed_at_step", 0),
+        "s_per_step": round(runtime / run_here, 1) if runtime and run_here > 0 else None,
         "loss_window": len(window),
         "loss_first": round(sum(window) / len(window), 4) if window else None,
         "loss_last": round(sum(losses[-len(window) :]) / len(window), 4) if window else None,
@@ -132,11 +134,14 @@ def training_lines(data: dict[str, Any]) -> list[str]:
         lines.append(
             f"- `{stage['stage']}` ({TRAIN_STAGES[stage['stage']]}): {stage['steps']} steps on "
             f"{stage['rows']} training rows, one row a step, {stage['precision']}"
+            + (f", {runtime / 60:.0f} minutes of training" if runtime else "")
             + (
-                f", {runtime / 60:.0f} minutes of training ({stage['s_per_step']} s a step)"
-                if runtime
+                f" for steps {stage['resumed_at_step'] + 1}-{stage['steps']} after a stop at step "
+                f"{stage['resumed_at_step']}"
+                if runtime and stage.get("resumed_at_step")
                 else ""
             )
+            + (f" ({stage['s_per_step']} s a step)" if runtime else "")
             + (
                 f"; mean loss {stage['loss_first']:.3f} over the first {stage['loss_window']} steps and "
                 f"{stage['loss_last']:.3f} over the last {stage['loss_window']}"

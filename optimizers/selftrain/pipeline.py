@@ -230,7 +230,7 @@ class SelfTrain:
 
     def _train(self, kind: str, backend: str, folder: Path, options: dict[str, Any]) -> dict[str, Any]:
         from optimizers.backends.base import LoRA, TrainJob
-        from optimizers.backends.trl_common import precision
+        from optimizers.backends.trl_common import precision, resume_point
 
         r = self.recipe
         rows = count_lines(self.store.output("dataset") / kind / "train.jsonl")
@@ -262,6 +262,9 @@ class SelfTrain:
         chosen = precision(job)
         stage = "train" if kind == "sft" else f"train-{kind}"
         self.log(f"[{stage}] {steps} steps on {rows} rows, {chosen} (the CPU's native bf16 when it has it)")
+        # a stage stopped before goes on from its checkpoint: its runtime then covers only the rest
+        checkpoint = resume_point(job)
+        resumed = int(checkpoint.name.rpartition("-")[2]) if checkpoint else 0
         job_file = folder / "self-train-job.toml"
         job_file.write_text(job.dump_toml())
         command = rlmkit_command("train", "--backend", backend, str(job_file))
@@ -275,6 +278,7 @@ class SelfTrain:
             "precision": chosen,
             "losses": losses,
             "train_runtime_s": next((e["train_runtime"] for e in history if "train_runtime" in e), None),
+            "resumed_at_step": resumed,
         }
 
     def adapter(self, source: str, folder: Path) -> dict[str, Any]:

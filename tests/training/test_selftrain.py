@@ -718,6 +718,7 @@ def test_dpo_after_sft_goes_on_from_the_sft_adapter_and_is_the_adapter_measured(
     run.store.run("dataset", dataset)
     done = run.run(only=lambda name: name in ("train", "adapter-sft", "train-dpo", "adapter"))
     assert done["train-dpo"]["rows"] == 2 and done["train-dpo"]["steps"] == 2
+    assert done["train"]["resumed_at_step"] == done["train-dpo"]["resumed_at_step"] == 0
     job = (run.store.folder("train-dpo") / "self-train-job.toml").read_text()
     assert "init_adapter" in job and str(run.store.folder("train") / "adapter") in job
     assert "trl-dpo" in done["train-dpo"]["command"]
