@@ -153,7 +153,7 @@ def training_lines(data: dict[str, Any]) -> list[str]:
     if not lines:
         return []
     lora = f" (a LoRA of rank {data['lora_rank']} at learning rate {data['lr']:g})" if "lr" in data else ""
-    return ["", f"Training on these rows{lora}, on a CPU:", *lines]
+    return ["", f"Training on these rows{lora}, on a CPU:", "", *lines]
 
 
 def block() -> str:

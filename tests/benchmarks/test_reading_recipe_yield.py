@@ -18,12 +18,12 @@ def test_a_finished_training_stage_is_reported_with_its_speed_and_its_loss_at_bo
     assert short["loss_window"] == 1 and (short["loss_first"], short["loss_last"]) == (0.7, 0.3)
     lines = reading_recipe_yield.training_lines({"training": [stage, short], "lora_rank": 8, "lr": 1e-4})
     assert "a LoRA of rank 8 at learning rate 0.0001" in lines[1]
-    assert "`train` (SFT): 40 steps on 40 training rows" in lines[2] and "20 minutes" in lines[2]
-    assert "mean loss 1.000 over the first 10 steps and 0.100 over the last 10" in lines[2]
-    assert lines[3].startswith("- `train-dpo` (DPO on from the SFT adapter): 3 steps")
+    assert "`train` (SFT): 40 steps on 40 training rows" in lines[3] and "20 minutes" in lines[3]
+    assert "mean loss 1.000 over the first 10 steps and 0.100 over the last 10" in lines[3]
+    assert lines[4].startswith("- `train-dpo` (DPO on from the SFT adapter): 3 steps")
     # a stage resumed from a checkpoint timed only the steps after it
     resumed = reading_recipe_yield.trained("train", {**record, "resumed_at_step": 10})
     assert resumed["s_per_step"] == 40.0
-    line = reading_recipe_yield.training_lines({"training": [resumed]})[2]
+    line = reading_recipe_yield.training_lines({"training": [resumed]})[3]
     assert "20 minutes of training for steps 11-40 after a stop at step 10 (40.0 s a step)" in line
     assert reading_recipe_yield.training_lines({"training": []}) == []
