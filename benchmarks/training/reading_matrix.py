@@ -130,16 +130,16 @@ def collect() -> dict[str, Any]:
 
     store = StageStore(WORK, ARCHIVE)
     run = MatrixRun(matrix(), store, runner=lambda command: 1)
+    first = tuple(arm for arm in run.matrix.arms if arm.name not in READING_ARMS)
+    later = [arm for arm in run.matrix.arms if arm.name in READING_ARMS]
     ran_code = {}
     for plan in run.matrix.suites:
-        records = [store.record(run.stage_name(arm, plan)) for arm in run.matrix.arms]
-        codes = {record.get("commit") for record in records if record}
-        if codes - {None}:
-            ran_code[plan.label] = ", ".join(sorted(codes - {None}))
-            if plan.label in RESUMED_FROM:
-                ran_code[plan.label] += f" ({RESUMED_FROM[plan.label]})"
-        elif plan.label in CODE_BEFORE_RECORDS:
-            ran_code[plan.label] = CODE_BEFORE_RECORDS[plan.label]
+        code = stage_code(store, run, plan, first)
+        added = [f"{arm.name} {c}" for arm in later if (c := stage_code(store, run, plan, (arm,)))]
+        if code or added:
+            ran_code[plan.label] = " ".join(
+                [code or "not recorded"] + ([f"({'; '.join(added)})"] if added else [])
+            )
     stages = [run.stage_name(arm, plan) for plan in run.matrix.suites for arm in run.matrix.arms]
     unfinished = [name for name in stages if store.record(name) is None]
     in_progress = {
@@ -147,7 +147,10 @@ def collect() -> dict[str, Any]:
     }
     for name in in_progress:  # committed with the results: the next run resumes these runs
         store.snapshot(name)
-    table = run.table()
+    # the arms measured together in one table; each added arm in its own, beside the base and the
+    # prompt it is compared with, so its unfinished suites do not narrow the others' rows
+    table = run.table(first)
+    tables = {arm.name: run.table((*first[:2], arm)) for arm in later}
     rule, judged = GateRule(), candidates()
     labels = [plan.label for plan in run.matrix.suites]
     return {
@@ -164,12 +167,13 @@ def collect() -> dict[str, Any]:
             *machines(store, stages),
         ],
         "table": table,
+        "added_tables": tables,
         "gate": {
             "rule": rule.model_dump(),
             "trained_families": {name: list(families) for name, families in judged.items()},
             **{
                 name: verdict(
-                    table,
+                    tables.get(name, table),
                     labels,
                     candidate=name,
                     prompt_arms=["prompt"],
@@ -189,6 +193,18 @@ def collect() -> dict[str, Any]:
             ).model_dump(),
         },
     }
+
+
+def stage_code(store, run, plan, arms) -> str:
+    """The checkouts ``arms``' stages of suite ``plan`` ran, as their records name them."""
+    codes = {(store.record(run.stage_name(arm, plan)) or {}).get("commit") for arm in arms} - {None}
+    if not codes:
+        return CODE_BEFORE_RECORDS.get(plan.label, "") if arms[0].name not in READING_ARMS else ""
+    return ", ".join(sorted(codes)) + (
+        f" ({RESUMED_FROM[plan.label]})"
+        if plan.label in RESUMED_FROM and arms[0].name not in READING_ARMS
+        else ""
+    )
 
 
 def machines(store, stages: list[str]) -> list[str]:

@@ -67,17 +67,16 @@ def section(data: dict[str, Any]) -> str:
     lines += [f"- {condition}" for condition in data.get("conditions", [])]
     if data.get("conditions"):
         lines.append("")
-    others = arms[1:]
-    head = ["suite", "n", *arms, *(f"{name} - base [95% CI]" for name in others)]
-    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for row in table:
-        label = row["suite"] + ("" if row["finished"] else " *(partial)*")
-        cells = [label, str(row["n"]), *(f"{row['means'][name]:.2f}" for name in arms)]
-        for name in others:
-            c = row["versus_base"][name]
-            cells.append(f"{c['gain']:+.2f} [{c['ci95'][0]:+.2f}, {c['ci95'][1]:+.2f}]")
-        lines.append("| " + " | ".join(cells) + " |")
-    lines.append("")
+    added = data.get("added_tables", {})
+    lines += [*_table([arm for arm in arms if arm not in added], table), ""]
+    for name, rows in added.items():
+        lines += [
+            f"The `{name}` arm, measured after the others, beside the base and the prompt arm on the "
+            "examples it has run:",
+            "",
+            *(_table(arms[:2] + [name], rows) if rows else ["Not run on any suite yet."]),
+            "",
+        ]
     rule = gate["rule"]
     lines.append(
         "**The gate** (`optimizers/selftrain/gate.py`, fixed before this measurement): an adapter ships "
@@ -89,6 +88,21 @@ def section(data: dict[str, Any]) -> str:
     for name, families in gate["trained_families"].items():
         lines += ["", *_verdict_lines(name, families, gate)]
     return "\n".join(lines)
+
+
+def _table(arms: list[str], rows: list[dict[str, Any]]) -> list[str]:
+    """Each suite's means, and each arm but the first (the base) paired with it."""
+    others = arms[1:]
+    head = ["suite", "n", *arms, *(f"{name} - base [95% CI]" for name in others)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        label = row["suite"] + ("" if row["finished"] else " *(partial)*")
+        cells = [label, str(row["n"]), *(f"{row['means'][name]:.2f}" for name in arms)]
+        for name in others:
+            c = row["versus_base"][name]
+            cells.append(f"{c['gain']:+.2f} [{c['ci95'][0]:+.2f}, {c['ci95'][1]:+.2f}]")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
 
 
 def _verdict_lines(name: str, families: list[str], gate: dict[str, Any]) -> list[str]:

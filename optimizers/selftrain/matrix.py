@@ -144,19 +144,21 @@ class MatrixRun:
         runs = read_rows(self.store.folder(name))
         return {row["id"]: row["score"] for row in runs if not never_answered(row)}, False
 
-    def table(self) -> list[dict[str, Any]]:
+    def table(self, arms: tuple[Arm, ...] | None = None) -> list[dict[str, Any]]:
         """Per suite: each arm's mean on the examples every arm has finished, and each arm but
-        the first compared with the first, paired."""
+        the first compared with the first, paired. ``arms`` (default: all, the base first) limits
+        the view, so an arm added later does not narrow the others' rows to what it has run."""
+        arms = arms or self.matrix.arms
         out = []
         for plan in self.matrix.suites:
             scores, finished = {}, True
-            for arm in self.matrix.arms:
+            for arm in arms:
                 scores[arm.name], done = self.rows(arm, plan)
                 finished &= done
             shared = set.intersection(*(set(s) for s in scores.values()))
             if not shared:
                 continue
-            base = self.matrix.arms[0].name
+            base = arms[0].name
             kept = {name: {i: s[i] for i in shared} for name, s in scores.items()}
             out.append(
                 {

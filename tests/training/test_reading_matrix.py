@@ -184,3 +184,20 @@ def test_only_finished_suites_can_hold_an_adapter_back():
     late = judge([row("prose-60k", "prose", True, 0.5, 0.1, -0.5)])
     assert late.held_back and not late.measured and late.missing == ["needle-20k"]
     assert any("prose-60k: 0.10 is more than 0.05 below" in f for f in late.failures)
+
+
+def test_an_added_arm_that_has_run_only_some_examples_does_not_narrow_the_others_rows(tmp_path):
+    run, _ = run_matrix(tmp_path, WINS)
+    grown = matrix().model_copy(update={"arms": (*ARMS, Arm(name="dpo", adapter="b.gguf"))})
+    folder = run.store.folder("eval-dpo-prose-60k")  # stopped after one example
+    folder.mkdir(parents=True)
+    (folder / "results.jsonl").write_text(json.dumps({"id": "prose-0", "score": 1.0}) + "\n")
+    later = MatrixRun(grown, run.store, runner=lambda command: 1, log=lambda _: None)
+    together = {row["suite"]: row for row in later.table(ARMS)}
+    assert together["prose-60k"]["n"] == 30 and together["prose-60k"]["finished"]
+    beside = {row["suite"]: row for row in later.table((*ARMS[:2], grown.arms[-1]))}
+    assert list(beside) == ["prose-60k"] and beside["prose-60k"]["n"] == 1
+    assert not beside["prose-60k"]["finished"] and set(beside["prose-60k"]["versus_base"]) == {
+        "prompt",
+        "dpo",
+    }
