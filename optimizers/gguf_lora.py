@@ -6,12 +6,16 @@ after the base tensor, ``<gguf name>.weight.lora_a`` (peft's A, shape rank x in)
 ``.lora_b`` (peft's B, shape out x rank). The base stays the quantised GGUF the student was
 trained from (transformers dequantised the same weights), so no merged model is written.
 Tensor names are mapped with the ``gguf`` package's own table (the one llama.cpp's converters use).
+``restore_adapter`` goes back the other way, so training can go on from an adapter whose peft
+weights survive only as GGUF (a stage archive keeps the GGUF, not the float32 weights).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
+from collections.abc import Iterable
 from pathlib import Path
 
 from rlmkit.errors import ConfigError
@@ -74,4 +78,51 @@ def convert_adapter(adapter_dir: Path, out: Path, *, base: Path, half: bool = Fa
     writer.write_tensors_to_file()
     writer.close()
     tmp.replace(out)  # whole or absent: a later run trusts an existing file
+    return out
+
+
+def restore_adapter(
+    adapter_gguf: Path, out: Path, *, config: Path, modules: Iterable[str], base: Path
+) -> Path:
+    """The peft adapter folder ``out`` holding the weights of ``adapter_gguf`` (written by
+    ``convert_adapter`` for ``base``): ``config``'s adapter_config.json beside them, and each GGUF
+    tensor under the peft key of the model module (one of ``modules``, the model's module names)
+    that converts to it. A float16 GGUF comes back as those float16 values in float32: the adapter
+    llama.cpp served, not bit for bit the one trained."""
+    import gguf
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    out = Path(out)
+    settings = json.loads(Path(config).read_text())
+    targets = set(settings["target_modules"])
+    architecture, n_blocks = base_layout(base)
+    names = gguf.get_tensor_name_map(_arch(architecture), n_blocks)
+    peft_key = {}  # "blk.0.attn_q.weight" -> "base_model.model.model.layers.0.self_attn.q_proj"
+    for module in modules:
+        # peft's rule: a target names a module whole or ends its dotted name
+        if any(module == t or module.endswith("." + t) for t in targets):
+            gguf_name = names.get_name(module + ".weight", try_suffixes=(".weight",))
+            if gguf_name is not None:
+                peft_key[gguf_name] = f"base_model.model.{module}"
+    reader = gguf.GGUFReader(str(adapter_gguf))
+    alpha = float(reader.fields[gguf.Keys.Adapter.LORA_ALPHA].contents())
+    if alpha != float(settings["lora_alpha"]):
+        raise ConfigError(f"{adapter_gguf} has LoRA alpha {alpha}, {config} says {settings['lora_alpha']}")
+    weights = {}
+    for tensor in reader.tensors:
+        stem, _, side = tensor.name.rpartition(".lora_")
+        if stem not in peft_key or side not in ("a", "b"):
+            raise ConfigError(f"{adapter_gguf}: no module of the model converts to {tensor.name}")
+        # GGUF lists dimensions fastest first; the data is already in torch's row-major order
+        shape = tuple(int(d) for d in reversed(tensor.shape))
+        value = np.asarray(tensor.data, dtype=np.float32).reshape(shape)
+        weights[f"{peft_key[stem]}.lora_{side.upper()}.weight"] = value
+    if len(weights) != 2 * len(peft_key):
+        raise ConfigError(
+            f"{adapter_gguf} adapts {len(weights) // 2} of the {len(peft_key)} modules {config} targets"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(config, out / "adapter_config.json")
+    save_file(weights, str(out / "adapter_model.safetensors"))
     return out

@@ -66,6 +66,19 @@ def load_model_and_tokenizer(job: TrainJob) -> tuple[Any, Any]:
     return model, tokenizer
 
 
+def module_names(base_model: str, gguf_file: str | None = None) -> list[str]:
+    """The module names of ``base_model``'s causal LM (what peft's keys are made of), from its
+    config alone: the model is built on the meta device, no weight is read."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    kwargs: dict[str, Any] = {"local_files_only": True} | ({"gguf_file": gguf_file} if gguf_file else {})
+    config = AutoConfig.from_pretrained(str(resolve_local_model(base_model)), **kwargs)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    return [name for name, _ in model.named_modules()]
+
+
 def lora_config(job: TrainJob) -> Any:
     if job.lora is None:
         return None

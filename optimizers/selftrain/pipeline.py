@@ -74,7 +74,11 @@ class SelfTrain:
         if self.recipe.dpo:
             # the SFT adapter as GGUF too: it can be measured while DPO trains on from it
             yield "adapter-sft", _bind(self.adapter, "train"), ()
-            yield "train-dpo", self.train_dpo, ("adapter/*.safetensors", "adapter/ref", "trainer", "data")
+            yield (
+                "train-dpo",
+                self.train_dpo,
+                ("adapter/*.safetensors", "adapter/ref", "sft-adapter", "trainer", "data"),
+            )
         yield "adapter", _bind(self.adapter, "train-dpo" if self.recipe.dpo else "train"), ()
         for measurement in self.recipe.measurements():  # both arms of a suite before the next
             for arm in ARMS:
@@ -219,14 +223,34 @@ class SelfTrain:
 
     def train_dpo(self, folder: Path) -> dict[str, Any]:
         """DPO after SFT: the SFT adapter trained on with the compiled pairs, against a copy of itself."""
-        start = self.store.output("train") / "adapter"
+        start, source = self.store.output("train") / "adapter", "train"
         if not (start / "adapter_model.safetensors").is_file():
-            raise StageFailed(
-                f"the SFT adapter's weights are not in {start} (the archive keeps its GGUF only): "
-                "rerun the train stage in this work folder (--stages train) before train-dpo"
-            )
+            start, source = self._sft_adapter_from_gguf(folder / "sft-adapter"), "adapter-sft"
         options = {"init_adapter": str(start.resolve()), "beta": self.recipe.dpo_beta}
-        return self._train("dpo", "trl-dpo", folder, options)
+        return self._train("dpo", "trl-dpo", folder, options) | {"init_adapter": source}
+
+    def _sft_adapter_from_gguf(self, out: Path) -> Path:
+        """The SFT adapter's peft weights, read back from the adapter-sft stage's GGUF: a fresh
+        work folder has only the archive, which keeps the GGUF (float16) and not the weights."""
+        from optimizers.backends.trl_common import module_names
+        from optimizers.gguf_lora import restore_adapter
+
+        if self.store.record("adapter-sft") is None:
+            raise StageFailed(
+                f"the SFT adapter's weights are not in {self.store.folder('train') / 'adapter'} and "
+                "no adapter-sft stage has its GGUF: rerun the train stage (--stages train) before train-dpo"
+            )
+        self.log("[train-dpo] the SFT adapter from the adapter-sft stage's GGUF (float16, as it was served)")
+        modules = module_names(
+            self.train_from["base_model"], self.train_from.get("options", {}).get("gguf_file")
+        )
+        return restore_adapter(
+            self.store.output("adapter-sft") / "adapter.gguf",
+            out,
+            config=self.store.output("train") / "adapter" / "adapter_config.json",
+            modules=modules,
+            base=self.base_gguf,
+        )
 
     def _train(self, kind: str, backend: str, folder: Path, options: dict[str, Any]) -> dict[str, Any]:
         from optimizers.backends.base import LoRA, TrainJob

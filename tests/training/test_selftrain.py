@@ -727,6 +727,16 @@ def test_dpo_after_sft_goes_on_from_the_sft_adapter_and_is_the_adapter_measured(
     assert done["adapter-sft"]["sha256"] != done["adapter"]["sha256"]
     history = json.loads((run.store.folder("train-dpo") / "log_history.json").read_text())
     assert any("rewards/chosen" in entry for entry in history)
+    assert done["train-dpo"]["init_adapter"] == "train"
+
+    # a fresh work folder has only the archive, which keeps the SFT adapter as GGUF: DPO goes on
+    # from those weights read back (as they were served) rather than asking for SFT again
+    fresh, _ = tiny_run(tmp_path, served.url, work="fresh", recipe=recipe)
+    assert not (fresh.store.output("train") / "adapter" / "adapter_model.safetensors").exists()
+    again = fresh.train_dpo(tmp_path / "dpo-again")
+    assert again["init_adapter"] == "adapter-sft" and again["steps"] == 2
+    job = (tmp_path / "dpo-again" / "self-train-job.toml").read_text()
+    assert str(tmp_path / "dpo-again" / "sft-adapter") in job
 
 
 def test_dpo_refuses_to_start_without_the_sft_adapters_weights(tmp_path, served):

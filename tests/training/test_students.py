@@ -9,7 +9,7 @@ import pytest
 
 from optimizers.backends.testing import write_tiny_gguf
 from optimizers.students import Student, ensure_student, get_student, gguf_architecture, training_source
-from rlmkit.errors import LocalModelError, UserError
+from rlmkit.errors import ConfigError, LocalModelError, UserError
 from rlmkit.local.model_file import ModelSpec, find_parts
 
 
@@ -76,3 +76,50 @@ def test_a_lora_adapter_becomes_a_gguf_adapter_named_after_the_base_tensors(tmp_
     assert shapes["blk.0.attn_q.weight.lora_a"] == (hidden, 4)
     assert shapes["blk.1.ffn_down.weight.lora_b"] == (4, hidden)
     assert len(shapes) == 2 * 2 * 2  # 2 layers x 2 modules x (A, B)
+
+
+def test_a_gguf_adapter_comes_back_as_the_peft_adapter_it_was_written_from(tmp_path):
+    import torch
+    from peft import LoraConfig, PeftModel, get_peft_model
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    from optimizers.backends.testing import build_tiny_qwen
+    from optimizers.gguf_lora import convert_adapter, restore_adapter
+
+    model = AutoModelForCausalLM.from_pretrained(build_tiny_qwen(tmp_path / "tiny"))
+    modules = [name for name, _ in model.named_modules()]
+    config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "down_proj"], task_type="CAUSAL_LM")
+    trained = get_peft_model(model, config)
+    for name, weight in trained.named_parameters():  # B starts at zero: give it values to carry
+        if "lora_B" in name:
+            torch.nn.init.normal_(weight)
+    trained.save_pretrained(tmp_path / "adapter")
+    base = write_tiny_gguf(tmp_path / "base.gguf", "qwen3", blocks=2)
+    served = convert_adapter(tmp_path / "adapter", tmp_path / "adapter.gguf", base=base, half=True)
+
+    back = restore_adapter(
+        served,
+        tmp_path / "back",
+        config=tmp_path / "adapter" / "adapter_config.json",
+        modules=modules,
+        base=base,
+    )
+
+    before = load_file(str(tmp_path / "adapter" / "adapter_model.safetensors"))
+    after = load_file(str(back / "adapter_model.safetensors"))
+    assert after.keys() == before.keys() and len(after) == 8
+    for key, value in before.items():  # float16 on the way: equal to its rounding, not bit for bit
+        assert after[key].shape == value.shape
+        assert torch.equal(after[key], value.half().float())
+    # peft loads it as a trainable adapter, as DPO after SFT does
+    fresh = AutoModelForCausalLM.from_pretrained(build_tiny_qwen(tmp_path / "tiny"))
+    assert PeftModel.from_pretrained(fresh, str(back), is_trainable=True).get_nb_trainable_parameters()[0] > 0
+    with pytest.raises(ConfigError, match="no module of the model converts"):
+        restore_adapter(
+            served,
+            tmp_path / "x",
+            config=tmp_path / "adapter" / "adapter_config.json",
+            modules=modules[:5],
+            base=base,
+        )
