@@ -182,15 +182,23 @@ def _memory_error(result, env) -> str:
     return "MemoryError at the address-space limit"
 
 
+SETTLE_S = 480  # under the test's own limit (600 s), far over a drain on an idle machine (< 1 s)
+
+
 def settle() -> None:
     """Wait for the state a sample must see: every worker stopped so far reaped and its folder
     removed (the process sandbox hands that to one FIFO thread, so a no-op queued behind them
     marks the point), and the pool of pre-started workers full again."""
     from rlmkit.sandbox import pool, process
 
-    process._thread("reap").submit(lambda: None).result(timeout=60)
-    pool.wait_refilled(60)  # no worker start half done, in this run's pool or another's
-    pool.wait_idle(pool.settings().size, 60)
+    # The bound only names a hang: on a loaded machine the reaper's queue can take minutes to drain
+    # (each stopped worker is waited for and its folder removed), and a sample taken before the
+    # state is reached would count that backlog as a leak.
+    process._thread("reap").submit(lambda: None).result(timeout=SETTLE_S)
+    if not pool.wait_refilled(SETTLE_S):  # no worker start half done, in this run's pool or another's
+        raise TimeoutError(f"the sandbox pool was still starting workers after {SETTLE_S} s")
+    if not pool.wait_idle(pool.settings().size, SETTLE_S):
+        raise TimeoutError(f"the sandbox pool was not full again after {SETTLE_S} s")
 
 
 def snapshot(scratch: str) -> dict:

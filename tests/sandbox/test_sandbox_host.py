@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 from importlib.util import find_spec
 
 import pytest
@@ -133,3 +134,24 @@ def test_a_frame_read_in_pieces_from_the_loop_is_whole_only_once_all_of_it_arriv
     finally:
         os.close(r)
         os.close(w)
+
+
+def test_a_channel_waits_on_a_descriptor_numbered_above_what_select_accepts():
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 2100:
+        pytest.skip(f"the hard limit on open files is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 2100), hard))
+    r, w = os.pipe()
+    high = os.dup2(r, 2000)  # as a host holding two thousand descriptors would
+    try:
+        chan = wire.Channel(high, w)
+        with pytest.raises(wire.ChannelTimeout):
+            chan.recv_frame(deadline=time.monotonic() + 0.05)
+        chan.send_bytes(b"ok")
+        assert chan.recv_frame(deadline=time.monotonic() + 30) == b"ok"
+    finally:
+        for fd in (high, r, w):
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -14,6 +14,7 @@ runs code. ``loads_plain`` only admits plain data (containers, numbers, text, da
 from __future__ import annotations
 
 import io
+import math
 import os
 import pickle
 import select
@@ -83,6 +84,15 @@ class _PlainUnpickler(pickle.Unpickler):
 
 def loads_plain(data) -> object:
     return _PlainUnpickler(io.BytesIO(data)).load()
+
+
+def _readable(fd: int, seconds: float) -> bool:
+    """Whether ``fd`` has data (or its peer closed) within ``seconds``. poll, not select: select
+    refuses a descriptor numbered 1024 or more, which a busy host (a server's many connections
+    and workers) comes to hold."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(max(1, math.ceil(seconds * 1000))))
 
 
 class Channel:
@@ -168,7 +178,7 @@ class Channel:
         if deadline is None:
             return
         remaining = deadline - time.monotonic()
-        if remaining <= 0 or not select.select([self.rfd], [], [], remaining)[0]:
+        if remaining <= 0 or not _readable(self.rfd, remaining):
             raise ChannelTimeout()
 
     def recv_frame(self, deadline: float | None = None):
