@@ -12,8 +12,11 @@ moves and answers held until their output is read (``--moves read --hold-unread-
 the model is told changes, not its weights), ``adapter`` the shipped LoRA adapter with today's
 prompt; ``reading_sft`` and ``reading``, once the reading recipe
 (``benchmarks/training/reading_recipe.toml``) has made them, its SFT adapter and its final one
-(DPO on from SFT), with today's prompt. An arm added later runs alone on the suites the others
-finished. Work goes to ``.selftrain/matrix``; each
+(DPO on from SFT), with today's prompt; and beside them ``base_again``, the base with today's
+prompt once more, run with the reading adapters on their machine: the base they are compared with
+and judged against (greedy outputs follow the CPU, and the first base ran in earlier checkouts on
+machines it did not record). An arm added later runs after the suites the others finished. Work
+goes to ``.selftrain/matrix``; each
 finished stage is packed into ``benchmarks/results/reading_matrix/`` (committed), and unfinished
 ones are snapshotted there run by run, so a later checkout resumes them.
 ``benchmarks/results/reading_matrix.json`` holds the table, every arm's per-example scores, and
@@ -55,6 +58,9 @@ READING_RECIPE = "benchmarks/training/reading_recipe.toml"
 # The reading recipe's adapters, each an arm once its stage has finished, in the order they are
 # made: SFT's (measured while DPO trains on from it), then the recipe's final one (after DPO).
 READING_ARMS = {"reading_sft": "adapter-sft", "reading": "adapter"}
+# The base once more, an arm beside the reading adapters from their first suite on: their comparison
+# is with a base run on the same machine, under the same load, not with the first base arm.
+BASE_AGAIN = "base_again"
 # How this pass's runs were made, beyond the matrix's own settings (rendered with the results).
 CONDITIONS = [
     "Runs were side by side with other work on the same two cores (tests, builds, sampling), so "
@@ -113,7 +119,10 @@ def matrix():
         Arm(name="adapter", adapter=str(SHIPPED_ADAPTER.with_suffix(".gguf"))),
     ]
     made = candidates()
-    arms += [Arm(name=arm, adapter=str(reading_gguf(store, arm))) for arm in READING_ARMS if arm in made]
+    later = [Arm(name=arm, adapter=str(reading_gguf(store, arm))) for arm in READING_ARMS if arm in made]
+    if later:  # after the first reading arm, the order the folder first met them in: arms only grow
+        later.insert(1, Arm(name=BASE_AGAIN))
+    arms += later
     return Matrix(
         suites=tuple(SuitePlan(suite=s, length=length, n=n) for s, length, n in SUITES),
         arms=tuple(arms),
@@ -130,12 +139,14 @@ def collect() -> dict[str, Any]:
 
     store = StageStore(WORK, ARCHIVE)
     run = MatrixRun(matrix(), store, runner=lambda command: 1)
-    first = tuple(arm for arm in run.matrix.arms if arm.name not in READING_ARMS)
-    later = [arm for arm in run.matrix.arms if arm.name in READING_ARMS]
+    by_name = {arm.name: arm for arm in run.matrix.arms}
+    first = tuple(arm for arm in run.matrix.arms if arm.name not in (*READING_ARMS, BASE_AGAIN))
+    added_arms = run.matrix.arms[len(first) :]
+    later = [arm for arm in added_arms if arm.name in READING_ARMS]
     ran_code = {}
     for plan in run.matrix.suites:
-        code = stage_code(store, run, plan, first)
-        added = [f"{arm.name} {c}" for arm in later if (c := stage_code(store, run, plan, (arm,)))]
+        code = stage_code(store, run, plan, first) or CODE_BEFORE_RECORDS.get(plan.label, "")
+        added = [f"{arm.name} {c}" for arm in added_arms if (c := stage_code(store, run, plan, (arm,)))]
         if code or added:
             ran_code[plan.label] = " ".join(
                 [code or "not recorded"] + ([f"({'; '.join(added)})"] if added else [])
@@ -147,10 +158,14 @@ def collect() -> dict[str, Any]:
     }
     for name in in_progress:  # committed with the results: the next run resumes these runs
         store.snapshot(name)
-    # the arms measured together in one table; each added arm in its own, beside the base and the
-    # prompt it is compared with, so its unfinished suites do not narrow the others' rows
+    # the arms measured together in one table; each reading arm in its own, beside the base run
+    # again on its machine and the prompt arm, so its unfinished suites do not narrow the others'
+    # rows; the gate judges it there. Against the first base too (other runs, other machines), and
+    # the two bases against each other: how far a rerun of one arm moves.
     table = run.table(first)
-    tables = {arm.name: run.table((*first[:2], arm)) for arm in later}
+    again = by_name.get(BASE_AGAIN)
+    tables = {arm.name: run.table((again, first[1], arm)) for arm in later}
+    first_base_tables = {arm.name: run.table((*first[:2], arm)) for arm in later}
     rule, judged = GateRule(), candidates()
     labels = [plan.label for plan in run.matrix.suites]
     return {
@@ -159,7 +174,7 @@ def collect() -> dict[str, Any]:
         "unfinished_stages": unfinished,
         "in_progress": in_progress,
         # arms after the ones the matrix was first measured with ran after them, not beside them
-        "arms_added_later": [arm.name for arm in run.matrix.arms if arm.name in READING_ARMS],
+        "arms_added_later": [arm.name for arm in added_arms],
         "conditions": [
             "Each stage is one `rlmkit eval` process per arm; the code it ran is the checkout when it "
             "started: " + "; ".join(f"{label} {code}" for label, code in ran_code.items()) + ".",
@@ -168,6 +183,8 @@ def collect() -> dict[str, Any]:
         ],
         "table": table,
         "added_tables": tables,
+        "added_tables_first_base": first_base_tables,
+        "bases_compared": run.table((first[0], again)) if again else [],
         "gate": {
             "rule": rule.model_dump(),
             "trained_families": {name: list(families) for name, families in judged.items()},
@@ -196,15 +213,15 @@ def collect() -> dict[str, Any]:
 
 
 def stage_code(store, run, plan, arms) -> str:
-    """The checkouts ``arms``' stages of suite ``plan`` ran, as their records name them."""
-    codes = {(store.record(run.stage_name(arm, plan)) or {}).get("commit") for arm in arms} - {None}
+    """The checkouts ``arms``' stages of suite ``plan`` ran, as their records name them ("" when
+    none does), and where a stage was resumed from a checkout before the one it records."""
+    names = [run.stage_name(arm, plan) for arm in arms]
+    codes = {(store.record(name) or {}).get("commit") for name in names} - {None}
     if not codes:
-        return CODE_BEFORE_RECORDS.get(plan.label, "") if arms[0].name not in READING_ARMS else ""
-    return ", ".join(sorted(codes)) + (
-        f" ({RESUMED_FROM[plan.label]})"
-        if plan.label in RESUMED_FROM and arms[0].name not in READING_ARMS
-        else ""
-    )
+        return ""
+    first_arms = all(arm.name not in (*READING_ARMS, BASE_AGAIN) for arm in arms)
+    resumed = f" ({RESUMED_FROM[plan.label]})" if first_arms and plan.label in RESUMED_FROM else ""
+    return ", ".join(sorted(codes)) + resumed
 
 
 def machines(store, stages: list[str]) -> list[str]:
@@ -288,7 +305,10 @@ def ship(data: dict[str, Any], arm: str) -> Path:
         why = "; ".join((verdict or {}).get("failures") or []) or "the matrix is not whole for it"
         raise SystemExit(f"the {arm!r} adapter does not ship: {why}")
     store, recipe = reading()
-    measured = [{"suite": row["suite"], "n": row["n"], **row["versus_base"][arm]} for row in data["table"]]
+    measured = [
+        {"suite": row["suite"], "n": row["n"], **row["versus_base"][arm]}
+        for row in data["added_tables"][arm]  # the table the gate judged it on
+    ]
     record = trained_record(store, recipe, READING_ARMS[arm]) | {
         "recipe": READING_RECIPE,
         "gate": {"by": "optimizers/selftrain/gate.py", **verdict},

@@ -18,6 +18,8 @@ ARM_WORDS = {
     "adapter": "the shipped LoRA adapter with today's prompt",
     "reading_sft": "the reading recipe's SFT adapter (before DPO) with today's prompt",
     "reading": "the reading recipe's final adapter (DPO on from its SFT one) with today's prompt",
+    "base_again": "the base with today's prompt once more, run beside the reading adapters on their "
+    "machine: the base they are compared with and judged against",
 }
 
 
@@ -67,14 +69,31 @@ def section(data: dict[str, Any]) -> str:
     lines += [f"- {condition}" for condition in data.get("conditions", [])]
     if data.get("conditions"):
         lines.append("")
-    added = data.get("added_tables", {})
-    lines += [*_table([arm for arm in arms if arm not in added], table), ""]
-    for name, rows in added.items():
+    later = data.get("arms_added_later", [])
+    lines += [*_table([arm for arm in arms if arm not in later], table), ""]
+    first_base = data.get("added_tables_first_base", {})
+    for name, rows in data.get("added_tables", {}).items():
         lines += [
-            f"The `{name}` arm, measured after the others, beside the base and the prompt arm on the "
-            "examples it has run:",
+            f"The `{name}` arm, measured after the others, beside `base_again` (the base run again on "
+            "its machine) and the prompt arm, on the examples all three have run; the gate judges it "
+            "here:",
             "",
-            *(_table(arms[:2] + [name], rows) if rows else ["Not run on any suite yet."]),
+            *(_table(_arms(rows), rows) if rows else ["No suite has both it and `base_again` yet."]),
+            "",
+        ]
+        if rows := first_base.get(name):
+            lines += [
+                "Against the first base arm instead (earlier runs):",
+                "",
+                *_table(_arms(rows), rows),
+                "",
+            ]
+    if bases := data.get("bases_compared"):
+        lines += [
+            "The base against itself: the first `base` arm and `base_again`, the same model and prompt "
+            "run at different times (greedy paths follow the CPU and the load):",
+            "",
+            *_table(_arms(bases), bases),
             "",
         ]
     rule = gate["rule"]
@@ -88,6 +107,11 @@ def section(data: dict[str, Any]) -> str:
     for name, families in gate["trained_families"].items():
         lines += ["", *_verdict_lines(name, families, gate)]
     return "\n".join(lines)
+
+
+def _arms(rows: list[dict[str, Any]]) -> list[str]:
+    """A table's arms, the base first, as its rows name them."""
+    return list(rows[0]["means"])
 
 
 def _table(arms: list[str], rows: list[dict[str, Any]]) -> list[str]:

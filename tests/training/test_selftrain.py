@@ -395,6 +395,7 @@ def test_the_reading_adapter_ships_only_through_its_gate_with_what_it_was_taught
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks" / "training"))
     import reading_matrix
 
+    from optimizers.selftrain.matrix import Arm
     from rlmkit.local import adapter as adapters
 
     recipe = Recipe(
@@ -432,10 +433,16 @@ def test_the_reading_adapter_ships_only_through_its_gate_with_what_it_was_taught
     store.run("adapter", adapter("train-dpo", 2))
     assert reading_matrix.candidates()["reading"] == ("needle", "prose")
     arms = reading_matrix.matrix().arms
-    assert [arm.name for arm in arms][-2:] == ["reading_sft", "reading"]
-    assert arms[-2].adapter != arms[-1].adapter
+    # the base runs again beside them from the first reading arm on: the base they are judged against
+    assert [arm.name for arm in arms][-3:] == ["reading_sft", "base_again", "reading"]
+    assert arms[-3].adapter != arms[-1].adapter and arms[-2] == Arm(name="base_again")
     row = {"suite": "needle-20k", "n": 20, "versus_base": {"reading": {"gain": 0.3, "ci95": [0.1, 0.5]}}}
-    data = {"date": "today", "commit": "abc", "table": [row]}
+    first_base = {
+        "suite": "needle-20k",
+        "n": 20,
+        "versus_base": {"reading": {"gain": 0.9, "ci95": [0.7, 1.0]}},
+    }
+    data = {"date": "today", "commit": "abc", "table": [first_base], "added_tables": {"reading": [row]}}
     for verdict in (None, {"ships": False, "failures": ["needle-20k: below the base"]}):
         with pytest.raises(SystemExit, match="does not ship"):
             reading_matrix.ship({**data, "gate": {"reading": verdict}}, "reading")
@@ -451,10 +458,13 @@ def test_the_reading_adapter_ships_only_through_its_gate_with_what_it_was_taught
     assert adapters.resolve_adapter() == shipped  # served by default from now on
     adapters.shipped_adapter.cache_clear()
     # the SFT adapter ships by the same gate, its record without the DPO it never had
-    row["versus_base"]["reading_sft"] = {"gain": 0.2, "ci95": [0.05, 0.4]}
+    data["added_tables"]["reading_sft"] = [
+        {**row, "versus_base": {"reading_sft": {"gain": 0.2, "ci95": [0.05, 0.4]}}}
+    ]
     sft = reading_matrix.ship(
         {**data, "gate": {"reading_sft": {"ships": True, "failures": []}}}, "reading_sft"
     )
+    assert adapters.shipped_record()["measured"][0]["gain"] == 0.2
     record = adapters.shipped_record()
     final = hashlib.sha256((store.output("adapter") / "adapter.gguf").read_bytes()).hexdigest()
     assert record["sha256"] == hashlib.sha256(sft.read_bytes()).hexdigest() != final
