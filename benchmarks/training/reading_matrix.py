@@ -133,7 +133,7 @@ def matrix():
 def collect() -> dict[str, Any]:
     from optimizers.selftrain.gate import GateRule, verdict
     from optimizers.selftrain.matrix import MatrixRun
-    from optimizers.selftrain.pipeline import read_rows
+    from optimizers.selftrain.runs import read_rows
     from optimizers.selftrain.stages import StageStore
     from programs.tasks import real_text
 

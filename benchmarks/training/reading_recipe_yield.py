@@ -32,7 +32,7 @@ OUT = RESULTS / "reading_recipe_yield.json"
 def compiled(kind: str, trajectories: list[Path], min_score: float | None) -> dict[str, Any]:
     """One compile's counts: rows and examples per family, and what each filter removed."""
     from optimizers.compile import EmptyDatasetError, Filters, compile_dpo, compile_sft, load_runs
-    from optimizers.selftrain.pipeline import what_was_kept
+    from optimizers.selftrain.runs import what_was_kept
 
     folders = [path for path in trajectories if path.is_dir()]
     if not folders:
@@ -51,8 +51,8 @@ def compiled(kind: str, trajectories: list[Path], min_score: float | None) -> di
 
 
 def collect() -> dict[str, Any]:
-    from optimizers.selftrain.pipeline import read_rows, sample_counts
     from optimizers.selftrain.recipe import Recipe
+    from optimizers.selftrain.runs import read_rows, sample_counts
     from optimizers.selftrain.stages import StageStore
 
     recipe = Recipe.model_validate(json.loads((ARCHIVE / "recipe.json").read_text()))

@@ -92,7 +92,8 @@ def collect(work: Path = WORK, archive: Path = ARCHIVE) -> dict[str, Any]:
     """Everything finished so far, read from the archive (and the work folder's unfinished stages)."""
     from optimizers.selftrain import Recipe, StageStore
     from optimizers.selftrain.paired import paired_compare
-    from optimizers.selftrain.pipeline import SelfTrain, count_lines, read_rows
+    from optimizers.selftrain.pipeline import SelfTrain
+    from optimizers.selftrain.runs import count_lines, read_rows
 
     store = StageStore(work, archive)
     kept = store.recipe()

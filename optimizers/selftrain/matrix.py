@@ -22,15 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from optimizers.selftrain.children import children_stopped_on_exit
 from optimizers.selftrain.paired import paired_compare
-from optimizers.selftrain.pipeline import (
-    StageFailed,
-    _row,
-    never_answered,
-    read_rows,
-    rlmkit_command,
-    shown,
-)
+from optimizers.selftrain.pipeline import StageFailed, rlmkit_command, shown
 from optimizers.selftrain.recipe import HELD_OUT_SEEDS, SuitePlan
+from optimizers.selftrain.runs import never_answered, read_rows, report_row
 from optimizers.selftrain.stages import StageStore
 from rlmkit.errors import UserError
 
@@ -131,8 +125,9 @@ class MatrixRun:
                 raise StageFailed(
                     f"the model could not be reached for {len(unanswered)} run(s); rerun to resume"
                 )
+            rows = [report_row(row) for row in rows]
             return {"command": shown(command, self.store.work), "arm": arm.name, "suite": plan.label,
-                    "commit": commit, "machine": machine, "rows": [_row(row) for row in rows]}  # fmt: skip
+                    "commit": commit, "machine": machine, "rows": rows}  # fmt: skip
 
         return self.store.run(self.stage_name(arm, plan), evaluate)
 
