@@ -85,7 +85,11 @@ def collect() -> dict[str, Any]:
                 }
             )
         total = {"sft": compiled("sft", folders, recipe.min_score), "dpo": compiled("dpo", folders, None)}
-        training = [trained(name, store.record(name)) for name in TRAIN_STAGES if store.record(name)]
+        training = [
+            trained(name, store.record(name), history(store.output(name)))
+            for name in TRAIN_STAGES
+            if store.record(name)
+        ]
     return {
         "recipe": "benchmarks/training/reading_recipe.toml",
         "samples": recipe.samples,
@@ -107,12 +111,35 @@ TRAIN_STAGES = {"train": "SFT", "train-dpo": "DPO on from the SFT adapter"}
 LOSS_WINDOW = 10
 
 
-def trained(name: str, record: dict[str, Any]) -> dict[str, Any]:
-    """A finished training stage: its size, speed and loss at the start and at the end."""
+def history(folder: Path) -> list[dict[str, Any]]:
+    """A training stage's logged steps (TRL's ``log_history``, archived with the stage)."""
+    path = folder / "log_history.json"
+    return json.loads(path.read_text()) if path.exists() else []
+
+
+def _ends(values: list[float], window: int) -> tuple[float | None, float | None]:
+    """The mean of the first and of the last ``window`` values."""
+    if not values or not window:
+        return None, None
+    return (round(sum(values[:window]) / window, 4), round(sum(values[-window:]) / window, 4))
+
+
+def trained(name: str, record: dict[str, Any], logged: list[dict[str, Any]] = ()) -> dict[str, Any]:
+    """A finished training stage: its size, speed and loss at the start and at the end; for DPO
+    also how far the chosen reply's reward leads the rejected one's, and how often it leads, from
+    the stage's logged steps (the reference is the adapter DPO started from, so both start at 0)."""
     losses, runtime = record.get("losses") or [], record.get("train_runtime_s")
     run_here = record["steps"] - record.get("resumed_at_step", 0)  # the steps the runtime covers
     window = losses[: min(LOSS_WINDOW, len(losses) // 2)] or losses
-    return {
+    preference = {}
+    margins = [float(e["rewards/margins"]) for e in logged if "rewards/margins" in e and "loss" in e]
+    if margins:
+        leads = [float(e["rewards/accuracies"]) for e in logged if "rewards/margins" in e and "loss" in e]
+        ends = min(LOSS_WINDOW, len(margins) // 2) or len(margins)
+        (margin_first, margin_last), (lead_first, lead_last) = _ends(margins, ends), _ends(leads, ends)
+        preference = {"margin_first": margin_first, "margin_last": margin_last,
+                      "leads_first": lead_first, "leads_last": lead_last}  # fmt: skip
+    return preference | {
         "stage": name,
         "rows": record["rows"],
         "steps": record["steps"],
@@ -146,6 +173,14 @@ def training_lines(data: dict[str, Any]) -> list[str]:
                 f"; mean loss {stage['loss_first']:.3f} over the first {stage['loss_window']} steps and "
                 f"{stage['loss_last']:.3f} over the last {stage['loss_window']}"
                 if stage["loss_first"] is not None
+                else ""
+            )
+            + (
+                f"; the chosen reply's reward led the rejected one's by {stage['margin_first']:.3f} "
+                f"(in {stage['leads_first']:.0%} of pairs) over the first {stage['loss_window']} steps and "
+                f"by {stage['margin_last']:.3f} (in {stage['leads_last']:.0%}) over the last "
+                f"{stage['loss_window']}"
+                if stage.get("margin_first") is not None
                 else ""
             )
             + "."

@@ -27,3 +27,27 @@ def test_a_finished_training_stage_is_reported_with_its_speed_and_its_loss_at_bo
     line = reading_recipe_yield.training_lines({"training": [resumed]})[3]
     assert "20 minutes of training for steps 11-40 after a stop at step 10 (40.0 s a step)" in line
     assert reading_recipe_yield.training_lines({"training": []}) == []
+
+
+def test_a_dpo_stage_is_reported_with_how_far_and_how_often_the_chosen_reply_leads():
+    logged = [
+        {"loss": 0.69, "rewards/margins": 0.0, "rewards/accuracies": 0.0, "step": 1},
+        {"loss": 0.60, "rewards/margins": 0.2, "rewards/accuracies": 1.0, "step": 2},
+        {"loss": 0.40, "rewards/margins": 0.9, "rewards/accuracies": 1.0, "step": 3},
+        {"loss": 0.30, "rewards/margins": 1.1, "rewards/accuracies": 1.0, "step": 4},
+        {"train_runtime": 40.0, "step": 4},  # the summary TRL logs last has no margin
+    ]
+    record = {
+        "rows": 4,
+        "steps": 4,
+        "precision": "bf16",
+        "losses": [0.69, 0.6, 0.4, 0.3],
+        "train_runtime_s": 40.0,
+    }
+    stage = reading_recipe_yield.trained("train-dpo", record, logged)
+    assert (stage["margin_first"], stage["margin_last"]) == (0.1, 1.0)
+    assert (stage["leads_first"], stage["leads_last"]) == (0.5, 1.0)
+    line = reading_recipe_yield.training_lines({"training": [stage]})[3]
+    assert "led the rejected one's by 0.100 (in 50% of pairs) over the first 2 steps" in line
+    assert "by 1.000 (in 100%) over the last 2" in line
+    assert "margin_first" not in reading_recipe_yield.trained("train", record, [])
