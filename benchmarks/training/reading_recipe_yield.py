@@ -141,6 +141,7 @@ def trained(name: str, record: dict[str, Any], logged: list[dict[str, Any]] = ()
                       "leads_first": lead_first, "leads_last": lead_last}  # fmt: skip
     return preference | {
         "stage": name,
+        "init_adapter": record.get("init_adapter"),
         "rows": record["rows"],
         "steps": record["steps"],
         "precision": record["precision"],
@@ -160,7 +161,8 @@ def training_lines(data: dict[str, Any]) -> list[str]:
         runtime = stage["train_runtime_s"]
         lines.append(
             f"- `{stage['stage']}` ({TRAIN_STAGES[stage['stage']]}): {stage['steps']} steps on "
-            f"{stage['rows']} training rows, one row a step, {stage['precision']}"
+            f"{stage['rows']} training {'pairs' if stage['stage'] == 'train-dpo' else 'rows'}, one a "
+            f"step, {stage['precision']}"
             + (f", {runtime / 60:.0f} minutes of training" if runtime else "")
             + (
                 f" for steps {stage['resumed_at_step'] + 1}-{stage['steps']} after a stop at step "
@@ -176,11 +178,16 @@ def training_lines(data: dict[str, Any]) -> list[str]:
                 else ""
             )
             + (
-                f"; the chosen reply's reward led the rejected one's by {stage['margin_first']:.3f} "
-                f"(in {stage['leads_first']:.0%} of pairs) over the first {stage['loss_window']} steps and "
-                f"by {stage['margin_last']:.3f} (in {stage['leads_last']:.0%}) over the last "
-                f"{stage['loss_window']}"
+                f"; reward margin (chosen minus rejected) {stage['margin_first']:+.3f}, the chosen reply "
+                f"ahead in {stage['leads_first']:.0%} of pairs, over the first {stage['loss_window']} "
+                f"steps, and {stage['margin_last']:+.3f}, ahead in {stage['leads_last']:.0%}, over the "
+                f"last {stage['loss_window']}"
                 if stage.get("margin_first") is not None
+                else ""
+            )
+            + (
+                "; it started from the SFT adapter read back from its GGUF (float16, as served)"
+                if stage.get("init_adapter") == "adapter-sft"
                 else ""
             )
             + "."

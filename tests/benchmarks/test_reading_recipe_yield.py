@@ -18,7 +18,7 @@ def test_a_finished_training_stage_is_reported_with_its_speed_and_its_loss_at_bo
     assert short["loss_window"] == 1 and (short["loss_first"], short["loss_last"]) == (0.7, 0.3)
     lines = reading_recipe_yield.training_lines({"training": [stage, short], "lora_rank": 8, "lr": 1e-4})
     assert "a LoRA of rank 8 at learning rate 0.0001" in lines[1]
-    assert "`train` (SFT): 40 steps on 40 training rows" in lines[3] and "20 minutes" in lines[3]
+    assert "`train` (SFT): 40 steps on 40 training rows, one a step" in lines[3] and "20 minutes" in lines[3]
     assert "mean loss 1.000 over the first 10 steps and 0.100 over the last 10" in lines[3]
     assert lines[4].startswith("- `train-dpo` (DPO on from the SFT adapter): 3 steps")
     # a stage resumed from a checkpoint timed only the steps after it
@@ -48,6 +48,9 @@ def test_a_dpo_stage_is_reported_with_how_far_and_how_often_the_chosen_reply_lea
     assert (stage["margin_first"], stage["margin_last"]) == (0.1, 1.0)
     assert (stage["leads_first"], stage["leads_last"]) == (0.5, 1.0)
     line = reading_recipe_yield.training_lines({"training": [stage]})[3]
-    assert "led the rejected one's by 0.100 (in 50% of pairs) over the first 2 steps" in line
-    assert "by 1.000 (in 100%) over the last 2" in line
+    assert "4 training pairs, one a step" in line
+    assert "reward margin (chosen minus rejected) +0.100, the chosen reply ahead in 50% of pairs" in line
+    assert "+1.000, ahead in 100%, over the last 2" in line
+    resumed = reading_recipe_yield.trained("train-dpo", {**record, "init_adapter": "adapter-sft"}, logged)
+    assert "read back from its GGUF" in reading_recipe_yield.training_lines({"training": [resumed]})[3]
     assert "margin_first" not in reading_recipe_yield.trained("train", record, [])
