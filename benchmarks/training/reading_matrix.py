@@ -144,7 +144,7 @@ def collect() -> dict[str, Any]:
     store = StageStore(WORK, ARCHIVE)
     run = MatrixRun(matrix(), store, runner=lambda command: 1)
     by_name = {arm.name: arm for arm in run.matrix.arms}
-    first = tuple(arm for arm in run.matrix.arms if arm.name not in (*READING_ARMS, BASE_AGAIN))
+    first = tuple(arm for arm in run.matrix.arms if first_arm(arm.name))
     added_arms = run.matrix.arms[len(first) :]
     later = [arm for arm in added_arms if arm.name in READING_ARMS]
     ran_code = {}
@@ -216,6 +216,12 @@ def collect() -> dict[str, Any]:
     }
 
 
+def first_arm(name: str) -> bool:
+    """Whether arm ``name`` is one of the matrix's first arms (base, prompt, the shipped adapter),
+    measured before the reading recipe's adapters and the base run again beside them."""
+    return name not in (*READING_ARMS, BASE_AGAIN)
+
+
 def stage_code(store, run, plan, arms) -> str:
     """The checkouts ``arms``' stages of suite ``plan`` ran, as their records name them ("" when
     none does), and where a stage was resumed from a checkout before the one it records."""
@@ -223,7 +229,7 @@ def stage_code(store, run, plan, arms) -> str:
     codes = {(store.record(name) or {}).get("commit") for name in names} - {None}
     if not codes:
         return ""
-    first_arms = all(arm.name not in (*READING_ARMS, BASE_AGAIN) for arm in arms)
+    first_arms = all(first_arm(arm.name) for arm in arms)
     resumed = f" ({RESUMED_FROM[plan.label]})" if first_arms and plan.label in RESUMED_FROM else ""
     return ", ".join(sorted(codes)) + resumed
 
