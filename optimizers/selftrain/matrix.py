@@ -150,7 +150,8 @@ class MatrixRun:
             for arm in arms:
                 scores[arm.name], done = self.rows(arm, plan)
                 finished &= done
-            shared = set.intersection(*(set(s) for s in scores.values()))
+            # sorted: a set's order follows string hashing, and a float sum its order
+            shared = sorted(set.intersection(*(set(s) for s in scores.values())))
             if not shared:
                 continue
             base = arms[0].name
