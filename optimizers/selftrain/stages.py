@@ -13,6 +13,7 @@ stay in WORK only.
 
 from __future__ import annotations
 
+import gzip
 import json
 import tarfile
 import time
@@ -117,7 +118,13 @@ class StageStore:
         left_out = {p for pattern in skip for p in folder.glob(pattern)}
         out = self.archive / f"{name}{suffix}"
         tmp = out.with_name(out.name + ".writing")
-        with tarfile.open(tmp, "w:gz") as tar:
+        # gzip stamped with no time or name: the same files pack to the same bytes, so packing a
+        # stage again that has not moved leaves the committed archive unchanged
+        with (
+            tmp.open("wb") as raw,
+            gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as packed,
+            tarfile.open(fileobj=packed, mode="w") as tar,
+        ):
             for path in sorted(folder.rglob("*")):
                 if path.is_file() and not (left_out & {path, *path.parents}):
                     tar.add(path, arcname=str(path.relative_to(self.work)))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -627,12 +628,18 @@ def test_closed_sampling_finishes_with_the_runs_it_has_and_the_dataset_reads_onl
     assert not any("sample-pairs-2k" in part for part in compile_sft)
 
 
-def test_an_unfinished_stage_is_snapshotted_and_resumed_run_by_run(tmp_path):
+def test_an_unfinished_stage_is_snapshotted_and_resumed_run_by_run(tmp_path, monkeypatch):
     store = StageStore(tmp_path / "work", tmp_path / "archive")
     folder = store.folder("eval-base-needle-2k")
     folder.mkdir(parents=True)
     (folder / "results.jsonl").write_text('{"id": "a", "score": 1.0}\n')
-    assert store.snapshot("eval-base-needle-2k").name == "eval-base-needle-2k.partial.tar.gz"
+    packed = store.snapshot("eval-base-needle-2k")
+    assert packed.name == "eval-base-needle-2k.partial.tar.gz"
+    first = packed.read_bytes()
+    later = time.time() + 3600
+    monkeypatch.setattr(time, "time", lambda: later)  # packed again an hour on, nothing moved
+    assert store.snapshot("eval-base-needle-2k").read_bytes() == first  # so git sees no change
+    monkeypatch.undo()
 
     seen = []
 
