@@ -124,7 +124,7 @@ def self_train_command(
 
     Samples runs on training seeds, keeps the good ones (compile sft), trains a LoRA, and runs the
     model with and without it on held-out seeds, paired."""
-    from optimizers.selftrain import StageStore
+    from optimizers.selftrain import StageStore, sampling_adapter
     from optimizers.selftrain.checks import check_architecture, check_backend, check_room
     from optimizers.selftrain.pipeline import SelfTrain
 
@@ -157,6 +157,8 @@ def self_train_command(
                 confirm_seeds=tuple(confirm_seed or ()),
                 dpo=dpo,
             )
+        if recipe.sample_adapter:
+            sampling_adapter.check(recipe.sample_adapter)
         base = base_gguf(recipe.lm)
         check_architecture(base)
         wanted = [s.strip() for s in stages.split(",")] if stages else None

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from optimizers.selftrain import sampling_adapter
 from optimizers.selftrain.children import children_stopped_on_exit, run_child
 from optimizers.selftrain.paired import paired_compare
 from optimizers.selftrain.recipe import MEASURED_ONLY, Measurement, Recipe, SuitePlan
@@ -193,13 +194,18 @@ class SelfTrain:
 
     def sample(self, plan: SuitePlan, folder: Path) -> dict[str, Any]:
         r = self.recipe
+        through: dict[str, str] = {}
+        if r.sample_adapter:
+            gguf = sampling_adapter.resolve(r.sample_adapter, self.store.work)
+            through = sampling_adapter.identity(r.sample_adapter, gguf)
         command = self.eval_command(
             plan, folder, "--seed", str(r.sample_seed), "--samples", str(r.samples),
             "--temperature", str(r.temperature), *(["--hint"] if r.hinted(plan) else []),
             *(["--local-threads", str(r.sample_threads)] if r.sample_threads else []),
+            *(["--adapter", str(gguf)] if through else []),
         )  # fmt: skip
         self._call(command)  # resumes from its folder by itself
-        return {"command": self.shown(command)} | self._sampled(plan, folder)
+        return {"command": self.shown(command)} | through | self._sampled(plan, folder)
 
     def dataset(self, folder: Path) -> dict[str, Any]:
         sampled = [self.store.output(f"sample-{plan.label}") / "trajectories" for plan in self.recipe.train]

@@ -23,6 +23,7 @@ ADDED_LATER = (
     "min_score",
     "sample_threads",
     "save_every",
+    "sample_adapter",
 )
 
 
@@ -91,6 +92,13 @@ class Recipe(BaseModel):
         ge=1,
         description="llama.cpp threads of the sampling server (None: every core); 1 where other "
         "model jobs share the cores: a thread that waits on a descheduled sibling stalls every step",
+    )
+    sample_adapter: str | None = Field(
+        None,
+        description="a GGUF LoRA the sampling server applies: a .gguf file, or the archive folder of an "
+        "earlier recipe (its adapter stage is unpacked from there). STaR's next round samples the "
+        "model the last round made, which is right more often, so more runs train; training still "
+        "starts from the base (None: sample the base)",
     )
     sample_seed: int = Field(0, ge=0)
     max_iterations: int = Field(8, ge=1, description="root turns per run (sampling and measuring)")
