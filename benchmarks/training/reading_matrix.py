@@ -105,8 +105,10 @@ def reading_gguf(store, arm: str) -> Path:
 
 def candidates() -> dict[str, tuple[str, ...]]:
     """Each adapter arm the gate judges, and the families it was trained on."""
+    from optimizers.selftrain import earlier_round
+
     store, recipe = reading()
-    trained = tuple(dict.fromkeys(plan.suite for plan in recipe.train))
+    trained = tuple(earlier_round.trained_families(recipe))
     made = {arm: trained for arm, stage in READING_ARMS.items() if store.record(stage)}
     return {"adapter": SHIPPED_FAMILIES, **made}
 

@@ -124,7 +124,7 @@ def self_train_command(
 
     Samples runs on training seeds, keeps the good ones (compile sft), trains a LoRA, and runs the
     model with and without it on held-out seeds, paired."""
-    from optimizers.selftrain import StageStore, sampling_adapter
+    from optimizers.selftrain import StageStore, earlier_round
     from optimizers.selftrain.checks import check_architecture, check_backend, check_room
     from optimizers.selftrain.pipeline import SelfTrain
 
@@ -158,7 +158,9 @@ def self_train_command(
                 dpo=dpo,
             )
         if recipe.sample_adapter:
-            sampling_adapter.check(recipe.sample_adapter)
+            earlier_round.check_adapter(recipe.sample_adapter)
+        for spec in recipe.runs_from:
+            earlier_round.check_runs(spec)
         base = base_gguf(recipe.lm)
         check_architecture(base)
         wanted = [s.strip() for s in stages.split(",")] if stages else None

@@ -16,10 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from optimizers.selftrain import sampling_adapter
+from optimizers.selftrain import earlier_round
 from optimizers.selftrain.children import children_stopped_on_exit, run_child
 from optimizers.selftrain.paired import paired_compare
-from optimizers.selftrain.recipe import MEASURED_ONLY, Measurement, Recipe, SuitePlan
+from optimizers.selftrain.recipe import DATASET_ONLY, MEASURED_ONLY, Measurement, Recipe, SuitePlan
 from optimizers.selftrain.runs import (
     count_lines,
     never_answered,
@@ -151,14 +151,15 @@ class SelfTrain:
         )
 
     def _plans_added(self) -> tuple[str, ...]:
-        """``("train",)`` when the recipe only adds suites to sample to a kept one whose dataset
-        stage has not run: every kept plan is still there as it was, so no sampled stage changes
-        meaning, and the new ones are sampled before the dataset reads them all."""
+        """What may change while the kept recipe's dataset stage has not run: ``DATASET_ONLY``
+        fields, which no finished stage read, and ``train`` when the recipe only adds suites to
+        sample (every kept plan is still there as it was, so no sampled stage changes meaning, and
+        the new ones are sampled before the dataset reads them all)."""
         kept = self.store.recipe()
         if kept is None or self.store.record("dataset") is not None:
             return ()
         plans = self.recipe.model_dump(mode="json")["train"]
-        return ("train",) if all(plan in plans for plan in kept["train"]) else ()
+        return DATASET_ONLY + (("train",) if all(plan in plans for plan in kept["train"]) else ())
 
     def _run_one(self, stage: tuple[str, Callable[[Path], dict[str, Any]], tuple[str, ...]]) -> dict:
         name, function, skip = stage
@@ -196,8 +197,8 @@ class SelfTrain:
         r = self.recipe
         through: dict[str, str] = {}
         if r.sample_adapter:
-            gguf = sampling_adapter.resolve(r.sample_adapter, self.store.work)
-            through = sampling_adapter.identity(r.sample_adapter, gguf)
+            gguf = earlier_round.adapter_gguf(r.sample_adapter, self.store.work)
+            through = earlier_round.adapter_identity(r.sample_adapter, gguf)
         command = self.eval_command(
             plan, folder, "--seed", str(r.sample_seed), "--samples", str(r.samples),
             "--temperature", str(r.temperature), *(["--hint"] if r.hinted(plan) else []),
@@ -209,8 +210,16 @@ class SelfTrain:
 
     def dataset(self, folder: Path) -> dict[str, Any]:
         sampled = [self.store.output(f"sample-{plan.label}") / "trajectories" for plan in self.recipe.train]
+        sampled += [
+            folder for spec in self.recipe.runs_from for folder in earlier_round.runs(spec, self.store.work)
+        ]
         runs = [str(folder) for folder in sampled if folder.is_dir()]  # a stage closed before any run: none
         record: dict[str, Any] = {}
+        if self.recipe.runs_from:
+            record["runs_from"] = {
+                spec: [name for name, _ in earlier_round.sampled_stages(spec)]
+                for spec in self.recipe.runs_from
+            }
         for kind in ("sft", "dpo"):
             per_turn = ["--per-turn"] if self.recipe.per_turn and kind == "sft" else []
             if kind == "sft" and self.recipe.min_score is not None:

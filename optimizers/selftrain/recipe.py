@@ -24,7 +24,10 @@ ADDED_LATER = (
     "sample_threads",
     "save_every",
     "sample_adapter",
+    "runs_from",
 )
+# Fields that only change what the dataset stage reads: until it has run they may change.
+DATASET_ONLY = ("runs_from",)
 
 
 class SuitePlan(BaseModel):
@@ -99,6 +102,11 @@ class Recipe(BaseModel):
         "earlier recipe (its adapter stage is unpacked from there). STaR's next round samples the "
         "model the last round made, which is right more often, so more runs train; training still "
         "starts from the base (None: sample the base)",
+    )
+    runs_from: tuple[str, ...] = Field(
+        (),
+        description="archive folders of earlier recipes whose sampled runs the dataset compiles beside "
+        "this recipe's own (their families count as trained on); may change until the dataset stage runs",
     )
     sample_seed: int = Field(0, ge=0)
     max_iterations: int = Field(8, ge=1, description="root turns per run (sampling and measuring)")
