@@ -320,6 +320,13 @@ def reading_yield() -> str:
     return reading_recipe_yield.block()
 
 
+def round2_yield() -> str:
+    """What the reading recipe's second round has yielded so far."""
+    import reading_recipe_yield
+
+    return reading_recipe_yield.block("round2")
+
+
 def self_train() -> str:
     """The embedded model before and after training on its own filtered runs, paired."""
     import self_train_report
@@ -380,6 +387,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "self-train": self_train,
     "reading-matrix": reading_matrix,
     "reading-yield": reading_yield,
+    "round2-yield": round2_yield,
     "sessions": sessions,
     "pool": pool,
     "dspy-rlm-tests": dspy_rlm_tests,

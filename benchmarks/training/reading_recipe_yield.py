@@ -1,22 +1,25 @@
-"""What the next recipe's sampling has yielded so far: per sampled suite, its runs, and the rows
+"""What a reading recipe's sampling has yielded so far: per sampled suite, its runs, and the rows
 its filters keep, turn by turn, with every removal counted by reason.
 
-    python benchmarks/training/reading_recipe_yield.py
+    python benchmarks/training/reading_recipe_yield.py                 # the first round
+    python benchmarks/training/reading_recipe_yield.py --round round2  # the second
 
-The recipe is ``benchmarks/training/reading_recipe.toml``, sampled by ``rlmkit self-train
---recipe ... --out .selftrain/reading --archive benchmarks/results/reading_recipe``. Its finished
-sampling stages are read from the archive; an unfinished one is snapshotted from the work folder
-first (so the next run resumes it) and read from that snapshot, so these counts are what a
-checkout of the results holds. Rows are compiled as the recipe's dataset stage compiles them
-(``rlmkit compile sft --per-turn``; ``compile dpo`` for pairs), in a scratch folder. Writes
-``benchmarks/results/reading_recipe_yield.json``, rendered in ``docs/guide/training.md``.
+A round's recipe is sampled by ``rlmkit self-train --recipe FILE --out WORK --archive ARCHIVE``
+(``ROUNDS`` names each). Its finished sampling stages are read from the archive; an unfinished one
+is snapshotted from the work folder first (so the next run resumes it) and read from that snapshot,
+so these counts are what a checkout of the results holds. Rows are compiled as the recipe's dataset
+stage compiles them (``rlmkit compile sft --per-turn``; ``compile dpo`` for pairs), in a scratch
+folder, with the runs of the earlier rounds the recipe compiles (``runs_from``). Writes the round's
+results file, rendered in ``docs/guide/training.md``.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +27,29 @@ from _bootstrap import RESULTS, ROOT
 
 import provenance
 
-WORK = ROOT / ".selftrain" / "reading"
-ARCHIVE = RESULTS / "reading_recipe"
-OUT = RESULTS / "reading_recipe_yield.json"
+
+@dataclass(frozen=True)
+class Round:
+    recipe: str  # the recipe file, relative to the checkout
+    work: Path
+    archive: Path
+    out: Path  # the results file
+
+
+ROUNDS = {
+    "reading": Round(
+        "benchmarks/training/reading_recipe.toml",
+        ROOT / ".selftrain" / "reading",
+        RESULTS / "reading_recipe",
+        RESULTS / "reading_recipe_yield.json",
+    ),
+    "round2": Round(
+        "benchmarks/training/reading_round2.toml",
+        ROOT / ".selftrain" / "round2",
+        RESULTS / "reading_round2",
+        RESULTS / "reading_round2_yield.json",
+    ),
+}
 
 
 def compiled(kind: str, trajectories: list[Path], min_score: float | None) -> dict[str, Any]:
@@ -50,16 +73,18 @@ def compiled(kind: str, trajectories: list[Path], min_score: float | None) -> di
     return what_was_kept(report.to_dict())
 
 
-def collect() -> dict[str, Any]:
+def collect(name: str = "reading") -> dict[str, Any]:
+    from optimizers.selftrain import earlier_round
     from optimizers.selftrain.recipe import Recipe
     from optimizers.selftrain.runs import read_rows, sample_counts
     from optimizers.selftrain.stages import StageStore
 
-    recipe = Recipe.model_validate(json.loads((ARCHIVE / "recipe.json").read_text()))
-    live = StageStore(WORK, ARCHIVE)
+    where = ROUNDS[name]
+    recipe = Recipe.model_validate(json.loads((where.archive / "recipe.json").read_text()))
+    live = StageStore(where.work, where.archive)
     suites, folders = [], []
     with tempfile.TemporaryDirectory() as scratch:
-        store = StageStore(Path(scratch), ARCHIVE)  # reads what the archive holds, as a checkout would
+        store = StageStore(Path(scratch), where.archive)  # reads what the archive holds, as a checkout would
         for plan in recipe.train:
             name = f"sample-{plan.label}"
             live.snapshot(name)  # an unfinished stage's runs so far, committed so they resume
@@ -84,14 +109,24 @@ def collect() -> dict[str, Any]:
                     "sft": compiled("sft", [folder / "trajectories"], recipe.min_score),
                 }
             )
-        total = {"sft": compiled("sft", folders, recipe.min_score), "dpo": compiled("dpo", folders, None)}
+        with_earlier = folders.copy()
+        for spec in recipe.runs_from:  # the earlier rounds' runs, compiled beside this round's
+            with_earlier += earlier_round.runs(str(ROOT / spec), Path(scratch))
+        total = {
+            "sft": compiled("sft", with_earlier, recipe.min_score),
+            "dpo": compiled("dpo", with_earlier, None),
+        }
         training = [
             trained(name, store.record(name), history(store.output(name)))
             for name in TRAIN_STAGES
             if store.record(name)
         ]
     return {
-        "recipe": "benchmarks/training/reading_recipe.toml",
+        "round": name,
+        "recipe": where.recipe,
+        "sample_seed": recipe.sample_seed,
+        "sample_adapter": recipe.sample_adapter,
+        "runs_from": list(recipe.runs_from),
         "samples": recipe.samples,
         "temperature": recipe.temperature,
         "hinted": [plan.label for plan in recipe.train if recipe.hinted(plan)],
@@ -198,19 +233,27 @@ def training_lines(data: dict[str, Any]) -> list[str]:
     return ["", f"Training on these rows{lora}, on a CPU:", "", *lines]
 
 
-def block() -> str:
-    """The ``reading-yield`` block of ``docs/guide/training.md``."""
-    if not OUT.exists():
-        return "Not sampled yet: run `python benchmarks/training/reading_recipe_yield.py`."
-    return section(json.loads(OUT.read_text()))
+def block(name: str = "reading") -> str:
+    """The round's yield block of ``docs/guide/training.md`` (``reading-yield``, ``round2-yield``)."""
+    out = ROUNDS[name].out
+    if not out.exists():
+        flag = "" if name == "reading" else f" --round {name}"
+        return f"Not sampled yet: run `python benchmarks/training/reading_recipe_yield.py{flag}`."
+    return section(json.loads(out.read_text()))
 
 
 def section(data: dict[str, Any]) -> str:
     lines = [
         provenance.stamp(data),
         "",
-        f"`{data['recipe']}` on training examples (generator seed 0; real-text suites read the training "
-        f"split's documents): {data['samples']} runs per example at temperature {data['temperature']}, "
+        f"`{data['recipe']}` on training examples (generator seed {data.get('sample_seed', 0)}; real-text "
+        "suites read the training split's documents)"
+        + (
+            f", sampled through the adapter of `{data['sample_adapter']}`"
+            if data.get("sample_adapter")
+            else ""
+        )
+        + f": {data['samples']} runs per example at temperature {data['temperature']}, "
         + (f"hinted on {', '.join(data['hinted'])} only, " if data["hinted"] else "unhinted, ")
         + f"each under a {data['max_seconds']:.0f}-second budget. SFT rows are compiled turn by turn "
         "(`compile sft --per-turn`) from runs scoring "
@@ -242,9 +285,11 @@ def section(data: dict[str, Any]) -> str:
         )
     total = data["total"]
     turns = ", ".join(f"{n} {reason}" for reason, n in sorted(total["sft"].get("turns_dropped", {}).items()))
+    earlier = ", ".join(f"`{spec}`" for spec in data.get("runs_from", []))
     lines += [
         "",
-        f"In all: **{total['sft']['rows']} SFT rows from {total['sft']['examples']} example(s)** "
+        (f"In all, with the runs of {earlier} compiled beside these: " if earlier else "In all: ")
+        + f"**{total['sft']['rows']} SFT rows from {total['sft']['examples']} example(s)** "
         f"(the recipe's target is at least 150 rows from at least 40 examples), "
         f"{total['dpo']['rows']} DPO pair(s) from {total['dpo']['examples']} example(s)"
         + (f"; turns removed from kept runs: {turns}" if turns else "")
@@ -259,11 +304,17 @@ def section(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--round", choices=list(ROUNDS), default="reading", help="which recipe's yield")
+    args = parser.parse_args(argv)
     load_at_start = os.getloadavg()[0]
-    data = {**provenance.record(__file__, [], load_at_start), **collect()}
-    OUT.write_text(json.dumps(data, indent=1) + "\n")
-    print(f"wrote {OUT}")
+    shown = [] if args.round == "reading" else ["--round", args.round]
+    data = {**provenance.record(__file__, shown, load_at_start), **collect(args.round)}
+    ROUNDS[args.round].out.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"wrote {ROUNDS[args.round].out}")
 
 
 if __name__ == "__main__":

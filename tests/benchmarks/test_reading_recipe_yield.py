@@ -54,3 +54,21 @@ def test_a_dpo_stage_is_reported_with_how_far_and_how_often_the_chosen_reply_lea
     resumed = reading_recipe_yield.trained("train-dpo", {**record, "init_adapter": "adapter-sft"}, logged)
     assert "read back from its GGUF" in reading_recipe_yield.training_lines({"training": [resumed]})[3]
     assert "margin_first" not in reading_recipe_yield.trained("train", record, [])
+
+
+def test_a_later_round_says_what_it_sampled_through_and_which_earlier_runs_it_compiles():
+    counts = {"rows": 3, "examples": 2, "per_family": {}, "runs_read": 9}
+    data = {
+        "date": "2026-12-05", "commit": "abc1234", "machine": "x86_64", "command": "python y.py",
+        "recipe": "r2.toml", "sample_seed": 100,
+        "sample_adapter": "results/round1", "runs_from": ["results/round1"],
+        "samples": 4, "temperature": 0.8, "hinted": [], "min_score": 0.9, "max_seconds": 300,
+        "suites": [{"suite": "source-50k", "planned_runs": 32, "started": False, "closed_early": False}],
+        "total": {"sft": counts, "dpo": counts},
+    }  # fmt: skip
+    text = reading_recipe_yield.section(data)
+    assert "generator seed 100" in text and "sampled through the adapter of `results/round1`" in text
+    assert "In all, with the runs of `results/round1` compiled beside these: **3 SFT rows" in text
+    assert "| source-50k | 0 of 32 | | | | | not sampled yet |" in text
+    first = reading_recipe_yield.section({**data, "sample_adapter": None, "runs_from": [], "sample_seed": 0})
+    assert "generator seed 0;" in first and "through the adapter" not in first and "In all: **3" in first
