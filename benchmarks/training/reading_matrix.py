@@ -15,7 +15,9 @@ prompt; ``reading_sft`` and ``reading``, once the reading recipe
 (DPO on from SFT), with today's prompt; and beside them ``base_again``, the base with today's
 prompt once more, run with the reading adapters on their machine: the base they are compared with
 and judged against (greedy outputs follow the CPU, and the first base ran in earlier checkouts on
-machines it did not record). An arm added later runs after the suites the others finished. Work
+machines it did not record). Each later round of the recipe (``ROUNDS``) adds its adapters the
+same way, with a base arm of its own beside them. An arm added later runs after the suites the
+others finished. Work
 goes to ``.selftrain/matrix``; each
 finished stage is packed into ``benchmarks/results/reading_matrix/`` (committed), and unfinished
 ones are snapshotted there run by run, so a later checkout resumes them.
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,18 +52,49 @@ SUITES = [
     ),
 ]
 # The adapter arms the gate judges, with the families each was trained on (its training rules read
-# them): the shipped one, then the reading recipe's once its adapter stage has finished (an arm
-# after the others, so the stages measured before it are kept).
+# them): the shipped one, then each round's once its adapter stage has finished (an arm after the
+# others, so the stages measured before it are kept).
 SHIPPED_FAMILIES = ("needle",)
-READING_WORK = ROOT / ".selftrain" / "reading"
-READING_ARCHIVE = ARCHIVE.parent / "reading_recipe"
-READING_RECIPE = "benchmarks/training/reading_recipe.toml"
-# The reading recipe's adapters, each an arm once its stage has finished, in the order they are
-# made: SFT's (measured while DPO trains on from it), then the recipe's final one (after DPO).
-READING_ARMS = {"reading_sft": "adapter-sft", "reading": "adapter"}
-# The base once more, an arm beside the reading adapters from their first suite on: their comparison
-# is with a base run on the same machine, under the same load, not with the first base arm.
-BASE_AGAIN = "base_again"
+
+
+@dataclass(frozen=True)
+class Round:
+    """A self-training recipe whose adapters become arms, each once its stage has finished, in the
+    order they are made: SFT's (measured while DPO trains on from it), then the final one (after
+    DPO). ``base`` is the base arm run beside them from their first suite on: their comparison is
+    with a base run on the same machine, under the same load, not with the first base arm."""
+
+    recipe: str  # the recipe file, relative to the checkout
+    work: Path
+    archive: Path
+    arms: tuple[tuple[str, str], ...]  # (arm, the recipe's stage that makes its adapter)
+    base: str
+
+    def store_and_recipe(self):
+        """The round's store and recipe, as committed (its recipe file's record)."""
+        from optimizers.selftrain.recipe import Recipe
+        from optimizers.selftrain.stages import StageStore
+
+        recipe = Recipe.model_validate(json.loads((self.archive / "recipe.json").read_text()))
+        return StageStore(self.work, self.archive), recipe
+
+
+ROUNDS = (
+    Round(
+        "benchmarks/training/reading_recipe.toml",
+        ROOT / ".selftrain" / "reading",
+        ARCHIVE.parent / "reading_recipe",
+        (("reading_sft", "adapter-sft"), ("reading", "adapter")),
+        base="base_again",
+    ),
+    Round(
+        "benchmarks/training/reading_round2.toml",
+        ROOT / ".selftrain" / "round2",
+        ARCHIVE.parent / "reading_round2",
+        (("round2_sft", "adapter-sft"), ("round2", "adapter")),
+        base="base_round2",
+    ),
+)
 # How this pass's runs were made, beyond the matrix's own settings (rendered with the results).
 CONDITIONS = [
     "Runs were side by side with other work on the same two cores (tests, builds, sampling), so "
@@ -89,28 +123,26 @@ RESUMED_FROM = {"codeqa-20k": "its first 14 to 16 runs per arm on the checkout b
 MAX_SECONDS = 240
 
 
-def reading():
-    """The reading recipe's store and recipe, as committed (its recipe file's record)."""
-    from optimizers.selftrain.recipe import Recipe
-    from optimizers.selftrain.stages import StageStore
-
-    recipe = Recipe.model_validate(json.loads((READING_ARCHIVE / "recipe.json").read_text()))
-    return StageStore(READING_WORK, READING_ARCHIVE), recipe
+def round_arms() -> dict[str, Round]:
+    """Every round's adapter arm, made or not, and its round."""
+    return {arm: where for where in ROUNDS for arm, _ in where.arms}
 
 
-def reading_gguf(store, arm: str) -> Path:
-    """Where the reading recipe's adapter stage for ``arm`` writes its GGUF."""
-    return store.output(READING_ARMS[arm]) / "adapter.gguf"
+def made_arms(where: Round) -> list[tuple[str, Path]]:
+    """The round's adapter arms whose stage has finished, and where each one's GGUF is."""
+    store, _ = where.store_and_recipe()
+    return [(arm, store.output(stage) / "adapter.gguf") for arm, stage in where.arms if store.record(stage)]
 
 
 def candidates() -> dict[str, tuple[str, ...]]:
     """Each adapter arm the gate judges, and the families it was trained on."""
     from optimizers.selftrain import earlier_round
 
-    store, recipe = reading()
-    trained = tuple(earlier_round.trained_families(recipe))
-    made = {arm: trained for arm, stage in READING_ARMS.items() if store.record(stage)}
-    return {"adapter": SHIPPED_FAMILIES, **made}
+    judged: dict[str, tuple[str, ...]] = {"adapter": SHIPPED_FAMILIES}
+    for where in ROUNDS:
+        trained = tuple(earlier_round.trained_families(where.store_and_recipe()[1]))
+        judged |= {arm: trained for arm, _ in made_arms(where)}
+    return judged
 
 
 def matrix():
@@ -118,17 +150,16 @@ def matrix():
     from optimizers.selftrain.recipe import SuitePlan
     from rlmkit.local.adapter import SHIPPED_ADAPTER
 
-    store, _ = reading()
     arms = [
         Arm(name="base"),
         Arm(name="prompt", moves="read", hold_unread_answers=True),
         Arm(name="adapter", adapter=str(SHIPPED_ADAPTER.with_suffix(".gguf"))),
     ]
-    made = candidates()
-    later = [Arm(name=arm, adapter=str(reading_gguf(store, arm))) for arm in READING_ARMS if arm in made]
-    if later:  # after the first reading arm, the order the folder first met them in: arms only grow
-        later.insert(1, Arm(name=BASE_AGAIN))
-    arms += later
+    for where in ROUNDS:
+        later = [Arm(name=arm, adapter=str(gguf)) for arm, gguf in made_arms(where)]
+        if later:  # after its first adapter arm, the order the folder first met them in: arms only grow
+            later.insert(1, Arm(name=where.base))
+        arms += later
     return Matrix(
         suites=tuple(SuitePlan(suite=s, length=length, n=n) for s, length, n in SUITES),
         arms=tuple(arms),
@@ -148,7 +179,8 @@ def collect() -> dict[str, Any]:
     by_name = {arm.name: arm for arm in run.matrix.arms}
     first = tuple(arm for arm in run.matrix.arms if first_arm(arm.name))
     added_arms = run.matrix.arms[len(first) :]
-    later = [arm for arm in added_arms if arm.name in READING_ARMS]
+    rounds = round_arms()
+    later = [arm for arm in added_arms if arm.name in rounds]
     ran_code = {}
     for plan in run.matrix.suites:
         code = stage_code(store, run, plan, first) or CODE_BEFORE_RECORDS.get(plan.label, "")
@@ -164,14 +196,15 @@ def collect() -> dict[str, Any]:
     }
     for name in in_progress:  # committed with the results: the next run resumes these runs
         store.snapshot(name)
-    # the arms measured together in one table; each reading arm in its own, beside the base run
-    # again on its machine and the prompt arm, so its unfinished suites do not narrow the others'
-    # rows; the gate judges it there. Against the first base too (other runs, other machines), and
-    # the two bases against each other: how far a rerun of one arm moves.
+    # the arms measured together in one table; each round's adapter arm in its own, beside the
+    # base its round ran again on its machine and the prompt arm, so its unfinished suites do not
+    # narrow the others' rows; the gate judges it there. Against the first base too (other runs,
+    # other machines), and each base against the first: how far a rerun of one arm moves.
     table = run.table(first)
-    again = by_name.get(BASE_AGAIN)
-    tables = {arm.name: run.table((again, first[1], arm)) for arm in later}
+    beside = {arm.name: rounds[arm.name].base for arm in later}
+    tables = {arm.name: run.table((by_name[beside[arm.name]], first[1], arm)) for arm in later}
     first_base_tables = {arm.name: run.table((*first[:2], arm)) for arm in later}
+    bases = [by_name[name] for name in dict.fromkeys(beside.values())]
     rule, judged = GateRule(), candidates()
     labels = [plan.label for plan in run.matrix.suites]
     return {
@@ -189,8 +222,9 @@ def collect() -> dict[str, Any]:
         ],
         "table": table,
         "added_tables": tables,
+        "added_beside": beside,
         "added_tables_first_base": first_base_tables,
-        "bases_compared": run.table((first[0], again)) if again else [],
+        "bases_compared": {base.name: run.table((first[0], base)) for base in bases},
         "gate": {
             "rule": rule.model_dump(),
             "trained_families": {name: list(families) for name, families in judged.items()},
@@ -220,8 +254,8 @@ def collect() -> dict[str, Any]:
 
 def first_arm(name: str) -> bool:
     """Whether arm ``name`` is one of the matrix's first arms (base, prompt, the shipped adapter),
-    measured before the reading recipe's adapters and the base run again beside them."""
-    return name not in (*READING_ARMS, BASE_AGAIN)
+    measured before any round's adapters and the base run again beside them."""
+    return name not in round_arms() and name not in {where.base for where in ROUNDS}
 
 
 def stage_code(store, run, plan, arms) -> str:
@@ -303,31 +337,32 @@ def selected(matrix, arms: str | None, suites: str | None):
 
 
 def ship(data: dict[str, Any], arm: str) -> Path:
-    """Serve the reading recipe's adapter by default: refused unless the gate, on the whole
+    """Serve a round's adapter by default: refused unless the gate, on the whole
     matrix, lets it through. Its record says what it was taught and what the gate measured."""
     from optimizers.selftrain.shipping import trained_record
     from rlmkit.local.adapter import install_shipped
 
-    if arm not in READING_ARMS:
-        raise SystemExit(
-            f"only the reading recipe's adapters ({', '.join(READING_ARMS)}) ship from here, not {arm!r}"
-        )
+    rounds = round_arms()
+    if arm not in rounds:
+        raise SystemExit(f"only the rounds' adapters ({', '.join(rounds)}) ship from here, not {arm!r}")
     verdict = data["gate"].get(arm)
     if verdict is None or not verdict["ships"]:
         why = "; ".join((verdict or {}).get("failures") or []) or "the matrix is not whole for it"
         raise SystemExit(f"the {arm!r} adapter does not ship: {why}")
-    store, recipe = reading()
+    where = rounds[arm]
+    store, recipe = where.store_and_recipe()
+    stage = dict(where.arms)[arm]
     measured = [
         {"suite": row["suite"], "n": row["n"], **row["versus_base"][arm]}
         for row in data["added_tables"][arm]  # the table the gate judged it on
     ]
-    record = trained_record(store, recipe, READING_ARMS[arm]) | {
-        "recipe": READING_RECIPE,
+    record = trained_record(store, recipe, stage) | {
+        "recipe": where.recipe,
         "gate": {"by": "optimizers/selftrain/gate.py", **verdict},
         "measured": measured,
         "results": f"benchmarks/results/{RESULTS.name} ({data['date']}, commit {data['commit']})",
     }
-    return install_shipped(reading_gguf(store, arm), record)
+    return install_shipped(store.output(stage) / "adapter.gguf", record)
 
 
 def code_commit() -> str:

@@ -20,6 +20,11 @@ ARM_WORDS = {
     "reading": "the reading recipe's final adapter (DPO on from its SFT one) with today's prompt",
     "base_again": "the base with today's prompt once more, run beside the reading adapters on their "
     "machine: the base they are compared with and judged against",
+    "round2_sft": "the reading recipe's second round's SFT adapter (sampled through `reading`, "
+    "trained from the base) with today's prompt",
+    "round2": "the second round's final adapter (DPO on from its SFT one) with today's prompt",
+    "base_round2": "the base with today's prompt run beside the second round's adapters on their "
+    "machine: the base they are compared with and judged against",
 }
 
 
@@ -72,13 +77,15 @@ def section(data: dict[str, Any]) -> str:
     later = data.get("arms_added_later", [])
     lines += [*_table([arm for arm in arms if arm not in later], table), ""]
     first_base = data.get("added_tables_first_base", {})
+    beside = data.get("added_beside", {})
     for name, rows in data.get("added_tables", {}).items():
+        base = beside.get(name, "base_again")
         lines += [
-            f"The `{name}` arm, measured after the others, beside `base_again` (the base run again on "
+            f"The `{name}` arm, measured after the others, beside `{base}` (the base run again on "
             "its machine) and the prompt arm, on the examples all three have run; the gate judges it "
             "here:",
             "",
-            *(_table(_arms(rows), rows) if rows else ["No suite has both it and `base_again` yet."]),
+            *(_table(_arms(rows), rows) if rows else [f"No suite has both it and `{base}` yet."]),
             "",
         ]
         if rows := first_base.get(name):
@@ -88,14 +95,15 @@ def section(data: dict[str, Any]) -> str:
                 *_table(_arms(rows), rows),
                 "",
             ]
-    if bases := data.get("bases_compared"):
-        lines += [
-            "The base against itself: the first `base` arm and `base_again`, the same model and prompt "
-            "run at different times (greedy paths follow the CPU and the load):",
-            "",
-            *_table(_arms(bases), bases),
-            "",
-        ]
+    for base, rows in data.get("bases_compared", {}).items():
+        if rows:
+            lines += [
+                f"The base against itself: the first `base` arm and `{base}`, the same model and prompt "
+                "run at different times (greedy paths follow the CPU and the load):",
+                "",
+                *_table(_arms(rows), rows),
+                "",
+            ]
     rule = gate["rule"]
     lines.append(
         "**The gate** (`optimizers/selftrain/gate.py`, fixed before this measurement): an adapter ships "

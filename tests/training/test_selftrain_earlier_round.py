@@ -142,3 +142,45 @@ def test_the_dataset_compiles_the_earlier_rounds_runs_beside_its_own(tmp_path):
         SelfTrain(second, work, tmp_path / "base.gguf", log=lambda _: None, runner=lambda _: 1).run(
             only=lambda name: False
         )
+
+
+def test_a_second_rounds_adapters_are_arms_beside_a_base_of_their_own(tmp_path, monkeypatch):
+    """Once its adapter stages finish, a later round's adapters join the matrix after the first
+    round's, with their own base arm beside them; the gate judges them on every family either
+    round sampled."""
+    from dataclasses import replace
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks" / "training"))
+    import reading_matrix
+
+    from optimizers.backends.testing import write_tiny_gguf
+
+    first_archive, second_archive = tmp_path / "r1-archive", tmp_path / "r2-archive"
+    first = Recipe(train=(SuitePlan(suite="needle", n=2),))
+    second = Recipe(train=(SuitePlan(suite="source", length=50_000, n=2),), runs_from=(str(first_archive),))
+    stores = []
+    for recipe, archive, work in ((first, first_archive, "r1"), (second, second_archive, "r2")):
+        store = StageStore(tmp_path / work, archive)
+        store.keep_recipe(recipe.model_dump(mode="json"))
+        store.run(f"sample-{recipe.train[0].label}", lambda folder: {"runs": 4})
+        stores.append(store)
+    one, two = reading_matrix.ROUNDS
+    monkeypatch.setattr(
+        reading_matrix,
+        "ROUNDS",
+        (
+            replace(one, work=tmp_path / "r1", archive=first_archive),
+            replace(two, work=tmp_path / "r2", archive=second_archive),
+        ),
+    )
+
+    def made(blocks):
+        return lambda folder: write_tiny_gguf(folder / "adapter.gguf", "qwen2", blocks=blocks) and {}
+
+    assert [arm.name for arm in reading_matrix.matrix().arms] == ["base", "prompt", "adapter"]
+    stores[0].run("adapter", made(1))
+    stores[1].run("adapter-sft", made(2))
+    names = [arm.name for arm in reading_matrix.matrix().arms]
+    assert names == ["base", "prompt", "adapter", "reading", "base_again", "round2_sft", "base_round2"]
+    assert reading_matrix.candidates()["round2_sft"] == ("source", "needle")
+    assert reading_matrix.first_arm("base") and not reading_matrix.first_arm("base_round2")
