@@ -1,0 +1,46 @@
+"""The held-out matrix's docs block names, for each later adapter arm, the base run beside it."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "training"))
+
+import reading_matrix_report  # noqa: E402
+
+
+def row(suite: str, means: dict[str, float]) -> dict:
+    base, *others = means
+    return {
+        "suite": suite, "n": 20, "finished": True, "means": means,
+        "versus_base": {name: {"gain": means[name] - means[base], "ci95": [0.0, 0.1]} for name in others},
+    }  # fmt: skip
+
+
+def test_each_rounds_adapter_is_shown_beside_its_own_base_and_each_base_against_the_first():
+    arms = ["base", "prompt", "adapter", "reading", "base_again", "round2", "base_round2"]
+    data = {
+        "date": "2026-12-05", "commit": "abc1234", "machine": "x86_64", "command": "python m.py",
+        "matrix": {"arms": [{"name": name} for name in arms], "seed": 1000, "program": "plain",
+                   "iterations": 6, "max_seconds": 240, "threads": 1, "suites": []},
+        "partial": False,
+        "arms_added_later": arms[3:],
+        "table": [row("needle-20k", {"base": 0.1, "prompt": 0.1, "adapter": 0.2})],
+        "added_tables": {
+            "reading": [row("needle-20k", {"base_again": 0.1, "prompt": 0.1, "reading": 0.9})],
+            "round2": [row("needle-20k", {"base_round2": 0.2, "prompt": 0.1, "round2": 0.8})],
+        },
+        "added_beside": {"reading": "base_again", "round2": "base_round2"},
+        "bases_compared": {
+            "base_again": [row("needle-20k", {"base": 0.1, "base_again": 0.1})],
+            "base_round2": [row("needle-20k", {"base": 0.1, "base_round2": 0.2})],
+        },
+        "gate": {"rule": {"max_drop": 0.05, "min_n": {"real_text": 30, "synthetic": 20}},
+                 "trained_families": {}},
+    }  # fmt: skip
+    text = reading_matrix_report.section(data)
+    assert "The `round2` arm, measured after the others, beside `base_round2`" in text
+    assert "The `reading` arm, measured after the others, beside `base_again`" in text
+    assert (
+        "the first `base` arm and `base_round2`" in text and "the first `base` arm and `base_again`" in text
+    )
+    assert "**round2**, the second round's final adapter" in text
