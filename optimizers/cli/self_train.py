@@ -157,6 +157,7 @@ def self_train_command(
                 confirm_seeds=tuple(confirm_seed or ()),
                 dpo=dpo,
             )
+        check_lengths(recipe)
         if recipe.sample_adapter:
             earlier_round.check_adapter(recipe.sample_adapter)
         for spec in recipe.runs_from:
@@ -198,6 +199,20 @@ def read_recipe(path: Path):
         for plan in fields.get(plans, []):
             check_suite(plan.get("suite") if isinstance(plan, dict) else None)
     return make_recipe(**fields)
+
+
+def check_lengths(recipe) -> None:
+    """Every plan's suite can build an example at its length (source needs whole files, a long
+    conversation its turns): found now, not when its stage starts hours into the recipe."""
+    from programs.tasks import generate
+    from programs.tasks.base import TaskError
+
+    for plans, seed in ((recipe.train, recipe.sample_seed), (recipe.held_out, recipe.test_seed)):
+        for plan in plans:
+            try:
+                generate(plan.suite, n=1, length=plan.length, seed=seed)
+            except TaskError as exc:
+                raise UserError(f"{plan.label}: {exc}") from None
 
 
 def check_suite(suite: str | None) -> None:

@@ -153,13 +153,27 @@ class SelfTrain:
     def _plans_added(self) -> tuple[str, ...]:
         """What may change while the kept recipe's dataset stage has not run: ``DATASET_ONLY``
         fields, which no finished stage read, and ``train`` when the recipe only adds suites to
-        sample (every kept plan is still there as it was, so no sampled stage changes meaning, and
-        the new ones are sampled before the dataset reads them all)."""
+        sample or drops ones never started (every kept plan that ran is still there as it was, so
+        no sampled stage changes meaning, and the new ones are sampled before the dataset reads
+        them all)."""
         kept = self.store.recipe()
         if kept is None or self.store.record("dataset") is not None:
             return ()
         plans = self.recipe.model_dump(mode="json")["train"]
-        return DATASET_ONLY + (("train",) if all(plan in plans for plan in kept["train"]) else ())
+        started = [plan for plan in kept["train"] if self._started(SuitePlan.model_validate(plan))]
+        return DATASET_ONLY + (("train",) if all(plan in plans for plan in started) else ())
+
+    def _started(self, plan: SuitePlan) -> bool:
+        """Whether ``plan``'s sampling stage has any run, finished or snapshotted: a plan that never
+        ran one may leave the recipe (a length its suite refused, say), as no stage read it."""
+        name = f"sample-{plan.label}"
+        partial = self.store.archive / f"{name}.partial.tar.gz" if self.store.archive else None
+        folder = self.store.folder(name)
+        return (
+            self.store.record(name) is not None
+            or bool(partial and partial.exists())
+            or bool(folder.is_dir() and read_rows(folder))
+        )
 
     def _run_one(self, stage: tuple[str, Callable[[Path], dict[str, Any]], tuple[str, ...]]) -> dict:
         name, function, skip = stage

@@ -566,8 +566,9 @@ def test_a_stopped_self_train_stops_the_stage_command_it_runs(tmp_path):
 
 
 def test_suites_to_sample_may_be_added_until_the_dataset_stage_has_read_them(tmp_path):
-    """A recipe may gain a suite to sample (its stage is new, no finished one changes); a plan
-    changed, or a suite added once the dataset was compiled, is still refused."""
+    """A recipe may gain a suite to sample (its stage is new, no finished one changes), and lose
+    or change one that never ran; a plan changed once its stage has a run, or a suite added once
+    the dataset was compiled, is still refused."""
     store = StageStore(tmp_path / "work", tmp_path / "archive")
 
     def check(recipe: Recipe) -> None:  # runs no stage: only the recipe is compared and kept
@@ -582,10 +583,23 @@ def test_suites_to_sample_may_be_added_until_the_dataset_stage_has_read_them(tmp
     check(more)
     assert [plan["suite"] for plan in store.recipe()["train"]] == ["needle", "aggregation"]
     changed = more.model_copy(update={"train": (SuitePlan(suite="needle", length=2_000, n=3), more.train[1])})
+    store.folder("sample-needle-2k").mkdir(parents=True)
+    row = {"id": "needle-s0-0000", "score": 0.0, "status": "ok"}
+    (store.folder("sample-needle-2k") / "results.jsonl").write_text(json.dumps(row) + "\n")
     with pytest.raises(UserError, match="holds the stages of another recipe"):
-        check(changed)
+        check(changed)  # its stage has a run: the plan that made it stays as it was
     with pytest.raises(ValueError, match="needle-2k planned twice"):
         Recipe(train=(*more.train, SuitePlan(suite="needle", length=2_500, n=4)))
+    never = SuitePlan(suite="pairs", length=3_000, n=2)
+    check(more.model_copy(update={"train": (*more.train, never)}))
+    check(more)  # a plan that never ran a stage may leave again: no stage read it
+    started = SuitePlan(suite="multihop", length=3_000, n=2)
+    check(more.model_copy(update={"train": (*more.train, started)}))
+    store.folder("sample-multihop-3k").mkdir(parents=True)
+    (store.folder("sample-multihop-3k") / "results.jsonl").write_text(json.dumps(row) + "\n")
+    with pytest.raises(UserError, match="holds the stages of another recipe"):
+        check(more)  # once it has a run, it stays
+    more = more.model_copy(update={"train": (*more.train, started)})
     (store.work / "stages").mkdir(parents=True, exist_ok=True)
     (store.work / "stages" / "dataset.json").write_text("{}")
     check(more)  # the same plans: resumes
@@ -796,6 +810,9 @@ def test_a_recipe_file_names_everything_and_is_checked_before_any_stage(tmp_path
     bad.write_text('[[train]]\nsuite = "needel"\n')
     result = CliRunner().invoke(app, ["self-train", "--recipe", str(bad), "--out", str(tmp_path / "w")])
     assert result.exit_code != 0 and "unknown suite 'needel'" in result.output
+    bad.write_text('[[train]]\nsuite = "source"\nlength = 40000\n')
+    result = CliRunner().invoke(app, ["self-train", "--recipe", str(bad), "--out", str(tmp_path / "w")])
+    assert result.exit_code != 0 and "source-40k" in result.output and "too small" in result.output
     bad.write_text('dpo = "yes please"\n[[train]]\nsuite = "needle"\n')
     result = CliRunner().invoke(app, ["self-train", "--recipe", str(bad), "--out", str(tmp_path / "w")])
     assert result.exit_code != 0 and "dpo" in result.output
