@@ -73,13 +73,20 @@ def _first_reading_block(run: Trajectory) -> int | None:
 def answer_typed(run: Trajectory) -> bool:
     """Whether the last turn typed its answer in before any output showed it: a right answer
     guessed (``SUBMIT(answer=2)`` after code that printed no 2) teaches guessing. Judged on what
-    was submitted, not the gold, so a near miss that partial credit kept is judged alike."""
+    was submitted, not the gold, so a near miss that partial credit kept is judged alike. A part
+    typed in its own words (a sentence answer restated: "The Wren project's maintainers agreed
+    that ...") still counts as read when it holds a part of the gold that the output showed."""
     if not run.turns or not run.turns[-1].final:
         return False
     parts = [part.lower() for part in _answer_parts(run.outputs or {}) if part.strip()]
     code = "\n".join(block.code for block in run.turns[-1].blocks).lower()
     printed = "\n".join(block.stdout for turn in run.turns[:-1] for block in turn.blocks).lower()
-    return any(_mentions(code, part) and not _mentions(printed, part) for part in parts)
+    shown_gold = [gold for gold in _gold_parts(run) if _mentions(printed, gold)]
+
+    def read(part: str) -> bool:
+        return _mentions(printed, part) or any(_mentions(part, gold) for gold in shown_gold)
+
+    return any(_mentions(code, part) and not read(part) for part in parts)
 
 
 def submitted_text(run: Trajectory) -> str:

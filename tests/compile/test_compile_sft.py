@@ -111,6 +111,28 @@ def test_a_right_answer_typed_in_before_any_output_showed_it_is_a_guess_not_trai
     assert Filters.rollouts().drop_typed_answers is False  # a guess is a worse ending for DPO
 
 
+def test_a_sentence_answer_restated_in_the_models_words_counts_as_read_when_its_gold_was_shown():
+    from rlmkit.trajectory import CodeBlock
+
+    gold = "security reports are answered within two working days"
+    restated = (
+        "The Wren project's maintainers agreed that security reports are answered within two working days."
+    )
+
+    def ending(task: str, printed: str):
+        run = make_run(task=task, answer=restated)
+        run.meta.task["gold"] = gold
+        run.turns[0].blocks = [CodeBlock(code="print(context[i - 150 : i + 150])", stdout=printed)]
+        run.turns[-1].blocks = [CodeBlock(code=f"SUBMIT(answer={restated!r})")]
+        return run
+
+    read = ending("read", f"A note on the Wren project: its maintainers agreed that {gold}.")
+    guessed = ending("guessed", "Structure of a program: a block is a piece of Python program text.")
+    result = compile_sft([read, guessed])
+    assert {row.task_id for row in result.rows} == {"records/read"}
+    assert dict(result.report.runs_dropped) == {"answer_typed": 1}
+
+
 def test_one_example_id_at_two_lengths_is_two_examples():
     """A suite draws another example (another key, another gold) at each length under the same
     id: rows from both count as two examples, and the split may put them on different sides."""
