@@ -21,6 +21,8 @@ from typing import Any
 
 from rlmkit.trajectory import CodeBlock, Trajectory
 
+# the output field the suites score (programs.tasks.base.prediction_value)
+SCORED_FIELD = "answer"
 # code that can reach the hint without writing it: the hinted variable, or the namespace whole
 _HINT_ROUTES = re.compile(r"\bquestion\b|\b(?:locals|globals|vars)\s*\(")
 
@@ -78,7 +80,7 @@ def answer_typed(run: Trajectory) -> bool:
     that ...") still counts as read when it holds a part of the gold that the output showed."""
     if not run.turns or not run.turns[-1].final:
         return False
-    parts = [part.lower() for part in _answer_parts(run.outputs or {}) if part.strip()]
+    parts = [part.lower() for part in _answer_parts(_scored(run.outputs or {})) if part.strip()]
     code = "\n".join(block.code for block in run.turns[-1].blocks).lower()
     printed = "\n".join(block.stdout for turn in run.turns[:-1] for block in turn.blocks).lower()
     shown_gold = [gold for gold in _gold_parts(run) if _mentions(printed, gold)]
@@ -92,6 +94,14 @@ def answer_typed(run: Trajectory) -> bool:
 def submitted_text(run: Trajectory) -> str:
     """Every output the run submitted, as one text ("" when it submitted nothing)."""
     return " ".join(str(value) for value in (run.outputs or {}).values())
+
+
+def _scored(outputs: dict[str, Any]) -> dict[str, Any]:
+    """The outputs a guess could have scored with: the ``answer`` field where the signature has
+    one (every suite scores it), else all. Other fields (a multihop run's ``citations``, the
+    document numbers it read) are notes no scorer reads, so a number typed there is no guess
+    that scored."""
+    return {SCORED_FIELD: outputs[SCORED_FIELD]} if SCORED_FIELD in outputs else outputs
 
 
 def _answer_parts(outputs: dict[str, Any]) -> list[str]:

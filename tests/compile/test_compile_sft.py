@@ -308,3 +308,22 @@ def test_a_run_killed_before_its_end_line_is_dropped_by_status(tmp_path):
     assert result.report.runs_dropped == {"status": 1} and {row.run_id for row in result.rows} == {
         done.meta.run_id
     }
+
+
+def test_a_cited_document_number_is_not_a_typed_answer_the_answer_field_is():
+    """A multihop run submits its answer and the documents it cites: only the answer, the field
+    the suites score, is judged for having been typed before any output showed it."""
+    from rlmkit.trajectory import CodeBlock
+
+    def ending(task: str, printed: str):
+        run = make_run(task=task, answer="Tortorwick")
+        run.outputs["citations"] = [2]
+        run.turns[0].blocks = [CodeBlock(code="print(context[:500])", stdout=printed)]
+        run.turns[-1].blocks = [CodeBlock(code="SUBMIT(answer='Tortorwick', citations=[2])")]
+        return run
+
+    read = ending("read", "[Doc 002] Teruvel Press\nIts mayor was born in Tortorwick.")
+    guessed = ending("guessed", "[Doc 001] Fenwick Tortorzur was born in Rislotormere.")
+    result = compile_sft([read, guessed])
+    assert {row.task_id for row in result.rows} == {"records/read"}
+    assert dict(result.report.runs_dropped) == {"answer_typed": 1}
