@@ -64,6 +64,7 @@ class Round:
     DPO). ``base`` is the base arm run beside them from their first suite on: their comparison is
     with a base run on the same machine, under the same load, not with the first base arm."""
 
+    name: str  # its work folder's name, and the yield report's --round
     recipe: str  # the recipe file, relative to the checkout
     work: Path
     archive: Path
@@ -79,21 +80,23 @@ class Round:
         return StageStore(self.work, self.archive), recipe
 
 
+def round_named(name: str, recipe: str, archive: str, arm: str, base: str) -> Round:
+    """A round whose work folder is ``.selftrain/NAME``, archive ``benchmarks/results/ARCHIVE``,
+    and adapter arms ``ARM_sft`` (after SFT) and ``ARM`` (the final one)."""
+    arms = ((f"{arm}_sft", "adapter-sft"), (arm, "adapter"))
+    return Round(
+        name,
+        f"benchmarks/training/{recipe}",
+        ROOT / ".selftrain" / name,
+        ARCHIVE.parent / archive,
+        arms,
+        base,
+    )
+
+
 ROUNDS = (
-    Round(
-        "benchmarks/training/reading_recipe.toml",
-        ROOT / ".selftrain" / "reading",
-        ARCHIVE.parent / "reading_recipe",
-        (("reading_sft", "adapter-sft"), ("reading", "adapter")),
-        base="base_again",
-    ),
-    Round(
-        "benchmarks/training/reading_round2.toml",
-        ROOT / ".selftrain" / "round2",
-        ARCHIVE.parent / "reading_round2",
-        (("round2_sft", "adapter-sft"), ("round2", "adapter")),
-        base="base_round2",
-    ),
+    round_named("reading", "reading_recipe.toml", "reading_recipe", "reading", base="base_again"),
+    round_named("round2", "reading_round2.toml", "reading_round2", "round2", base="base_round2"),
 )
 # How this pass's runs were made, beyond the matrix's own settings (rendered with the results).
 CONDITIONS = [

@@ -19,37 +19,21 @@ import argparse
 import json
 import os
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from _bootstrap import RESULTS, ROOT
 
 import provenance
+import reading_matrix
+
+# Every round of the reading recipe, as the held-out matrix knows them; each writes its own
+# results file, named after its archive.
+ROUNDS = {where.name: where for where in reading_matrix.ROUNDS}
 
 
-@dataclass(frozen=True)
-class Round:
-    recipe: str  # the recipe file, relative to the checkout
-    work: Path
-    archive: Path
-    out: Path  # the results file
-
-
-ROUNDS = {
-    "reading": Round(
-        "benchmarks/training/reading_recipe.toml",
-        ROOT / ".selftrain" / "reading",
-        RESULTS / "reading_recipe",
-        RESULTS / "reading_recipe_yield.json",
-    ),
-    "round2": Round(
-        "benchmarks/training/reading_round2.toml",
-        ROOT / ".selftrain" / "round2",
-        RESULTS / "reading_round2",
-        RESULTS / "reading_round2_yield.json",
-    ),
-}
+def results_file(name: str) -> Path:
+    return RESULTS / f"{ROUNDS[name].archive.name}_yield.json"
 
 
 def compiled(kind: str, trajectories: list[Path], min_score: float | None) -> dict[str, Any]:
@@ -235,7 +219,7 @@ def training_lines(data: dict[str, Any]) -> list[str]:
 
 def block(name: str = "reading") -> str:
     """The round's yield block of ``docs/guide/training.md`` (``reading-yield``, ``round2-yield``)."""
-    out = ROUNDS[name].out
+    out = results_file(name)
     if not out.exists():
         flag = "" if name == "reading" else f" --round {name}"
         return f"Not sampled yet: run `python benchmarks/training/reading_recipe_yield.py{flag}`."
@@ -313,8 +297,9 @@ def main(argv: list[str] | None = None) -> None:
     load_at_start = os.getloadavg()[0]
     shown = [] if args.round == "reading" else ["--round", args.round]
     data = {**provenance.record(__file__, shown, load_at_start), **collect(args.round)}
-    ROUNDS[args.round].out.write_text(json.dumps(data, indent=1) + "\n")
-    print(f"wrote {ROUNDS[args.round].out}")
+    out = results_file(args.round)
+    out.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":
