@@ -48,6 +48,10 @@ class RecordingServer(ScriptedServer):
         # only after 1 s. Linux lets a listening socket raise its backlog with another listen().
         self._httpd.socket.listen(1024)
         self.hits: list[Hit] = []
+        # requests handled whose hit is not logged yet: the client may read a reply before the
+        # server thread that wrote it logs the hit, so taking the log waits for them
+        self._unlogged = 0
+        self._logged = threading.Condition(self._lock)
         self.script: Callable[[str, dict], str] = lambda kind, body: "ok"
         self.latency_for: dict[str, float] = {}
 
@@ -56,6 +60,11 @@ class RecordingServer(ScriptedServer):
     ) -> None:
         self.script, self.latency_for = script, dict(latency_for or {})
         self.hits = []
+
+    def handle(self, body: dict):
+        with self._lock:
+            self._unlogged += 1
+        return super().handle(body)
 
     def reply(self, body: dict):
         delay = self.latency_for.get(classify(body), 0.0)
@@ -68,9 +77,15 @@ class RecordingServer(ScriptedServer):
         # headers and the JSON and writing the reply are its work, as much as the responder.
         with self._lock:
             self.hits.append(Hit(classify(body), arrived, done))
+            self._unlogged -= 1
+            self._logged.notify_all()
 
-    def take_hits(self) -> list[Hit]:
+    def take_hits(self, timeout: float = 10.0) -> list[Hit]:
+        """Every hit so far, once each request already handled has logged its own. A reply that
+        was never written (a killed client) logs none: after ``timeout`` the wait gives up on it."""
         with self._lock:
+            if not self._logged.wait_for(lambda: self._unlogged <= 0, timeout):
+                self._unlogged = 0
             hits, self.hits = sorted(self.hits, key=lambda h: h.start), []
         return hits
 

@@ -106,3 +106,32 @@ def test_the_server_is_busy_from_a_requests_first_line_to_its_replys_last_byte()
         (hit,) = server.take_hits()
     assert len(reply["choices"][0]["message"]["content"]) == 32 << 20
     assert before < hit.start < head_read < hit.end < after
+
+
+def test_taking_the_log_waits_for_a_reply_the_client_has_read_but_the_server_not_logged():
+    """A client can read its reply before the server thread that wrote it logs the hit (under
+    load, long before): a run's last root call must still be in its log."""
+    import http.client
+    import threading
+
+    from harness import RecordingServer
+
+    taking = threading.Event()
+
+    class LateLogging(RecordingServer):
+        def served(self, body, arrived, done):
+            taking.wait()  # the log is being taken before this hit is logged
+            super().served(body, arrived, done)
+
+        def take_hits(self, timeout=10.0):
+            taking.set()
+            return super().take_hits(timeout)
+
+    body = json.dumps({"messages": [{"role": "user", "content": "x"}]})
+    with LateLogging() as server:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port)
+        conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+        conn.getresponse().read()
+        conn.close()
+        hits = server.take_hits()
+    assert len(hits) == 1
