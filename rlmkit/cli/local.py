@@ -54,6 +54,13 @@ def serve(
             "the shipped adapter if it passed its gate, else none)."
         ),
     ] = "default",
+    speculative: Annotated[
+        str,
+        typer.Option(
+            help="Draftless speculative decoding: 'none', 'ngram-simple' or 'ngram-map-k' (guess the "
+            "next tokens from text already in the context; see the models guide)."
+        ),
+    ] = "none",
 ) -> None:
     """Start the machine's model server (or find the running one) and keep it up until `rlmkit local stop`."""
     from rlmkit.local import (
@@ -66,11 +73,12 @@ def serve(
 
     with exit_on_error(code=1):
         lora = resolve_adapter(adapter)  # a missing or non-GGUF file fails before the model loads
+        sizes = {"threads": threads} if threads else {}
+        # an unknown setting fails here too, before the model is assembled
+        config = LocalServerConfig(ctx=ctx, parallel=parallel, port=port, speculative=speculative, **sizes)
         with model_progress("assembling + verifying") as progress:
             path = ensure_model(progress=progress)
         with console.status("starting the model server"):
-            sizes = {"threads": threads} if threads else {}
-            config = LocalServerConfig(ctx=ctx, parallel=parallel, port=port, **sizes)
             server = machine_server(path, config, pin=True, lora=lora)
     with_adapter = f" with adapter {escape(str(server.lora))}" if server.lora else ""
     console.print(

@@ -104,7 +104,7 @@ def announce(state: str | Path, url: str, args: dict) -> None:
     info = {
         "pid": os.getpid(),
         "url": url,
-        **{k: args[k] for k in ("ctx", "parallel", "threads", "backend", "log", "lora")},
+        **{k: args[k] for k in ("ctx", "parallel", "threads", "speculative", "backend", "log", "lora")},
     }
     tmp = state / f"server.json.{os.getpid()}"
     tmp.write_text(json.dumps(info))
@@ -168,7 +168,12 @@ def machine_server(
         url=info["url"],
         pid=int(info["pid"]),
         log_path=Path(info["log"]),
-        config=LocalServerConfig(ctx=info["ctx"], parallel=info["parallel"], threads=info["threads"]),
+        config=LocalServerConfig(
+            ctx=info["ctx"],
+            parallel=info["parallel"],
+            threads=info["threads"],
+            speculative=info.get("speculative", "none"),  # a server started before the setting had none
+        ),
         lora=Path(info["lora"]) if info.get("lora") else None,
     )
 
@@ -184,14 +189,7 @@ def _start(state: Path, model_path: Path, config: LocalServerConfig, backend: st
         str(model_path),
         "--log",
         str(log_path),
-        "--port",
-        str(config.port),
-        "--ctx",
-        str(config.ctx),
-        "--parallel",
-        str(config.parallel),
-        "--threads",
-        str(config.threads),
+        *config.server_args(),
         "--alias",
         served_alias(Path(lora) if lora else None),
         "--state",

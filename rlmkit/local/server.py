@@ -21,6 +21,9 @@ from typing import Self
 from rlmkit.errors import LocalModelError
 
 MODEL_ALIAS = "qwen2.5-coder-1.5b-instruct"  # what the server calls its model, instead of a file path
+# Draftless speculative decoding (llama.cpp's n-gram lookup): "none", or how the server guesses the
+# next tokens from text already in the slot's context; the model checks a guess in one batch.
+SPECULATIVE = ("none", "ngram-simple", "ngram-map-k")
 
 
 @dataclass(frozen=True)
@@ -32,12 +35,24 @@ class LocalServerConfig:
     threads: int = os.cpu_count() or 2
     port: int = 0  # 0: a free port
     start_timeout_s: float = 180.0
+    speculative: str = "none"  # one of SPECULATIVE; see server_process.speculate
 
     def __post_init__(self) -> None:
         if self.ctx < 512 or self.parallel < 1 or self.threads < 1:
             raise LocalModelError(
                 f"invalid local server config {self}: need ctx >= 512, parallel >= 1, threads >= 1"
             )
+        if self.speculative not in SPECULATIVE:
+            raise LocalModelError(
+                f"unknown speculative decoding {self.speculative!r}: one of {', '.join(SPECULATIVE)}"
+            )
+
+    def server_args(self) -> list[str]:
+        """The server process's flags for these settings (``rlmkit.local.server_process``)."""
+        return [
+            "--port", str(self.port), "--ctx", str(self.ctx), "--parallel", str(self.parallel),
+            "--threads", str(self.threads), "--speculative", self.speculative,
+        ]  # fmt: skip
 
 
 class LocalServer:
@@ -68,8 +83,7 @@ class LocalServer:
         cmd = [
             sys.executable, "-m", "rlmkit.local.server_process",
             "--model", str(self.model_path), "--log", str(self.log_path),
-            "--port", str(cfg.port), "--ctx", str(cfg.ctx),
-            "--parallel", str(cfg.parallel), "--threads", str(cfg.threads), "--alias", self.alias,
+            *cfg.server_args(), "--alias", self.alias,
         ]  # fmt: skip
         if self.lora:
             cmd += ["--lora", str(self.lora)]

@@ -23,8 +23,14 @@ import sys
 import threading
 
 from rlmkit.loading import load
+from rlmkit.local.server import SPECULATIVE
 
 CLIENT_CHECK_S = 2.0  # how often a machine server looks for live clients
+# The n-gram guesses, sized for a CPU: every guessed token is computed in the batch that checks it,
+# so a long wrong guess costs as much as reading that many prompt tokens. A key of 8 tokens matches
+# copied code and printed text, rarely chance; 16 tokens cover a copied line or two.
+NGRAM_KEY = 8
+NGRAM_GUESS = 16
 XLLAMACPP = "rlmkit.local.server_process:serve_xllamacpp"  # the backend: llama.cpp, in this process
 
 
@@ -39,6 +45,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--alias", default="", help="model name the server reports (not its file path)")
     parser.add_argument("--lora", default="", help="a LoRA adapter (GGUF) applied to the model")
     parser.add_argument("--state", default="", help="machine-server state directory (see machine.py)")
+    parser.add_argument(
+        "--speculative",
+        default="none",
+        choices=SPECULATIVE,
+        help="draftless speculative decoding: guess the next tokens from the context (see speculate)",
+    )
     parser.add_argument(
         "--backend",
         default=XLLAMACPP,
@@ -76,7 +88,32 @@ def serve_xllamacpp(args: argparse.Namespace, port: int) -> object:
     params.cpuparams_batch.n_threads = args.threads
     params.hostnames = ["127.0.0.1"]
     params.port = port
+    speculate(params, args.speculative)
     return xllamacpp.Server(params)
+
+
+def speculate(params: object, kind: str) -> None:
+    """Turn on llama.cpp's draftless speculative decoding of ``kind`` (one of ``SPECULATIVE``).
+
+    No draft model: the guess is the text that followed the last NGRAM_KEY tokens where they
+    occurred before in the slot's context (``ngram-simple``), or that followed them every time
+    (``ngram-map-k``, which also learns how much of its guesses were accepted). The model checks
+    a guess in one batch and keeps the tokens it would have produced itself, so a greedy reply
+    is meant to stay the same, only sooner when the model copies text it has already read.
+    """
+    import xllamacpp
+
+    if kind not in SPECULATIVE:
+        raise ValueError(f"unknown speculative decoding {kind!r}: one of {', '.join(SPECULATIVE)}")
+    if kind == "none":
+        return
+    name = kind.replace("-", "_")
+    params.speculative.types = [
+        getattr(xllamacpp.common_speculative_type, f"COMMON_SPECULATIVE_TYPE_{name.upper()}")
+    ]
+    ngram = getattr(params.speculative, name)
+    ngram.size_n = NGRAM_KEY
+    ngram.size_m = NGRAM_GUESS
 
 
 def main(argv: list[str] | None = None) -> None:

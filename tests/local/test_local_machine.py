@@ -74,6 +74,28 @@ def test_serve_pins_it_and_stop_ends_it(home):
     assert machine.stop() is None
 
 
+def test_the_speculative_setting_reaches_the_server_and_its_clients(home):
+    config = machine.LocalServerConfig(speculative="ngram-simple")
+    server = machine.machine_server(Path("unused.gguf"), config, backend=SCRIPTED_BACKEND, pin=True)
+    assert machine.status()["speculative"] == "ngram-simple"  # as the server process parsed it
+    assert server.config.speculative == "ngram-simple"
+    assert machine.machine_server(Path("unused.gguf"), backend=SCRIPTED_BACKEND).config.speculative == (
+        "ngram-simple"
+    )  # a client that found it running reads the setting back
+
+
+def test_cli_serve_refuses_an_unknown_speculative_kind_before_the_model(home, monkeypatch):
+    from typer.testing import CliRunner
+
+    import rlmkit.local
+    from rlmkit.cli import app
+
+    monkeypatch.setattr(rlmkit.local, "ensure_model", lambda **_: pytest.fail("the model was assembled"))
+    result = CliRunner().invoke(app, ["local", "serve", "--speculative", "eagle"])
+    assert result.exit_code == 1 and "unknown speculative decoding 'eagle'" in result.output
+    assert machine.status() is None
+
+
 def test_cli_status_and_stop(home):
     from typer.testing import CliRunner
 
