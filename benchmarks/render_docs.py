@@ -347,6 +347,13 @@ def pool() -> str:
     return provenance.stamp(results["meta"]) + "\n\n" + pool_cost.render(results)
 
 
+def speculative_decoding() -> str:
+    """The embedded model with draftless n-gram speculative decoding off and on (``speculative.py``)."""
+    import speculative
+
+    return speculative.block()
+
+
 # ------------------------------------------------------------------ DSPy's own dspy.RLM tests
 def dspy_rlm_tests() -> str:
     """dspy_rlm_tests.py: DSPy's test file for dspy.RLM, run with its import pointing at rlmkit."""
@@ -392,6 +399,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "pool": pool,
     "dspy-rlm-tests": dspy_rlm_tests,
     "serve": serve,
+    "speculative": speculative_decoding,
 }
 
 
