@@ -90,7 +90,7 @@ def serve(
 
 @local_app.command()
 def status() -> None:
-    """Show the machine's model server: url, pid, slots and the processes using it."""
+    """Show the machine's model server: url, pid, slots, speculative decoding and the processes using it."""
     from rlmkit.local import machine
 
     info = machine.status()
@@ -99,7 +99,7 @@ def status() -> None:
         raise typer.Exit(1)
     console.print(
         f"api_base={info['url']}  pid {info['pid']}  ctx {info['ctx']}  parallel {info['parallel']}  "
-        f"clients: {', '.join(info['clients']) or 'none'}"
+        f"speculative {info.get('speculative', 'none')}  clients: {', '.join(info['clients']) or 'none'}"
     )
 
 

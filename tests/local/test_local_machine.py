@@ -106,5 +106,6 @@ def test_cli_status_and_stop(home):
     server = machine.machine_server(Path("unused.gguf"), backend=SCRIPTED_BACKEND, pin=True)
     shown = runner.invoke(app, ["local", "status"])
     assert shown.exit_code == 0 and server.url in shown.output and "pinned" in shown.output
+    assert "speculative none" in shown.output  # the default: no speculative decoding
     assert f"pid {server.pid}" in runner.invoke(app, ["local", "stop"]).output
     assert machine.status() is None
