@@ -14,6 +14,7 @@ example by example. Wiring only: the suites are checked here, where programs and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -109,7 +110,11 @@ def self_train_command(
     ] = "trl-sft",
     stages: Annotated[
         str | None,
-        typer.Option("--stages", help="Only stages whose name starts with one of these (comma-separated)."),
+        typer.Option(
+            "--stages",
+            help="Only these stages (comma-separated): a stage's name, or the start of several names "
+            "(sample, eval).",
+        ),
     ] = None,
     close_sampling: Annotated[
         bool,
@@ -164,15 +169,11 @@ def self_train_command(
             earlier_round.check_runs(spec)
         base = base_gguf(recipe.lm)
         check_architecture(base)
-        wanted = [s.strip() for s in stages.split(",")] if stages else None
-
-        def only(name: str) -> bool:
-            return wanted is None or any(name.startswith(w) for w in wanted)
-
         # the log names stages in brackets ("[train] ..."): text, not rich markup
         run = SelfTrain(
             recipe, StageStore(out, archive), base, log=lambda line: console.print(line, markup=False)
         )
+        only = stage_filter(stages, [name for name, _, _ in run.stages()])
         if close_sampling:
             run.close_sampling()
         if run.will_run("train", only):  # the train extra and the room matter to training alone
@@ -180,6 +181,22 @@ def self_train_command(
             check_room(base, out)
         run.run(only=only)
         Console().print(report_table(run.comparison()))
+
+
+def stage_filter(stages: str | None, names: list[str]) -> Callable[[str], bool]:
+    """The stages ``--stages`` chooses among ``names``: each comma-separated word selects the stage
+    of that name, or, where none has it, every stage whose name starts with it (``sample`` is each
+    sampling stage, ``eval`` each measurement). So ``train`` is SFT alone, not ``train-dpo`` too.
+    A word that selects nothing is refused before any stage runs."""
+    if not stages:
+        return lambda name: True
+    chosen: set[str] = set()
+    for word in (w.strip() for w in stages.split(",") if w.strip()):
+        matched = [word] if word in names else [n for n in names if n.startswith(word)]
+        if not matched:
+            raise UserError(f"--stages {word!r} names no stage of this recipe: {', '.join(names)}")
+        chosen.update(matched)
+    return chosen.__contains__
 
 
 def read_recipe(path: Path):

@@ -820,3 +820,24 @@ def test_a_recipe_file_names_everything_and_is_checked_before_any_stage(tmp_path
     both = CliRunner().invoke(app, ["self-train", "needle", *flags])
     assert both.exit_code != 0 and "not both" in both.output
     assert not (tmp_path / "w").exists()  # refused before any stage
+
+
+def test_stages_name_one_stage_or_the_start_of_several():
+    from optimizers.cli.self_train import stage_filter
+
+    names = [
+        "sample-needle-2k",
+        "sample-prose-50k",
+        "dataset",
+        "train",
+        "adapter-sft",
+        "train-dpo",
+        "adapter",
+    ]
+    chosen = stage_filter("train", names)
+    assert [n for n in names if chosen(n)] == ["train"]  # SFT alone: train-dpo is its own stage
+    chosen = stage_filter("sample, train-dpo,adapter", names)
+    assert [n for n in names if chosen(n)] == ["sample-needle-2k", "sample-prose-50k", "train-dpo", "adapter"]
+    assert all(stage_filter(None, names)(n) for n in names)
+    with pytest.raises(UserError, match="'eval' names no stage of this recipe"):
+        stage_filter("eval", names)
