@@ -88,6 +88,7 @@ class MatrixRun:
             "--lm", "local", "--program", m.program, "--max-iterations", str(m.iterations),
             "--temperature", "0", "--adapter", arm.adapter, "--moves", arm.moves,
             "--local-threads", str(m.threads), "--workers", "1", "--out", str(folder),
+            "--lm-cache", str(self.store.lm_cache(folder.name)),
             *(["--hold-unread-answers"] if arm.hold_unread_answers else []),
             *(["--max-seconds", str(m.max_seconds)] if m.max_seconds else []),
         )  # fmt: skip

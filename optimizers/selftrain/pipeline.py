@@ -203,7 +203,7 @@ class SelfTrain:
         return rlmkit_command(
             "eval", plan.suite, "--n", str(plan.n), "--length", str(plan.length), "--lm", r.lm,
             "--program", r.program, "--max-iterations", str(iterations or r.max_iterations),
-            "--workers", str(r.workers), "--out", str(out),
+            "--workers", str(r.workers), "--out", str(out), "--lm-cache", str(self.store.lm_cache(out.name)),
             *(["--max-seconds", str(r.max_seconds)] if r.max_seconds else []), *extra,
         )  # fmt: skip
 

@@ -62,6 +62,13 @@ class StageStore:
     def folder(self, name: str) -> Path:
         return self.work / name
 
+    def lm_cache(self, name: str) -> Path:
+        """The stage's own cache of model replies (``rlmkit eval --lm-cache``). Resumed, a stage
+        replays the replies it cached itself; it never replays another stage's: an arm measured
+        beside another with the same model and prompt would otherwise copy replies taken on
+        another day, perhaps on another CPU, and its runs would measure nothing."""
+        return self.work / "lm-cache" / name
+
     def output(self, name: str) -> Path:
         """A finished stage's folder, for a later stage to read: unpacked from the archive first
         when only the archive has it (a run of only some stages, in a fresh work folder)."""

@@ -125,6 +125,16 @@ def eval_command(
         min=0.0,
         help="Sampling temperature of --lm and --sub-lm (default: the model's).",
     ),
+    lm_cache: str = typer.Option(
+        None,
+        "--lm-cache",
+        metavar="DIR|off",
+        help=(
+            "Where the models' replies are cached: a directory, or 'off' (default: $RLMKIT_CACHE_DIR, "
+            "else ~/.cache/rlmkit/lm). A measurement that must not replay replies another run cached "
+            "(an arm compared with another on this machine) gets a directory of its own."
+        ),
+    ),
     ray: str = typer.Option(
         None,
         "--ray",
@@ -171,6 +181,7 @@ def _run(
     retry_failed,
     samples,
     temperature,
+    lm_cache,
     ray,
 ) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -193,6 +204,8 @@ def _run(
         raise UserError("--adapter and --local-threads apply to the embedded model only (--lm local)")
     if adapter is not None:
         sampling["adapter"] = adapter
+    if lm_cache is not None:
+        sampling["cache"] = False if lm_cache.strip().lower() == "off" else Path(lm_cache).expanduser()
     if local_threads:
         from rlmkit.local import LocalServerConfig
 

@@ -158,3 +158,20 @@ def test_eval_runs_the_plain_rlm_beside_the_suites_program(server, tmp_path, mon
     assert with_strategy and neutral and not set(with_strategy) & set(neutral)
     again = run(server, tmp_path / "both", "--plain")  # resumes both: nothing runs twice
     assert again.exit_code == 0 and "6 finished run(s) kept" in " ".join(again.output.split())
+
+
+def test_lm_cache_gives_a_measurement_its_own_replies_or_none(server, tmp_path, monkeypatch):
+    monkeypatch.setenv("RLMKIT_CACHE_DIR", str(tmp_path / "shared"))
+    assert run(server, tmp_path / "first").exit_code == 0  # fills the shared cache
+    before = len(server.requests)
+    # a second measurement of the same model and prompts, in a cache of its own: every call is made
+    own = run(server, tmp_path / "second", "--lm-cache", str(tmp_path / "own"))
+    assert own.exit_code == 0, own.output
+    made = len(server.requests) - before
+    assert made == 3 and any((tmp_path / "own").iterdir())
+    # with the cache off, the same again: nothing is replayed, nothing is written
+    off = run(server, tmp_path / "third", "--lm-cache", "off")
+    assert off.exit_code == 0 and len(server.requests) - before == 2 * made
+    # and the shared cache still answers a run that uses it, with no call made
+    shared = run(server, tmp_path / "fourth")
+    assert shared.exit_code == 0 and len(server.requests) - before == 2 * made

@@ -78,6 +78,9 @@ def test_every_arm_runs_every_suite_once_with_its_own_flags_and_resumes(tmp_path
     assert all(
         c[c.index("--seed") + 1] == "1000" and c[c.index("--temperature") + 1] == "0" for c in fake.commands
     )
+    # each stage caches its replies apart: a base arm never replays another arm's or an older run's
+    caches = {c[c.index("--lm-cache") + 1] for c in fake.commands}
+    assert len(caches) == 6 and all(Path(cache).parent == tmp_path / "work" / "lm-cache" for cache in caches)
     again = MatrixRun(run.matrix, run.store, runner=fake, log=lambda _: None)
     again.run()
     assert len(fake.commands) == 6  # finished stages are kept

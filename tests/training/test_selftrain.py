@@ -798,6 +798,8 @@ def test_a_recipe_file_names_everything_and_is_checked_before_any_stage(tmp_path
         shipped.train[0], tmp_path
     )
     assert command[command.index("--max-seconds") + 1] == str(shipped.max_seconds)  # sampled under a budget
+    # its replies are cached for this stage alone: a resumed stage replays its own, never another's
+    assert command[command.index("--lm-cache") + 1] == str(tmp_path / "s" / "lm-cache" / tmp_path.name)
     failing = Pipeline(shipped, Store(tmp_path / "s"), tmp_path / "m.gguf", runner=lambda command: 1)
     for plan in shipped.train:
         with pytest.raises(StageFailed) as failed:  # the runner fails at once: its command is in the error
