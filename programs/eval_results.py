@@ -30,6 +30,9 @@ class ExampleResult(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     calls: int = 0
+    # of ``calls``, those answered from the LM cache: a run made of replayed replies measured
+    # nothing new (a greedy run of the same model and prompt another day cached them)
+    cached_calls: int = 0
     subcalls: int = 0
     iterations: int = 0
     wall_s: float = 0.0
@@ -79,6 +82,8 @@ class EvalResult(BaseModel):
         per = max(1, self.n)
         return {
             "cost": sum(r.cost for r in self.rows),
+            "calls": sum(r.calls for r in self.rows),
+            "cached_calls": sum(r.cached_calls for r in self.rows),
             "tokens": sum(r.prompt_tokens + r.completion_tokens for r in self.rows),
             "subcalls_per_example": sum(r.subcalls for r in self.rows) / per,
             "iterations_per_example": sum(r.iterations for r in self.rows) / per,

@@ -193,7 +193,7 @@ def run_one(
     row.wall_s = time.monotonic() - started
     if isinstance(trajectory, Trajectory):
         usage = trajectory.usage
-        row.cost, row.calls = usage.cost, usage.calls
+        row.cost, row.calls, row.cached_calls = usage.cost, usage.calls, usage.cached_calls
         row.prompt_tokens, row.completion_tokens = usage.prompt_tokens, usage.completion_tokens
         row.subcalls = sum(1 for _ in trajectory.iter_subcalls())
         row.iterations, row.run_id = trajectory.n_turns, trajectory.meta.run_id

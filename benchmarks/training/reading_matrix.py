@@ -199,6 +199,12 @@ def collect() -> dict[str, Any]:
     }
     for name in in_progress:  # committed with the results: the next run resumes these runs
         store.snapshot(name)
+    counted = {
+        run.stage_name(arm, plan): run.replayed(arm, plan)
+        for plan in run.matrix.suites
+        for arm in run.matrix.arms
+    }
+    replayed = {name: f"{count} of {total}" for name, (count, total) in counted.items() if count}
     # the arms measured together in one table; each round's adapter arm in its own, beside the
     # base its round ran again on its machine and the prompt arm, so its unfinished suites do not
     # narrow the others' rows; the gate judges it there. Against the first base too (other runs,
@@ -222,7 +228,21 @@ def collect() -> dict[str, Any]:
             "started: " + "; ".join(f"{label} {code}" for label, code in ran_code.items()) + ".",
             *CONDITIONS,
             *machines(store, stages),
+            *(
+                [
+                    "Runs in which some model replies came from the LM cache, not the model: a run "
+                    "started again after a stop replays its own earlier turns, but before stages "
+                    "cached apart a run could also replay replies an earlier measurement of the same "
+                    "model and prompt had cached (another day, perhaps another machine): "
+                    + "; ".join(f"{name} {runs}" for name, runs in replayed.items())
+                    + ". Stages now cache their replies apart, so a stage started since replays "
+                    "only its own."
+                ]
+                if replayed
+                else []
+            ),
         ],
+        "replayed_runs": replayed,
         "table": table,
         "added_tables": tables,
         "added_beside": beside,

@@ -24,7 +24,7 @@ from optimizers.selftrain.children import children_stopped_on_exit
 from optimizers.selftrain.paired import paired_compare
 from optimizers.selftrain.pipeline import StageFailed, rlmkit_command, shown
 from optimizers.selftrain.recipe import HELD_OUT_SEEDS, SuitePlan
-from optimizers.selftrain.runs import never_answered, read_rows, report_row
+from optimizers.selftrain.runs import never_answered, read_rows, replayed_runs, report_row
 from optimizers.selftrain.stages import StageStore
 from rlmkit.errors import UserError
 
@@ -139,6 +139,13 @@ class MatrixRun:
             return {row["id"]: row["score"] for row in record["rows"]}, True
         runs = read_rows(self.store.folder(name))
         return {row["id"]: row["score"] for row in runs if not never_answered(row)}, False
+
+    def replayed(self, arm: Arm, plan: SuitePlan) -> tuple[int, int]:
+        """How many of an arm's runs on a suite replayed replies an earlier run cached, of how many
+        (stages before each had its own cache could; see ``StageStore.lm_cache``)."""
+        name = self.stage_name(arm, plan)
+        folder = self.store.output(name) if self.store.record(name) is not None else self.store.folder(name)
+        return len(replayed_runs(folder)), len(read_rows(folder))
 
     def table(self, arms: tuple[Arm, ...] | None = None) -> list[dict[str, Any]]:
         """Per suite: each arm's mean on the examples every arm has finished, and each arm but

@@ -59,6 +59,21 @@ def per_example(rows: list[dict[str, Any]]) -> dict[str, float]:
     return {key: sum(row[key] for row in rows) / n for key in ("iterations", "tokens", "wall_s")}
 
 
+def replayed_runs(folder: Path) -> list[str]:
+    """The runs in an evaluation folder, by example id, that some model call answered from the LM
+    cache: replies an earlier run cached, replayed rather than measured (read from the runs'
+    trajectories, which older rows without ``cached_calls`` have too)."""
+    from rlmkit.trajectory import read_runs
+
+    cached = {
+        run.meta.run_id
+        for path in sorted((folder / "trajectories").glob("*.jsonl"))
+        for run in read_runs(path)[0]
+        if run.usage.cached_calls
+    }
+    return sorted({row["id"] for row in read_rows(folder) if row.get("run_id") in cached})
+
+
 def never_answered(row: dict[str, Any]) -> bool:
     """A run its model could not be reached for (``rlmkit eval`` runs it again on resume)."""
     return LMUnavailableError.recorded_in(row.get("failure"), row.get("error"))

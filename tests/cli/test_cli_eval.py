@@ -169,9 +169,14 @@ def test_lm_cache_gives_a_measurement_its_own_replies_or_none(server, tmp_path, 
     assert own.exit_code == 0, own.output
     made = len(server.requests) - before
     assert made == 3 and any((tmp_path / "own").iterdir())
+    assert "answered from the LM cache" not in own.output
     # with the cache off, the same again: nothing is replayed, nothing is written
     off = run(server, tmp_path / "third", "--lm-cache", "off")
     assert off.exit_code == 0 and len(server.requests) - before == 2 * made
     # and the shared cache still answers a run that uses it, with no call made
     shared = run(server, tmp_path / "fourth")
     assert shared.exit_code == 0 and len(server.requests) - before == 2 * made
+    # ... and says so: its rows count the replayed calls, and the command warns
+    assert "3 of 3 model calls were answered from the LM cache" in " ".join(shared.output.split())
+    rows = [json.loads(line) for line in (tmp_path / "fourth" / "results.jsonl").read_text().splitlines()]
+    assert [row["cached_calls"] for row in rows] == [1, 1, 1]

@@ -204,3 +204,19 @@ def test_an_added_arm_that_has_run_only_some_examples_does_not_narrow_the_others
         "prompt",
         "dpo",
     }
+
+
+def test_a_stage_counts_the_runs_that_replayed_cached_replies(tmp_path):
+    from rlmkit.trajectory import RunMeta, Trajectory, TrajectoryLog, Usage
+
+    run, _ = run_matrix(tmp_path, WINS)
+    arm, plan = ARMS[0], run.matrix.suites[1]
+    folder = run.store.folder(run.stage_name(arm, plan))
+    log, rows = TrajectoryLog(folder / "trajectories"), []
+    for i, cached in enumerate((0, 2, 0)):  # the second run's first two calls were replayed
+        meta = RunMeta(signature="context -> answer", protocol="submit", sandbox="process")
+        log.write(Trajectory(meta=meta, status="ok", usage=Usage(calls=3, cached_calls=cached)))
+        rows.append({"id": f"needle-{i}", "score": 1.0, "status": "ok", "run_id": meta.run_id})
+    (folder / "results.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert run.replayed(arm, plan) == (1, 3)
+    assert run.replayed(ARMS[1], plan) == (0, 20)  # rows with no trajectories replayed nothing
