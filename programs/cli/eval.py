@@ -352,9 +352,10 @@ class ProgressLines:
         self.finished += 1
         elapsed = time.monotonic() - self.started
         left = elapsed / self.finished * max(0, self.todo - self.finished)
+        replayed = f" ({row.cached_calls} of {row.calls} calls from the cache)" if row.cached_calls else ""
         return (
             f"[{completed}/{total}] {row.id}#{row.sample} {row.status}, score {row.score:.2f} in "
-            f"{row.wall_s:.0f} s; {_minutes(elapsed)} elapsed, about {_minutes(left)} left"
+            f"{row.wall_s:.0f} s{replayed}; {_minutes(elapsed)} elapsed, about {_minutes(left)} left"
         )
 
 

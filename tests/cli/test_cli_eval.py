@@ -178,5 +178,6 @@ def test_lm_cache_gives_a_measurement_its_own_replies_or_none(server, tmp_path, 
     assert shared.exit_code == 0 and len(server.requests) - before == 2 * made
     # ... and says so: its rows count the replayed calls, and the command warns
     assert "3 of 3 model calls were answered from the LM cache" in " ".join(shared.output.split())
+    assert "(1 of 1 calls from the cache)" in shared.output  # on each run's line of the log
     rows = [json.loads(line) for line in (tmp_path / "fourth" / "results.jsonl").read_text().splitlines()]
     assert [row["cached_calls"] for row in rows] == [1, 1, 1]
