@@ -107,6 +107,9 @@ CONDITIONS = [
     "minutes; `base_again`, whose runs mostly ran into the 240-second budget, ran its last 23 after "
     "that, beside a clone of the project running its test suite (both base arms' budget-bound runs "
     "score 0 either way, but a busier machine cuts more of them).",
+    "Likewise source-60k's `base_round2`: `round2_sft` and `round2` finished their 30 runs in about "
+    "25 minutes, 3 servers sharing the 2 cores; `base_round2` ran its last 20 after that, beside a "
+    "clone of the project running its test suite.",
 ]
 # The code of the stages that finished before stage records named it (from the history of the
 # checkout they ran in): later stages record their own (``MatrixRun(code=...)``).
