@@ -141,11 +141,12 @@ class MatrixRun:
         return {row["id"]: row["score"] for row in runs if not never_answered(row)}, False
 
     def replayed(self, arm: Arm, plan: SuitePlan) -> tuple[int, int]:
-        """How many of an arm's runs on a suite replayed replies an earlier run cached, of how many
+        """How many of an arm's runs on a suite replayed replies cached before, of how many
         (stages before each had its own cache could; see ``StageStore.lm_cache``)."""
         name = self.stage_name(arm, plan)
         folder = self.store.output(name) if self.store.record(name) is not None else self.store.folder(name)
-        return len(replayed_runs(folder)), len(read_rows(folder))
+        rows = read_rows(folder)
+        return len(replayed_runs(folder, rows)), len(rows)
 
     def table(self, arms: tuple[Arm, ...] | None = None) -> list[dict[str, Any]]:
         """Per suite: each arm's mean on the examples every arm has finished, and each arm but

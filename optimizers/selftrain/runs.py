@@ -59,10 +59,11 @@ def per_example(rows: list[dict[str, Any]]) -> dict[str, float]:
     return {key: sum(row[key] for row in rows) / n for key in ("iterations", "tokens", "wall_s")}
 
 
-def replayed_runs(folder: Path) -> list[str]:
-    """The runs in an evaluation folder, by example id, that some model call answered from the LM
-    cache: replies an earlier run cached, replayed rather than measured (read from the runs'
-    trajectories, which older rows without ``cached_calls`` have too)."""
+def replayed_runs(folder: Path, rows: list[dict[str, Any]]) -> list[str]:
+    """Of an evaluation folder's ``rows``, the runs (by example id) that some model call answered
+    from the LM cache: replies cached before, by another run or by this one before a resume,
+    replayed rather than measured (the two cannot be told apart afterwards). Read from the runs'
+    trajectories, which older rows without ``cached_calls`` have too."""
     from rlmkit.trajectory import read_runs
 
     cached = {
@@ -71,7 +72,7 @@ def replayed_runs(folder: Path) -> list[str]:
         for run in read_runs(path)[0]
         if run.usage.cached_calls
     }
-    return sorted({row["id"] for row in read_rows(folder) if row.get("run_id") in cached})
+    return sorted({row["id"] for row in rows if row.get("run_id") in cached})
 
 
 def never_answered(row: dict[str, Any]) -> bool:

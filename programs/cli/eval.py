@@ -329,9 +329,10 @@ def _run(
         "baseline": result.baseline.summary() if result.baseline else None,
     }
     (Path(out) / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
-    if replayed := result.totals()["cached_calls"]:
+    totals = result.totals()
+    if replayed := totals["cached_calls"]:
         err.print(
-            f"[yellow]{replayed} of {result.totals()['calls']} model calls were answered from the LM cache "
+            f"[yellow]{replayed} of {totals['calls']} model calls were answered from the LM cache "
             f"({getattr(root, 'cache_dir', None)}): replies cached before, not measured now. To measure "
             "afresh, give this run a cache of its own (--lm-cache DIR) or none (--lm-cache off).[/yellow]"
         )
