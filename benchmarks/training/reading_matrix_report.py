@@ -10,6 +10,8 @@ from _bootstrap import RESULTS
 
 from provenance import stamp
 
+from optimizers.selftrain.matrix import RIGHT_SCORE
+
 RESULTS = RESULTS / "reading_matrix.json"
 ARM_WORDS = {
     "base": "the embedded model with today's prompt",
@@ -26,6 +28,11 @@ ARM_WORDS = {
     "base_round2": "the base with today's prompt run beside the second round's adapters on their "
     "machine: the base they are compared with and judged against",
 }
+
+RIGHT_RUNS = (
+    f" In brackets: how many runs were right (scored {RIGHT_SCORE} or more); below that a suite gives "
+    "partial credit, so a mean can move while the right answers do not."
+)
 
 
 def side_by_side(arms: list[str], later: list[str]) -> str:
@@ -52,6 +59,7 @@ def section(data: dict[str, Any]) -> str:
         f"{matrix['threads']}-thread llama.cpp server, on the same examples. Arms: "
         + "; ".join(f"**{name}**, {ARM_WORDS.get(name, name)}" for name in arms)
         + ". Gains are paired with the base, with a bootstrap 95% interval."
+        + (RIGHT_RUNS if any("right" in row for row in table) else "")
     )
     lines.append("")
     if data["partial"]:
@@ -129,12 +137,18 @@ def _table(arms: list[str], rows: list[dict[str, Any]]) -> list[str]:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         label = row["suite"] + ("" if row["finished"] else " *(partial)*")
-        cells = [label, str(row["n"]), *(f"{row['means'][name]:.2f}" for name in arms)]
+        cells = [label, str(row["n"]), *(_mean(row, name) for name in arms)]
         for name in others:
             c = row["versus_base"][name]
             cells.append(f"{c['gain']:+.2f} [{c['ci95'][0]:+.2f}, {c['ci95'][1]:+.2f}]")
         lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+def _mean(row: dict[str, Any], name: str) -> str:
+    """An arm's mean, with its right runs where the row counts them (older rows do not)."""
+    right = row.get("right", {}).get(name)
+    return f"{row['means'][name]:.2f}" + ("" if right is None else f" ({right})")
 
 
 def _verdict_lines(name: str, families: list[str], gate: dict[str, Any]) -> list[str]:

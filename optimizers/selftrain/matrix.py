@@ -28,6 +28,10 @@ from optimizers.selftrain.runs import never_answered, read_rows, replayed_runs, 
 from optimizers.selftrain.stages import StageStore
 from rlmkit.errors import UserError
 
+# A run scoring this much answered right. Suites give partial credit below it (a count one off, a
+# wrong passage's overlap with the right one), so a mean can move while no arm answers any right.
+RIGHT_SCORE = 0.9
+
 
 class Arm(BaseModel):
     """One way of running the embedded model: ``adapter`` is a GGUF LoRA path or ``none``;
@@ -172,6 +176,7 @@ class MatrixRun:
                     "finished": finished,
                     "n": len(shared),
                     "means": {name: sum(s.values()) / len(s) for name, s in kept.items()},
+                    "right": {name: sum(v >= RIGHT_SCORE for v in s.values()) for name, s in kept.items()},
                     "versus_base": {
                         name: paired_compare(kept[base], s).model_dump()
                         for name, s in kept.items()

@@ -38,9 +38,18 @@ def test_each_rounds_adapter_is_shown_beside_its_own_base_and_each_base_against_
                  "trained_families": {}},
     }  # fmt: skip
     text = reading_matrix_report.section(data)
+    assert "In brackets" not in text  # these rows do not count right runs
     assert "The `round2` arm, measured after the others, beside `base_round2`" in text
     assert "The `reading` arm, measured after the others, beside `base_again`" in text
     assert (
         "the first `base` arm and `base_round2`" in text and "the first `base` arm and `base_again`" in text
     )
     assert "**round2**, the second round's final adapter" in text
+
+
+def test_each_mean_shows_its_right_runs_where_the_row_counts_them():
+    counted = row("needle-20k", {"base": 0.07, "round2": 0.0}) | {"right": {"base": 0, "round2": 0}}
+    older = row("prose-60k", {"base": 0.14, "round2": 0.61})
+    lines = reading_matrix_report._table(["base", "round2"], [counted, older])
+    assert "| needle-20k | 20 | 0.07 (0) | 0.00 (0) |" in lines[2]
+    assert "| prose-60k | 20 | 0.14 | 0.61 |" in lines[3]

@@ -95,6 +95,16 @@ def test_the_table_pairs_each_arm_with_the_base(tmp_path):
     assert prose["means"]["adapter"] == 1.0 and prose["versus_base"]["adapter"]["wins"] == 20
 
 
+def test_the_table_counts_right_runs_apart_from_partial_credit(tmp_path):
+    # the base earns partial credit everywhere, the adapter answers a third right and nothing else
+    partial = {"prose": [0.4, 0.3, 0.2], "needle": [0.4, 0.3]}
+    scores = {"base": partial, "prompt": partial, "adapter": {"prose": [1.0, 0.0, 0.0], "needle": [0.0]}}
+    run, _ = run_matrix(tmp_path, scores)
+    prose = next(row for row in run.table() if row["family"] == "prose")
+    assert prose["means"]["base"] == pytest.approx(0.3) and prose["right"]["base"] == 0
+    assert prose["means"]["adapter"] == pytest.approx(1 / 3) and prose["right"]["adapter"] == 10
+
+
 def test_an_adapter_that_wins_everywhere_ships(tmp_path):
     run, _ = run_matrix(tmp_path, WINS)
     assert judge(run).ships
