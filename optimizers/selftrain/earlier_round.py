@@ -6,7 +6,9 @@
   from the base. A GGUF file may be named instead of an archive.
 - ``runs_from``: runs the earlier round sampled, compiled into this round's dataset beside its
   own, so a round adds to what the last one found rather than starting over. Their families
-  count as trained on, as its own do."""
+  count as trained on, as its own do. ``ARCHIVE:prose,needle`` takes only those families' runs:
+  the gate asks every family trained on to gain, so a round leaves out one it should not train
+  on (one whose rows taught a habit that cost a suite)."""
 
 from __future__ import annotations
 
@@ -46,28 +48,52 @@ def adapter_identity(spec: str, gguf: Path) -> dict[str, str]:
     return {"sample_adapter": spec, "sample_adapter_sha256": hashlib.sha256(gguf.read_bytes()).hexdigest()}
 
 
+def split_spec(spec: str) -> tuple[Path, tuple[str, ...] | None]:
+    """``ARCHIVE`` or ``ARCHIVE:family,family``: the archive folder and the families taken (None: all)."""
+    archive, colon, chosen = spec.rpartition(":")
+    if not colon or "/" in chosen:  # no family list (a colon inside the path is part of it)
+        return Path(spec), None
+    return Path(archive), tuple(family.strip() for family in chosen.split(",") if family.strip())
+
+
 def check_runs(spec: str) -> None:
-    """A clear error before any stage when ``spec`` is not an archive with a recipe record."""
-    if not (Path(spec) / "recipe.json").is_file():
+    """A clear error before any stage when ``spec`` is not an archive with a recipe record, or
+    names a family the earlier recipe never sampled."""
+    archive, chosen = split_spec(spec)
+    if not (archive / "recipe.json").is_file():
         raise UserError(
             f"runs_from {spec!r}: give the --archive folder of an earlier self-train recipe "
-            "(it holds recipe.json)"
+            "(it holds recipe.json), optionally followed by ':family,family'"
+        )
+    sampled = {plan["suite"] for plan in _plans(archive)}
+    if unknown := sorted(set(chosen or ()) - sampled):
+        raise UserError(
+            f"runs_from {spec!r}: {', '.join(unknown)} never sampled there "
+            f"(it sampled {', '.join(sorted(sampled))})"
         )
 
 
 def sampled_stages(spec: str) -> list[tuple[str, str]]:
-    """(stage name, suite) of every sampling stage the earlier recipe finished, in its order."""
+    """(stage name, suite) of every sampling stage the earlier recipe finished, in its order, of
+    the families ``spec`` takes."""
     check_runs(spec)
-    archive = Path(spec)
-    plans = json.loads((archive / "recipe.json").read_text())["train"]
-    stages = [(f"sample-{plan['suite']}-{plan['length'] // 1000}k", plan["suite"]) for plan in plans]
+    archive, chosen = split_spec(spec)
+    stages = [
+        (f"sample-{plan['suite']}-{plan['length'] // 1000}k", plan["suite"])
+        for plan in _plans(archive)
+        if chosen is None or plan["suite"] in chosen
+    ]
     return [(name, suite) for name, suite in stages if (archive / f"{name}.json").is_file()]
+
+
+def _plans(archive: Path) -> list[dict]:
+    return json.loads((archive / "recipe.json").read_text())["train"]
 
 
 def runs(spec: str, work: Path) -> list[Path]:
     """The trajectory folders of the earlier recipe's finished sampling stages (one closed before
     any run has none), unpacked under ``work``."""
-    store = _store(Path(spec), work)
+    store = _store(split_spec(spec)[0], work)
     folders = [store.output(name) / "trajectories" for name, _ in sampled_stages(spec)]
     return [folder for folder in folders if folder.is_dir()]
 

@@ -106,7 +106,8 @@ class Recipe(BaseModel):
     runs_from: tuple[str, ...] = Field(
         (),
         description="archive folders of earlier recipes whose sampled runs the dataset compiles beside "
-        "this recipe's own (their families count as trained on); may change until the dataset stage runs",
+        "this recipe's own (their families count as trained on); 'ARCHIVE:prose,needle' takes only "
+        "those families' runs; may change until the dataset stage runs",
     )
     sample_seed: int = Field(0, ge=0)
     max_iterations: int = Field(8, ge=1, description="root turns per run (sampling and measuring)")

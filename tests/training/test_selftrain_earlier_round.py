@@ -96,10 +96,16 @@ def test_the_second_reading_round_samples_through_the_first_rounds_archive():
     assert {plan.suite for plan in recipe.train} >= {"source", "prose", "multihop"}
 
 
-def test_the_dataset_compiles_the_earlier_rounds_runs_beside_its_own(tmp_path):
-    """The earlier round's finished sampling stages (one closed empty has no runs) are unpacked from
-    its archive and compiled with this round's; their families count as trained on; the field may
-    change until the dataset stage has run."""
+def sampled(folder: Path) -> dict:
+    """A sampling stage with one run's trajectories."""
+    (folder / "trajectories").mkdir()
+    (folder / "trajectories" / "run.jsonl").write_text("{}\n")  # only the path is read here
+    return {"runs": 1}
+
+
+def first_round(tmp_path: Path, pairs_closed_empty: bool) -> Path:
+    """The archive of a finished first round that sampled multihop and pairs (pairs closed before
+    any run, or with runs like multihop's)."""
     archive = tmp_path / "round1-archive"
     first = Recipe(
         train=(SuitePlan(suite="multihop", length=2_000, n=2), SuitePlan(suite="pairs", length=2_000, n=2))
@@ -109,13 +115,17 @@ def test_the_dataset_compiles_the_earlier_rounds_runs_beside_its_own(tmp_path):
         only=lambda name: False
     )  # keeps its recipe record only
 
-    def sampled(folder: Path) -> dict:
-        (folder / "trajectories").mkdir()
-        (folder / "trajectories" / "run.jsonl").write_text("{}\n")  # only the path is read here
-        return {"runs": 1}
-
     store.run("sample-multihop-2k", sampled)
-    store.run("sample-pairs-2k", lambda folder: {"runs": 0, "closed_early": True})
+    empty = {"runs": 0, "closed_early": True}
+    store.run("sample-pairs-2k", (lambda folder: empty) if pairs_closed_empty else sampled)
+    return archive
+
+
+def test_the_dataset_compiles_the_earlier_rounds_runs_beside_its_own(tmp_path):
+    """The earlier round's finished sampling stages (one closed empty has no runs) are unpacked from
+    its archive and compiled with this round's; their families count as trained on; the field may
+    change until the dataset stage has run."""
+    archive = first_round(tmp_path, pairs_closed_empty=True)
     spec = str(archive)
     assert earlier_round.families(spec) == ["multihop", "pairs"]
 
@@ -184,3 +194,20 @@ def test_a_second_rounds_adapters_are_arms_beside_a_base_of_their_own(tmp_path, 
     assert names == ["base", "prompt", "adapter", "reading", "base_again", "round2_sft", "base_round2"]
     assert reading_matrix.candidates()["round2_sft"] == ("source", "needle")
     assert reading_matrix.first_arm("base") and not reading_matrix.first_arm("base_round2")
+
+
+def test_an_earlier_rounds_runs_can_be_taken_for_some_families_only(tmp_path):
+    """``ARCHIVE:family`` compiles that family's runs alone, and only it counts as trained on."""
+    archive = first_round(tmp_path, pairs_closed_empty=False)
+    spec = f"{archive}:pairs"
+
+    assert earlier_round.families(spec) == ["pairs"]
+    assert [name for name, _ in earlier_round.sampled_stages(spec)] == ["sample-pairs-2k"]
+    folders = earlier_round.runs(spec, tmp_path / "round2-work")
+    assert [folder.parent.name for folder in folders] == ["sample-pairs-2k"]
+    second = Recipe(train=(SuitePlan(suite="needle", length=2_000, n=2),), runs_from=(spec,))
+    assert earlier_round.trained_families(second) == ["needle", "pairs"]  # multihop is not trained on
+    assert earlier_round.families(str(archive)) == ["multihop", "pairs"]  # the whole archive, as before
+
+    with pytest.raises(UserError, match="needle never sampled there"):
+        earlier_round.check_runs(f"{archive}:pairs,needle")
