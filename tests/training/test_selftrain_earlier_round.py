@@ -96,6 +96,18 @@ def test_the_second_reading_round_samples_through_the_first_rounds_archive():
     assert {plan.suite for plan in recipe.train} >= {"source", "prose", "multihop"}
 
 
+def test_the_third_reading_round_trains_on_code_and_leaves_out_the_families_no_arm_answers():
+    from optimizers.cli.self_train import read_recipe
+
+    root = Path(__file__).resolve().parents[2]
+    recipe = read_recipe(root / "benchmarks" / "training" / "reading_round3.toml")
+    recipe = recipe.model_copy(update={"runs_from": tuple(str(root / spec) for spec in recipe.runs_from)})
+    for spec in recipe.runs_from:
+        earlier_round.check_runs(spec)  # the committed archives sampled the families it takes
+    assert earlier_round.trained_families(recipe) == ["source", "codeqa", "prose", "needle"]
+    earlier_round.check_adapter(str(root / recipe.sample_adapter))
+
+
 def sampled(folder: Path) -> dict:
     """A sampling stage with one run's trajectories."""
     (folder / "trajectories").mkdir()
