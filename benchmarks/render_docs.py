@@ -320,11 +320,15 @@ def reading_yield() -> str:
     return reading_recipe_yield.block()
 
 
-def round2_yield() -> str:
-    """What the reading recipe's second round has yielded so far."""
-    import reading_recipe_yield
+def round_yield(name: str) -> Callable[[], str]:
+    """What a later round of the reading recipe (``round2``, ``round3``) has yielded so far."""
 
-    return reading_recipe_yield.block("round2")
+    def block() -> str:
+        import reading_recipe_yield
+
+        return reading_recipe_yield.block(name)
+
+    return block
 
 
 def self_train() -> str:
@@ -394,7 +398,8 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "self-train": self_train,
     "reading-matrix": reading_matrix,
     "reading-yield": reading_yield,
-    "round2-yield": round2_yield,
+    "round2-yield": round_yield("round2"),
+    "round3-yield": round_yield("round3"),
     "sessions": sessions,
     "pool": pool,
     "dspy-rlm-tests": dspy_rlm_tests,

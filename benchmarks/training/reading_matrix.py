@@ -97,6 +97,7 @@ def round_named(name: str, recipe: str, archive: str, arm: str, base: str) -> Ro
 ROUNDS = (
     round_named("reading", "reading_recipe.toml", "reading_recipe", "reading", base="base_again"),
     round_named("round2", "reading_round2.toml", "reading_round2", "round2", base="base_round2"),
+    round_named("round3", "reading_round3.toml", "reading_round3", "round3", base="base_round3"),
 )
 # How this pass's runs were made, beyond the matrix's own settings (rendered with the results).
 CONDITIONS = [

@@ -27,6 +27,11 @@ ARM_WORDS = {
     "round2": "the second round's final adapter (DPO on from its SFT one) with today's prompt",
     "base_round2": "the base with today's prompt run beside the second round's adapters on their "
     "machine: the base they are compared with and judged against",
+    "round3_sft": "the third round's SFT adapter (code: source and codeqa sampled through `reading`, "
+    "with the earlier rounds' prose, needle and source runs; trained from the base) with today's prompt",
+    "round3": "the third round's final adapter (DPO on from its SFT one) with today's prompt",
+    "base_round3": "the base with today's prompt run beside the third round's adapters on their "
+    "machine: the base they are compared with and judged against",
 }
 
 RIGHT_RUNS = (

@@ -3,6 +3,7 @@ its filters keep, turn by turn, with every removal counted by reason.
 
     python benchmarks/training/reading_recipe_yield.py                 # the first round
     python benchmarks/training/reading_recipe_yield.py --round round2  # the second
+    python benchmarks/training/reading_recipe_yield.py --round round3  # the third
 
 A round's recipe is sampled by ``rlmkit self-train --recipe FILE --out WORK --archive ARCHIVE``
 (``ROUNDS`` names each). Its finished sampling stages are read from the archive; an unfinished one
@@ -218,7 +219,7 @@ def training_lines(data: dict[str, Any]) -> list[str]:
 
 
 def block(name: str = "reading") -> str:
-    """The round's yield block of ``docs/guide/training.md`` (``reading-yield``, ``round2-yield``)."""
+    """The round's yield block of ``docs/guide/training.md`` (``reading-yield``, ``round2-yield``, ...)."""
     out = results_file(name)
     if not out.exists():
         flag = "" if name == "reading" else f" --round {name}"
