@@ -111,6 +111,8 @@ CONDITIONS = [
     "Likewise source-60k's `base_round2`: `round2_sft` and `round2` finished their 30 runs in about "
     "25 minutes, 3 servers sharing the 2 cores; `base_round2` ran its last 20 after that, beside a "
     "clone of the project running its test suite.",
+    "pairs-20k's second-round arms started on 87edf35 with one uncommitted change, to a test "
+    "(committed as 4a602af): no code a run executes differed.",
 ]
 # The code of the stages that finished before stage records named it (from the history of the
 # checkout they ran in): later stages record their own (``MatrixRun(code=...)``).
