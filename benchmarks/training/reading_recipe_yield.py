@@ -71,11 +71,11 @@ def collect(name: str = "reading") -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as scratch:
         store = StageStore(Path(scratch), where.archive)  # reads what the archive holds, as a checkout would
         for plan in recipe.train:
-            name = f"sample-{plan.label}"
-            live.snapshot(name)  # an unfinished stage's runs so far, committed so they resume
-            record = store.record(name)
+            stage = f"sample-{plan.label}"
+            live.snapshot(stage)  # an unfinished stage's runs so far, committed so they resume
+            record = store.record(stage)
             finished = record is not None
-            folder = store.folder(name) if finished else store.restore(name)
+            folder = store.folder(stage) if finished else store.restore(stage)
             planned = {
                 "suite": plan.label,
                 "planned_runs": plan.n * recipe.samples,
