@@ -399,6 +399,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "reading-matrix": reading_matrix,
     "reading-yield": reading_yield,
     "round2-yield": round_yield("round2"),
+    "round3-yield": round_yield("round3"),
     "sessions": sessions,
     "pool": pool,
     "dspy-rlm-tests": dspy_rlm_tests,
