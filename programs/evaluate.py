@@ -84,19 +84,7 @@ class RunDir:
         return self.path / "results.jsonl"
 
     def finished(self) -> list[ExampleResult]:
-        """The latest row of each run (a run done again, after its model could not be reached,
-        appends a new row that replaces the old one)."""
-        if not self.results_path.exists():
-            return []
-        rows: dict[tuple[str, int, str], ExampleResult] = {}
-        for line in self.results_path.read_text().splitlines():
-            try:
-                row = ExampleResult.model_validate_json(line)
-            except ValueError:  # a half-written last line from a killed run: that example reruns
-                continue
-            rows.pop(row.key, None)  # the replacement takes the place of the last run
-            rows[row.key] = row
-        return list(rows.values())
+        return latest_rows(self.results_path)
 
     def record(self, row: ExampleResult, trajectory: Trajectory | None) -> None:
         if trajectory is not None:
@@ -104,6 +92,22 @@ class RunDir:
         with self._lock, open(self.results_path, "a", encoding="utf-8") as fh:
             fh.write(row.model_dump_json() + "\n")
             fh.flush()
+
+
+def latest_rows(results: Path) -> list[ExampleResult]:
+    """The latest row of each run in a ``results.jsonl`` (a run done again, after its model could
+    not be reached, appends a new row that replaces the old one)."""
+    if not results.exists():
+        return []
+    rows: dict[tuple[str, int, str], ExampleResult] = {}
+    for line in results.read_text().splitlines():
+        try:
+            row = ExampleResult.model_validate_json(line)
+        except ValueError:  # a half-written last line from a killed run: that example reruns
+            continue
+        rows.pop(row.key, None)  # the replacement takes the place of the last run
+        rows[row.key] = row
+    return list(rows.values())
 
 
 def config_hash(config: dict[str, Any]) -> str:
@@ -291,8 +295,6 @@ def evaluate(
     ``workers`` does not apply (Ray runs one job per cluster CPU). Either way, examples sharing a
     context (``meta["context_group"]``) are one job, asked in one session of the program.
     """
-    if not isinstance(workers, int) or workers < 1:
-        raise UserError(f"workers must be an int >= 1, got {workers!r}")
     if not isinstance(samples, int) or samples < 1:
         raise UserError(f"samples must be an int >= 1, got {samples!r}")
     if not examples:
@@ -300,6 +302,47 @@ def evaluate(
     ids = [e.id for e in examples]
     if len(set(ids)) != len(ids):
         raise UserError("example ids must be unique (they key the resumable results)")
+    return evaluate_plan(
+        program,
+        [(e, k) for e in examples for k in range(samples)],
+        workers=workers,
+        out_dir=out_dir,
+        metric=metric,
+        baseline=baseline,
+        plain=plain,
+        config=config,
+        retry_failed=retry_failed,
+        on_result=on_result,
+        on_start=on_start,
+        ray=ray,
+    )
+
+
+def evaluate_plan(
+    program: Any,
+    plan: Sequence[tuple[Example, int]],
+    *,
+    workers: int = 4,
+    out_dir: str | Path | None = None,
+    metric: Metric | None = None,
+    baseline: Any = False,
+    plain: Any = False,
+    config: dict[str, Any] | None = None,
+    retry_failed: bool = False,
+    on_result: Callable[[ExampleResult], None] | None = None,
+    on_start: Callable[[int, int], None] | None = None,
+    ray: bool | str | None = None,
+    runner: Callable[..., Any] = run_job,
+) -> EvalResult:
+    """``evaluate`` over an explicit plan: each ``(example, sample)`` pair is one run, under that
+    sample's rollout id. ``runner(program, example, metric=, kind=, sample=)`` runs one job
+    (default ``run_job``). The rows come in the plan's order."""
+    if not isinstance(workers, int) or workers < 1:
+        raise UserError(f"workers must be an int >= 1, got {workers!r}")
+    keys = [(e.id, k) for e, k in plan]
+    if not keys or len(set(keys)) != len(keys):
+        raise UserError("a plan needs runs, each (example id, sample) once (they key the resumable results)")
+    examples = list({e.id: e for e, _ in plan}.values())
     metric = metric or suite_score
     config = config if config is not None else default_config(program, examples)
     run_dir = RunDir(out_dir, config) if out_dir is not None else None
@@ -310,27 +353,20 @@ def evaluate(
         if other not in (False, None)
     ]
     results = {kind: {} for kind, _ in jobs}
+    wanted = set(keys)
     for row in previous:
         if (
             row.program in results
-            and row.id in ids
-            and row.sample < samples
+            and (row.id, row.sample) in wanted
             and not (retry_failed and row.status == "failed")
             and not row.never_answered
         ):
             results[row.program][(row.id, row.sample)] = row
-    keys = [(e.id, k) for e in examples for k in range(samples)]
-    todo = [
-        (kind, source, e, k)
-        for kind, source in jobs
-        for e in examples
-        for k in range(samples)
-        if (e.id, k) not in results[kind]
-    ]
+    todo = [(kind, source, e, k) for kind, source in jobs for e, k in plan if (e.id, k) not in results[kind]]
     if on_start:
         on_start(len(todo), sum(len(done) for done in results.values()))
     jobs_to_run = group_by_context(todo)  # a context's questions: one job, one session (a Ray task)
-    for finished in make_executor(workers, ray).run(jobs_to_run, functools.partial(run_job, metric=metric)):
+    for finished in make_executor(workers, ray).run(jobs_to_run, functools.partial(runner, metric=metric)):
         for row, trajectory in finished if isinstance(finished, list) else [finished]:
             results[row.program][(row.id, row.sample)] = row
             if run_dir:

@@ -130,6 +130,11 @@ class McpServerError(RunError):
     """An MCP server of ``mcp_servers=`` could not be reached, or did not list its tools."""
 
 
+class PrefixNotReproduced(RunError):
+    """A run continuing a recorded one (``rlmkit.run.replay``) was sent a prompt the recorded run
+    never saw: its code printed something else when it ran again, or a sub-call answered otherwise."""
+
+
 # ---------------------------------------------------------------- control flow
 class Finish(BaseException):  # noqa: N818 - a signal, not an error
     """Raised inside the REPL to end a cell once an answer is submitted."""
@@ -158,5 +163,6 @@ __all__ = [
     "MaxIterationsError",
     "SandboxError",
     "McpServerError",
+    "PrefixNotReproduced",
     "Finish",
 ]

@@ -1,4 +1,6 @@
-"""Preference pairs: for each example, the best run against the worst, by score.
+"""Preference pairs: for each example, the best run against the worst, by score; and for each
+run continued from a turn (``rlmkit eval --branch-from``), the best of it and its continuations
+against the worst.
 
 Best = highest score, ties broken by lower cost (dollars, then tokens); worst = lowest
 score, ties broken by higher cost. ``mode="conversation"``: the whole rollouts after the
@@ -9,7 +11,6 @@ where a preference is well defined).
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any, Literal
 
 from optimizers.compile.filters import Filters, Metric, SampleGate, Scored, unearned
@@ -40,22 +41,17 @@ def compile_dpo(
     work = Compilation("dpo", runs, filters or Filters.rollouts(), metric, tokenizer, mixed_signatures)
     renderer = Renderer(protocol, repair=repair, system_prompt=system_prompt)
     gate = SampleGate(work.filters, work.report)
-    by_task: dict[str, list[Scored]] = defaultdict(list)
-    for item in work.selected:
-        if item.score is None:
-            work.report.samples_dropped["no_score"] += 1
-        else:
-            by_task[item.task_id].append(item)
+    groups = _groups(work)
     # A score not earned by finding the answer (a dump holding the gold, a guess) ranks as 0: such
     # a run is never the chosen ending, and against a run that read it is the rejected one.
     ratio = Filters().max_answer_ratio
     ranked = {
         id(item): 0.0 if unearned(item.run, ratio) else item.score
-        for items in by_task.values()
+        for _, items in groups.values()
         for item in items
     }
     rows: list[DPORow] = []
-    for task, items in by_task.items():
+    for key, (task, items) in groups.items():
         if len(items) < 2:
             work.report.samples_dropped["single_run"] += 1
             continue
@@ -73,7 +69,7 @@ def compile_dpo(
         if not gate.admit(prompt, chosen, rejected):
             continue
         row = DPORow(
-            id=f"{task}:pair",
+            id=f"{key}:pair",
             task_id=task,
             run_id=best.run.meta.run_id,
             turn=turn,
@@ -93,6 +89,26 @@ def compile_dpo(
         rows.append(row)
         work.tally(row, prompt, chosen + rejected)
     return work.finish(rows, {"mode": mode, "min_margin": min_margin, "protocol": protocol, "repair": repair})
+
+
+def _groups(work: Compilation) -> dict[str, tuple[str, list[Scored]]]:
+    """The runs each pair is drawn from, by key: an example's own runs, under its task id; and each
+    continued run (``rlmkit eval --branch-from``) with its continuations, under
+    ``TASK:branch:RUN_ID``, where all of them share the prefix before the continued turn. A
+    continued run is in both groups; a continuation only in its origin's."""
+    groups: dict[str, tuple[str, list[Scored]]] = {}
+    scored = [item for item in work.selected if item.score is not None]
+    if unscored := len(work.selected) - len(scored):
+        work.report.samples_dropped["no_score"] += unscored
+    branched = {(item.run.meta.task or {}).get("branch", {}).get("of") for item in scored} - {None}
+    for item in scored:
+        branch = (item.run.meta.task or {}).get("branch")
+        keys = [f"{item.task_id}:branch:{branch['of']}"] if branch else [item.task_id]
+        if item.run.meta.run_id in branched:
+            keys.append(f"{item.task_id}:branch:{item.run.meta.run_id}")
+        for key in keys:
+            groups.setdefault(key, (item.task_id, []))[1].append(item)
+    return groups
 
 
 def _pair(best: Scored, worst: Scored, renderer: Renderer, mode: str, work: Compilation):

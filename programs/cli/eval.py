@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import functools
 import json
-import threading
-import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from programs.cli.eval_progress import LiveCounts, ProgressLines
 from programs.tasks import FAMILIES  # plain data and generators: cheap to import for --help
 from rlmkit import events as ev
 from rlmkit.cli.common import EMBEDDED_FLAGS, exit_on_error, lm_from_flag
@@ -135,6 +134,18 @@ def eval_command(
             "(an arm compared with another on this machine) gets a directory of its own."
         ),
     ),
+    branch_from: str = typer.Option(
+        None,
+        "--branch-from",
+        metavar="DIR",
+        help="Continue the runs of an earlier `rlmkit eval` folder of these same arguments that scored "
+        "below --branch-below: each one's turns before its last are played back, and the model writes "
+        "the last turn again, --samples times (for preference pairs after one prefix). Give it that "
+        "folder's --lm-cache.",
+    ),
+    branch_below: float = typer.Option(
+        1.0, "--branch-below", min=0.0, help="With --branch-from: continue runs that scored below this."
+    ),
     ray: str = typer.Option(
         None,
         "--ray",
@@ -182,11 +193,13 @@ def _run(
     samples,
     temperature,
     lm_cache,
+    branch_from,
+    branch_below,
     ray,
 ) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from programs.evaluate import evaluate
+    from programs.evaluate import evaluate, evaluate_plan
     from programs.registry import baseline_for, build_program
     from programs.tasks import generate, parse_knobs
     from rlmkit.budget import DEFAULT_MAX_CALLS, Budget
@@ -253,7 +266,19 @@ def _run(
         config["max_seconds"] = max_seconds
     if lm in EMBEDDED_FLAGS:
         config.update(_adapter_config(adapter))
-    out = Path(out) if out else Path("runs") / f"eval-{suite}-{length}-s{seed}"
+    branching = None
+    if branch_from:
+        from programs.branching import BranchPlan
+        from rlmkit.run.replay import ReplayedPrefix
+
+        if baseline or plain:
+            raise UserError("--branch-from continues the program's runs: drop --baseline and --plain")
+        branching = BranchPlan.read(branch_from, examples, config, below=branch_below, samples=samples)
+        root = ReplayedPrefix(root, branching.branches())  # build() reads root and sub when called
+        sub = ReplayedPrefix(sub, branching.branches()) if sub else None
+        config = branching.config
+    default_out = Path(f"{branch_from.rstrip('/')}-continued") if branch_from else None
+    out = Path(out) if out else default_out or Path("runs") / f"eval-{suite}-{length}-s{seed}"
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
@@ -265,8 +290,9 @@ def _run(
         TimeRemainingColumn(),
     )
     with Progress(*columns, console=err) as progress:
+        what = f"{len(branching.origins)} runs continued" if branching else f"x{n}"
         task = progress.add_task(
-            f"{suite} x{n}" + (f" x{samples} samples" if samples > 1 else ""),
+            f"{suite} {what}" + (f" x{samples} samples" if samples > 1 else ""),
             total=None,
             correct=0,
             cost=0.0,
@@ -301,16 +327,18 @@ def _run(
                     f"{escape((row.error or '')[:160])}"
                 )
 
+        runs = (
+            functools.partial(evaluate_plan, factory, branching.plan, runner=branching.runner())
+            if branching
+            else functools.partial(evaluate, factory, examples, samples=samples)
+        )
         try:
-            result = evaluate(
-                factory,
-                examples,
+            result = runs(
                 workers=workers,
                 out_dir=out,
                 config=config,
                 baseline=baseline_program,
                 plain=plain_factory if plain else False,
-                samples=samples,
                 retry_failed=retry_failed,
                 on_result=on_result,
                 on_start=on_start,
@@ -330,60 +358,13 @@ def _run(
     }
     (Path(out) / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     totals = result.totals()
-    if replayed := totals["cached_calls"]:
+    if (replayed := totals["cached_calls"]) and not branching:  # a continuation's played turns count too
         err.print(
             f"[yellow]{replayed} of {totals['calls']} model calls were answered from the LM cache "
             f"({getattr(root, 'cache_dir', None)}): replies cached before, not measured now. To measure "
             "afresh, give this run a cache of its own (--lm-cache DIR) or none (--lm-cache off).[/yellow]"
         )
     print(f"results and trajectories: {out}  (view them: rlmkit view {out}/trajectories)")
-
-
-class ProgressLines:
-    """One line per finished run, for a log: how far, how the run ended, the time left (this
-    process's runs so far, per run, times the runs still to do)."""
-
-    def __init__(self) -> None:
-        self.started, self.todo, self.finished = time.monotonic(), 0, 0
-
-    def start(self, todo: int) -> None:
-        self.started, self.todo, self.finished = time.monotonic(), todo, 0
-
-    def line(self, row: Any, completed: int, total: int) -> str:
-        self.finished += 1
-        elapsed = time.monotonic() - self.started
-        left = elapsed / self.finished * max(0, self.todo - self.finished)
-        replayed = f" ({row.cached_calls} of {row.calls} calls from the cache)" if row.cached_calls else ""
-        return (
-            f"[{completed}/{total}] {row.id}#{row.sample} {row.status}, score {row.score:.2f} in "
-            f"{row.wall_s:.0f} s{replayed}; {_minutes(elapsed)} elapsed, about {_minutes(left)} left"
-        )
-
-
-def _minutes(seconds: float) -> str:
-    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
-
-
-class LiveCounts:
-    """One run's share of the bar's live fields, from its events: runs in flight and model
-    calls made so far (examples run as Ray tasks report when they finish instead)."""
-
-    lock = threading.Lock()  # one bar, many runs in many threads
-
-    def __init__(self, progress: Any, task: Any):
-        self.progress, self.task = progress, task
-
-    def __call__(self, event: ev.Event) -> None:
-        kind = type(event)
-        if kind is ev.ModelReply and event.completion is not None:
-            self._add("calls", 1)
-        elif kind in (ev.RunStarted, ev.RunFinished) and event.depth == 0:
-            self._add("running", 1 if kind is ev.RunStarted else -1)
-
-    def _add(self, field: str, amount: int) -> None:
-        with self.lock:
-            value = self.progress.tasks[self.task].fields[field] + amount
-            self.progress.update(self.task, **{field: value})
 
 
 def register(app: typer.Typer) -> None:

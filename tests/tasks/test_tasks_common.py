@@ -43,7 +43,10 @@ def test_same_seed_same_bytes_and_length_honoured(suite, length, seed):
     else:
         assert first[0].context != first[1].context  # examples differ from each other
     other = generate(suite, n=1, length=length, seed=seed + 1)[0]
-    assert other.context != first[0].context
+    if suite in real_text.FAMILIES:  # a split's few documents: another seed may read the same ones
+        assert (other.context, other.inputs["question"]) != (first[0].context, first[0].inputs["question"])
+    else:
+        assert other.context != first[0].context
 
 
 @pytest.mark.parametrize("suite", sorted(SUITES))
