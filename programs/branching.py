@@ -79,8 +79,9 @@ class BranchPlan:
         below: float,
         samples: int,
     ) -> BranchPlan:
-        """The runs of ``folder`` to continue. Refused (``UserError``, before any model call) if
-        the folder holds another configuration than ``config`` or no run to continue."""
+        """The runs of ``folder`` to continue (maybe none: every run right, or one turn long).
+        Refused (``UserError``, before any model call) if the folder holds another configuration
+        than ``config``."""
         from programs.evaluate import latest_rows
 
         folder = Path(folder)
@@ -111,11 +112,6 @@ class BranchPlan:
                 and run.n_turns >= 2
             ):
                 origins.append(Origin(by_id[row.id], run, row.sample))
-        if not origins:
-            raise UserError(
-                f"--branch-from {folder}: no run of these examples scored below {below} after two turns "
-                "or more: nothing to continue"
-            )
         branch = {"of": kept.get("hash"), "below": below}
         return cls(tuple(origins), samples, {**config, "branch": branch})
 

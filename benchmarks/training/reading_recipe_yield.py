@@ -46,16 +46,19 @@ def compiled(kind: str, trajectories: list[Path], min_score: float | None) -> di
     if not folders:
         return {"rows": 0, "examples": 0, "per_family": {}, "runs_read": 0}
     runs = load_runs(folders)
+    continued = {}
     try:
         if kind == "sft":
             filters = Filters(per_turn=True, min_score=min_score)
             result = compile_sft(runs, filters=filters, mixed_signatures=True)
         else:
             result = compile_dpo(runs, filters=Filters.rollouts(), mixed_signatures=True)
+            # pairs of a continued run and its continuations (ids TASK:branch:RUN:pair)
+            continued = {"continued_pairs": sum(":branch:" in row.id for row in result.rows)}
         report = result.report
     except EmptyDatasetError as exc:  # no row yet is a count, not a failure
         report = exc.report
-    return what_was_kept(report.to_dict())
+    return what_was_kept(report.to_dict()) | continued
 
 
 def collect(name: str = "reading") -> dict[str, Any]:
@@ -70,15 +73,17 @@ def collect(name: str = "reading") -> dict[str, Any]:
     suites, folders = [], []
     with tempfile.TemporaryDirectory() as scratch:
         store = StageStore(Path(scratch), where.archive)  # reads what the archive holds, as a checkout would
-        for plan in recipe.train:
-            stage = f"sample-{plan.label}"
+        kinds = ("sample", "branch") if recipe.branch_samples else ("sample",)
+        for kind, plan in [(kind, plan) for kind in kinds for plan in recipe.train]:
+            stage = f"{kind}-{plan.label}"
             live.snapshot(stage)  # an unfinished stage's runs so far, committed so they resume
             record = store.record(stage)
             finished = record is not None
             folder = store.folder(stage) if finished else store.restore(stage)
             planned = {
-                "suite": plan.label,
-                "planned_runs": plan.n * recipe.samples,
+                "suite": plan.label if kind == "sample" else f"{plan.label} continued",
+                # a continuing stage's runs depend on how many runs failed: none planned ahead
+                "planned_runs": plan.n * recipe.samples if kind == "sample" else None,
                 "closed_early": bool(record and record.get("closed_early")),  # `--close-sampling`
             }
             if not (folder / "results.jsonl").is_file():
@@ -113,6 +118,7 @@ def collect(name: str = "reading") -> dict[str, Any]:
         "sample_adapter": recipe.sample_adapter,
         "runs_from": list(recipe.runs_from),
         "samples": recipe.samples,
+        "branch_samples": recipe.branch_samples,
         "temperature": recipe.temperature,
         "hinted": [plan.label for plan in recipe.train if recipe.hinted(plan)],
         "min_score": recipe.min_score,
@@ -244,7 +250,13 @@ def section(data: dict[str, Any]) -> str:
         "(`compile sft --per-turn`) from runs scoring "
         + (f"at least {data['min_score']}" if data["min_score"] else "above 0")
         + ", DPO pairs by "
-        "`compile dpo`. A run is counted under the first filter that removes it.",
+        "`compile dpo`. A run is counted under the first filter that removes it."
+        + (
+            f" A suite's *continued* row holds its failed runs continued from their last turn, "
+            f"{data['branch_samples']} times each (`rlmkit eval --branch-from`)."
+            if data.get("branch_samples")
+            else ""
+        ),
         "",
         "| suite | runs (of planned) | examples | runs scoring above 0 | SFT rows | examples in rows "
         "| runs removed |",
@@ -253,7 +265,8 @@ def section(data: dict[str, Any]) -> str:
     for suite in data["suites"]:
         if not suite["started"]:
             why = "closed before sampling" if suite.get("closed_early") else "not sampled yet"
-            lines.append(f"| {suite['suite']} | 0 of {suite['planned_runs']} | | | | | {why} |")
+            planned = f"0 of {suite['planned_runs']}" if suite["planned_runs"] else "0"
+            lines.append(f"| {suite['suite']} | {planned} | | | | | {why} |")
             continue
         sft = suite["sft"]
         removed = ", ".join(f"{n} {reason}" for reason, n in sorted(sft.get("runs_dropped", {}).items()))
@@ -265,7 +278,9 @@ def section(data: dict[str, Any]) -> str:
             else " *(unfinished)*"
         )
         lines.append(
-            f"| {suite['suite']}{state} | {suite['runs']} of {suite['planned_runs']} | {suite['examples']} "
+            f"| {suite['suite']}{state} | {suite['runs']}"
+            + (f" of {suite['planned_runs']}" if suite["planned_runs"] else "")
+            + f" | {suite['examples']} "
             f"| {suite['scored_above_0']} | {sft['rows']} | {sft['examples']} | {removed} |"
         )
     total = data["total"]
@@ -277,6 +292,12 @@ def section(data: dict[str, Any]) -> str:
         + f"**{total['sft']['rows']} SFT rows from {total['sft']['examples']} example(s)** "
         f"(the recipe's target is at least 150 rows from at least 40 examples), "
         f"{total['dpo']['rows']} DPO pair(s) from {total['dpo']['examples']} example(s)"
+        + (
+            f" ({total['dpo']['continued_pairs']} of them a continued run against its continuations, at "
+            "its last turn)"
+            if total["dpo"].get("continued_pairs")
+            else ""
+        )
         + (f"; turns removed from kept runs: {turns}" if turns else "")
         + ". Reasons: `status` the run ran out of its budget or turns; `zero_score` it answered wrong; "
         "`min_score` it was partly right (a count off by one, a near miss); "

@@ -79,6 +79,9 @@ class SelfTrain:
         """(name, function, files left out of the archive), in the order they run."""
         for plan in self.recipe.train:
             yield f"sample-{plan.label}", _bind(self.sample, plan), ()
+        if self.recipe.branch_samples:  # after every sampling stage: a closed one has its runs too
+            for plan in self.recipe.train:
+                yield f"branch-{plan.label}", _bind(self.branch, plan), ()
         yield "dataset", self.dataset, ()
         yield "train", self.train, ("adapter/*.safetensors", "trainer", "data")
         if self.recipe.dpo:
@@ -197,33 +200,55 @@ class SelfTrain:
 
     # -- stages -----------------------------------------------------------------------
     def eval_command(
-        self, plan: SuitePlan, out: Path, *extra: str, iterations: int | None = None
+        self, plan: SuitePlan, out: Path, *extra: str, iterations: int | None = None, cache: str | None = None
     ) -> list[str]:
+        """``rlmkit eval`` of ``plan`` into ``out``, with the LM cache of stage ``cache`` (default:
+        ``out``'s own)."""
         r = self.recipe
         return rlmkit_command(
             "eval", plan.suite, "--n", str(plan.n), "--length", str(plan.length), "--lm", r.lm,
             "--program", r.program, "--max-iterations", str(iterations or r.max_iterations),
-            "--workers", str(r.workers), "--out", str(out), "--lm-cache", str(self.store.lm_cache(out.name)),
+            "--workers", str(r.workers), "--out", str(out),
+            "--lm-cache", str(self.store.lm_cache(cache or out.name)),
             *(["--max-seconds", str(r.max_seconds)] if r.max_seconds else []), *extra,
         )  # fmt: skip
 
     def sample(self, plan: SuitePlan, folder: Path) -> dict[str, Any]:
+        command, through = self._sampling(plan, folder, self.recipe.samples)
+        self._call(command)  # resumes from its folder by itself
+        return {"command": self.shown(command)} | through | self._sampled(plan, folder)
+
+    def branch(self, plan: SuitePlan, folder: Path) -> dict[str, Any]:
+        """The sampling stage's failed runs continued from their last turn, with the same arguments
+        and LM cache (sub-calls before that turn are answered as they were)."""
+        r, sampled = self.recipe, f"sample-{plan.label}"
+        extra = ("--branch-from", str(self.store.output(sampled)), "--branch-below", str(r.min_score or 1.0))
+        command, through = self._sampling(plan, folder, r.branch_samples, *extra, cache=sampled)
+        self._call(command)
+        return {"command": self.shown(command), "from": sampled} | through | self._sampled(plan, folder)
+
+    def _sampling(
+        self, plan: SuitePlan, folder: Path, samples: int, *extra: str, cache: str | None = None
+    ) -> tuple[list[str], dict[str, str]]:
+        """The sampling command of ``plan`` (training seed, temperature, hint, the sampling adapter)
+        and the adapter it samples through (empty: the base)."""
         r = self.recipe
         through: dict[str, str] = {}
         if r.sample_adapter:
             gguf = earlier_round.adapter_gguf(r.sample_adapter, self.store.work)
             through = earlier_round.adapter_identity(r.sample_adapter, gguf)
         command = self.eval_command(
-            plan, folder, "--seed", str(r.sample_seed), "--samples", str(r.samples),
+            plan, folder, "--seed", str(r.sample_seed), "--samples", str(samples),
             "--temperature", str(r.temperature), *(["--hint"] if r.hinted(plan) else []),
             *(["--local-threads", str(r.sample_threads)] if r.sample_threads else []),
-            *(["--adapter", str(gguf)] if through else []),
+            *(["--adapter", str(gguf)] if through else []), *extra, cache=cache,
         )  # fmt: skip
-        self._call(command)  # resumes from its folder by itself
-        return {"command": self.shown(command)} | through | self._sampled(plan, folder)
+        return command, through
 
     def dataset(self, folder: Path) -> dict[str, Any]:
-        sampled = [self.store.output(f"sample-{plan.label}") / "trajectories" for plan in self.recipe.train]
+        kinds = ("sample", "branch") if self.recipe.branch_samples else ("sample",)
+        stages = [f"{kind}-{plan.label}" for kind in kinds for plan in self.recipe.train]
+        sampled = [self.store.output(name) / "trajectories" for name in stages]
         sampled += [
             folder for spec in self.recipe.runs_from for folder in earlier_round.runs(spec, self.store.work)
         ]

@@ -25,9 +25,11 @@ ADDED_LATER = (
     "save_every",
     "sample_adapter",
     "runs_from",
+    "branch_samples",
 )
-# Fields that only change what the dataset stage reads: until it has run they may change.
-DATASET_ONLY = ("runs_from",)
+# Fields that only change what the dataset stage reads (and stages that run before it, reading
+# finished ones): until it has run they may change.
+DATASET_ONLY = ("runs_from", "branch_samples")
 
 
 class SuitePlan(BaseModel):
@@ -65,6 +67,15 @@ class Recipe(BaseModel):
     program: str = Field("plain", description="the program run: the suite's signature, generic prompt")
     # sampling (training seeds)
     samples: int = Field(4, ge=1, description="distinct runs per training example")
+    branch_samples: int = Field(
+        0,
+        ge=0,
+        lt=100,
+        description="continue each sampled run that scored below `min_score` (else 1.0) after two "
+        "turns or more from its last turn, this many times (rlmkit eval --branch-from): DPO pairs at "
+        "the turn that decided the answer, and SFT rows from the continuations that end right "
+        "(0: none); may change until the dataset stage runs",
+    )
     hint: bool = Field(
         False,
         description="sample with the gold answer in each training question (rlmkit eval --hint); a "

@@ -274,6 +274,12 @@ def _run(
         if baseline or plain:
             raise UserError("--branch-from continues the program's runs: drop --baseline and --plain")
         branching = BranchPlan.read(branch_from, examples, config, below=branch_below, samples=samples)
+        if not branching.origins:  # every run right, or answered in one turn: a result, not an error
+            err.print(
+                f"no run of {branch_from} scored below {branch_below} after two turns or more: "
+                "nothing to continue"
+            )
+            return
         root = ReplayedPrefix(root, branching.branches())  # build() reads root and sub when called
         sub = ReplayedPrefix(sub, branching.branches()) if sub else None
         config = branching.config

@@ -72,3 +72,28 @@ def test_a_later_round_says_what_it_sampled_through_and_which_earlier_runs_it_co
     assert "| source-50k | 0 of 32 | | | | | not sampled yet |" in text
     first = reading_recipe_yield.section({**data, "sample_adapter": None, "runs_from": [], "sample_seed": 0})
     assert "generator seed 0;" in first and "through the adapter" not in first and "In all: **3" in first
+
+
+def test_a_rounds_continued_runs_have_rows_of_their_own_and_their_pairs_are_counted():
+    counts = {"rows": 3, "examples": 2, "per_family": {}, "runs_read": 9}
+    sampled = {"started": True, "finished": True, "closed_early": False, "examples": 2, "runs": 8,
+               "scored_above_0": 1, "sft": counts}  # fmt: skip
+    data = {
+        "date": "2026-12-05", "commit": "abc1234", "machine": "x86_64", "command": "python y.py",
+        "recipe": "r3.toml", "sample_seed": 200, "samples": 4, "branch_samples": 2, "temperature": 0.8,
+        "hinted": [], "min_score": 0.9, "max_seconds": 300,
+        "suites": [
+            {"suite": "source-50k", "planned_runs": 8, **sampled},
+            {"suite": "source-50k continued", "planned_runs": None, **sampled, "runs": 14},
+            {"suite": "codeqa-10k continued", "planned_runs": None, "started": False, "closed_early": False},
+        ],
+        "total": {"sft": counts, "dpo": {**counts, "continued_pairs": 2}},
+    }  # fmt: skip
+    text = reading_recipe_yield.section(data)
+    assert "| source-50k | 8 of 8 | 2 |" in text and "| source-50k continued | 14 | 2 |" in text
+    assert "| codeqa-10k continued | 0 | | | | | not sampled yet |" in text
+    assert "continued from their last turn, 2 times each" in text
+    assert "3 DPO pair(s) from 2 example(s) (2 of them a continued run against its continuations" in text
+    plain = reading_recipe_yield.section({**data, "branch_samples": 0, "suites": data["suites"][:1],
+                                          "total": {"sft": counts, "dpo": counts}})  # fmt: skip
+    assert "continued" not in plain

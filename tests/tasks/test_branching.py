@@ -101,12 +101,17 @@ def test_a_prefix_that_does_not_come_back_ends_its_continuation(server, tmp_path
     assert all("PrefixNotReproduced" in r["error"] and "turn 1" in r["error"] for r in rows)
 
 
-def test_runs_of_other_arguments_or_none_to_continue_are_refused_before_any_model_call(server, tmp_path):
+@pytest.mark.parametrize(
+    "extra,code,said",
+    [
+        (["--max-iterations", "4"], 2, "another configuration"),  # its prompts could not come back
+        (["--branch-below", "0.0"], 0, "nothing to continue"),  # every run scored at least 0
+    ],
+)
+def test_nothing_is_sent_for_runs_of_other_arguments_or_none_to_continue(server, tmp_path, extra, code, said):
     first, cache = tmp_path / "first", tmp_path / "cache"
     assert run(server, first, cache).exit_code == 0
     sent = len(server.requests)
-    other = run(server, tmp_path / "a", cache, "--branch-from", str(first), "--max-iterations", "4")
-    assert other.exit_code == 2 and "another configuration" in other.output
-    none = run(server, tmp_path / "b", cache, "--branch-from", str(first), "--branch-below", "0.0")
-    assert none.exit_code == 2 and "nothing to continue" in none.output
-    assert len(server.requests) == sent
+    result = run(server, tmp_path / "b", cache, "--branch-from", str(first), *extra)
+    assert result.exit_code == code and said in result.output
+    assert len(server.requests) == sent and not (tmp_path / "b").exists()
