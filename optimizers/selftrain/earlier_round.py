@@ -56,38 +56,37 @@ def split_spec(spec: str) -> tuple[Path, tuple[str, ...] | None]:
     return Path(archive), tuple(family.strip() for family in chosen.split(",") if family.strip())
 
 
-def check_runs(spec: str) -> None:
-    """A clear error before any stage when ``spec`` is not an archive with a recipe record, or
-    names a family the earlier recipe never sampled."""
+def check_runs(spec: str) -> list[dict]:
+    """The earlier recipe's sampling plans; a clear error before any stage when ``spec`` is not
+    an archive with a recipe record, or names a family the earlier recipe never sampled."""
     archive, chosen = split_spec(spec)
     if not (archive / "recipe.json").is_file():
         raise UserError(
             f"runs_from {spec!r}: give the --archive folder of an earlier self-train recipe "
             "(it holds recipe.json), optionally followed by ':family,family'"
         )
-    sampled = {plan["suite"] for plan in _plans(archive)}
+    plans = json.loads((archive / "recipe.json").read_text())["train"]
+    sampled = {plan["suite"] for plan in plans}
     if unknown := sorted(set(chosen or ()) - sampled):
         raise UserError(
             f"runs_from {spec!r}: {', '.join(unknown)} never sampled there "
             f"(it sampled {', '.join(sorted(sampled))})"
         )
+    return plans
 
 
 def sampled_stages(spec: str) -> list[tuple[str, str]]:
     """(stage name, suite) of every sampling stage the earlier recipe finished, in its order, of
-    the families ``spec`` takes."""
-    check_runs(spec)
+    the families ``spec`` takes: its sampled runs, then the failed ones it continued."""
+    plans = check_runs(spec)
     archive, chosen = split_spec(spec)
     stages = [
-        (f"sample-{plan['suite']}-{plan['length'] // 1000}k", plan["suite"])
-        for plan in _plans(archive)
+        (f"{kind}-{plan['suite']}-{plan['length'] // 1000}k", plan["suite"])
+        for kind in ("sample", "branch")
+        for plan in plans
         if chosen is None or plan["suite"] in chosen
     ]
     return [(name, suite) for name, suite in stages if (archive / f"{name}.json").is_file()]
-
-
-def _plans(archive: Path) -> list[dict]:
-    return json.loads((archive / "recipe.json").read_text())["train"]
 
 
 def runs(spec: str, work: Path) -> list[Path]:

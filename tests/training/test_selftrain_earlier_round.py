@@ -223,3 +223,16 @@ def test_an_earlier_rounds_runs_can_be_taken_for_some_families_only(tmp_path):
 
     with pytest.raises(UserError, match="needle never sampled there"):
         earlier_round.check_runs(f"{archive}:pairs,needle")
+
+
+def test_an_earlier_rounds_continued_runs_come_with_its_sampled_ones(tmp_path):
+    """A round whose failed runs were continued (``branch_samples``) passes on both stages of a
+    family: a continuation is that round's sampled run as much as the run it continued."""
+    archive = first_round(tmp_path, pairs_closed_empty=False)
+    StageStore(tmp_path / "round1-work", archive).run("branch-pairs-2k", sampled)
+
+    stages = [name for name, _ in earlier_round.sampled_stages(str(archive))]
+    assert stages == ["sample-multihop-2k", "sample-pairs-2k", "branch-pairs-2k"]
+    assert [name for name, _ in earlier_round.sampled_stages(f"{archive}:multihop")] == ["sample-multihop-2k"]
+    folders = earlier_round.runs(f"{archive}:pairs", tmp_path / "round2-work")
+    assert [folder.parent.name for folder in folders] == ["sample-pairs-2k", "branch-pairs-2k"]
