@@ -11,8 +11,8 @@ answer; ``rlmkit compile dpo`` pairs them by the ``branch`` record each continua
 trajectory keeps (``meta.task["branch"]``: the origin's run id, its sample, the turn).
 
 The origin folder must hold runs of this very configuration (suite, length, seed, program, model
-and limits): otherwise the prompts cannot come back and every continuation would end at its first
-turn. Give the continuations the origin's LM cache, so sub-calls made before the last turn are
+and limits): otherwise the recorded prompts cannot come back, and every continuation would stop
+at the first one that differs. Give the continuations the origin's LM cache, so sub-calls made before the last turn are
 answered as they were.
 """
 
