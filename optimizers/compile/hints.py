@@ -83,10 +83,10 @@ def answer_typed(run: Trajectory) -> bool:
     parts = [part.lower() for part in _answer_parts(_scored(run.outputs or {})) if part.strip()]
     code = "\n".join(block.code for block in run.turns[-1].blocks).lower()
     printed = "\n".join(block.stdout for turn in run.turns[:-1] for block in turn.blocks).lower()
-    shown_gold = [gold for gold in _gold_parts(run) if _mentions(printed, gold)]
+    shown_gold = [gold for gold in _gold_parts(run) if _shown(printed, gold)]
 
     def read(part: str) -> bool:
-        return _mentions(printed, part) or any(_mentions(part, gold) for gold in shown_gold)
+        return _shown(printed, part) or any(_mentions(part, gold) for gold in shown_gold)
 
     return any(_mentions(code, part) and not read(part) for part in parts)
 
@@ -117,6 +117,21 @@ def _touches(block: CodeBlock, marks: list[str]) -> bool:
         return True
     sent = [call.prompt + "".join(m.content for m in call.messages or []) for call in block.subcalls]
     return any(_mentions(text.lower(), mark) for text in sent for mark in marks)
+
+
+# A count or an index: one to three digits, a token found in almost any printed text (source
+# code, a page of prose), so finding it there shows nothing; a short line holding it does.
+_SMALL_NUMBER = re.compile(r"-?\d{1,3}")
+_SHORT_LINE = 40
+
+
+def _shown(printed: str, part: str) -> bool:
+    """Whether output showed ``part`` as a whole token; a small number only on a short line
+    (``4``, ``records: 42``, ``4 methods``), not inside a longer text: a model that printed a
+    window of a file and then typed ``SUBMIT(answer=2)`` for a count guessed."""
+    if not _SMALL_NUMBER.fullmatch(part):
+        return _mentions(printed, part)
+    return any(len(line.strip()) <= _SHORT_LINE and _mentions(line, part) for line in printed.splitlines())
 
 
 def _mentions(text: str, mark: str) -> bool:

@@ -111,6 +111,25 @@ def test_a_right_answer_typed_in_before_any_output_showed_it_is_a_guess_not_trai
     assert Filters.rollouts().drop_typed_answers is False  # a guess is a worse ending for DPO
 
 
+def test_a_small_number_counts_as_read_only_on_a_short_line_of_output():
+    """A count typed after printing a window of a file is a guess even when that window holds the
+    digit somewhere, as it almost always does; a short line holding it is the count shown."""
+    from rlmkit.trajectory import CodeBlock
+
+    def ending(task: str, printed: str):
+        run = make_run(task=task, answer=2)
+        run.turns[0].blocks = [CodeBlock(code="print(repr(context[i - 150 : i + 150]))", stdout=printed)]
+        run.turns[-1].blocks = [CodeBlock(code="SUBMIT(answer=2)")]
+        return run
+
+    window = repr("def lt(a, b):\n    return a < b\n\nclass fake_code:\n    co_argcount = 2\n" * 3)
+    runs = [ending("window", window), ending("alone", "2"), ending("labelled", "methods defined: 2"),
+            ending("counted", "2 methods")]  # fmt: skip
+    result = compile_sft(runs)
+    assert {row.task_id for row in result.rows} == {"records/alone", "records/labelled", "records/counted"}
+    assert dict(result.report.runs_dropped) == {"answer_typed": 1}
+
+
 def test_a_sentence_answer_restated_in_the_models_words_counts_as_read_when_its_gold_was_shown():
     from rlmkit.trajectory import CodeBlock
 
