@@ -12,8 +12,8 @@ trajectory keeps (``meta.task["branch"]``: the origin's run id, its sample, the 
 
 The origin folder must hold runs of this very configuration (suite, length, seed, program, model
 and limits): otherwise the recorded prompts cannot come back, and every continuation would stop
-at the first one that differs. Give the continuations the origin's LM cache, so sub-calls made before the last turn are
-answered as they were.
+at the first one that differs. Give the continuations the origin's LM cache, so sub-calls made
+before the last turn are answered as they were.
 """
 
 from __future__ import annotations
