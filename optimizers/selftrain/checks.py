@@ -44,11 +44,11 @@ def check_room(gguf: Path, work: Path) -> dict[str, int]:
     stages' outputs (run folders, datasets, a float32 adapter and its GGUF form)."""
     weights = parameter_count(gguf) * 4
     need_memory = int(weights * 1.5)
-    available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    available = available_memory()
     if available < need_memory:
         raise UserError(
-            f"training {gguf.name} needs about {need_memory / 2**30:.1f} GiB of free memory for its "
-            f"dequantised float32 weights; {available / 2**30:.1f} GiB is free"
+            f"training {gguf.name} needs about {need_memory / 2**30:.1f} GiB of available memory for "
+            f"its dequantised float32 weights; {available / 2**30:.1f} GiB is available"
         )
     work.mkdir(parents=True, exist_ok=True)
     free = shutil.disk_usage(work).free
@@ -56,6 +56,19 @@ def check_room(gguf: Path, work: Path) -> dict[str, int]:
     if free < need_disk:
         raise UserError(f"{work} has {free / 2**30:.1f} GiB free; the stages need about 2 GiB")
     return {"weights_bytes": weights, "memory_free_bytes": available, "disk_free_bytes": free}
+
+
+def available_memory(meminfo: Path = Path("/proc/meminfo")) -> int:
+    """Bytes a new process may take: Linux's MemAvailable, the free pages and the page cache the
+    kernel gives back on demand (after hours of sampling, the cache holds most of the free
+    memory); elsewhere, the free pages alone."""
+    try:
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
 def check_backend(name: str) -> None:
