@@ -116,21 +116,23 @@ class BranchPlan:
         return cls(tuple(origins), samples, {**config, "branch": branch})
 
     @property
+    def continuations(self) -> list[tuple[Origin, int]]:
+        """Each continuation: its origin and its sample number (its rollout id)."""
+        return [(o, o.number(k)) for o in self.origins for k in range(self.samples)]
+
+    @property
     def plan(self) -> list[tuple[Example, int]]:
         """``evaluate_plan``'s runs: each origin's example, under each continuation's number."""
-        return [(o.example, o.number(k)) for o in self.origins for k in range(self.samples)]
+        return [(o.example, number) for o, number in self.continuations]
 
     def branches(self) -> list[tuple[int, Branch]]:
         """``ReplayedPrefix``'s table: a continuation's rollout id and where it starts."""
-        return [
-            (o.number(k), Branch(o.run, o.turn, o.sample or None))  # sample 0 ran under rollout id None
-            for o in self.origins
-            for k in range(self.samples)
-        ]
+        # sample 0 ran under rollout id None
+        return [(number, Branch(o.run, o.turn, o.sample or None)) for o, number in self.continuations]
 
     def runner(self) -> Callable[..., Any]:
         """``evaluate_plan``'s runner: one continuation, its trajectory marked with its origin."""
-        origins = {(o.example.id, o.number(k)): o for o in self.origins for k in range(self.samples)}
+        origins = {(o.example.id, number): o for o, number in self.continuations}
         return functools.partial(_continue, origins=origins)
 
 
