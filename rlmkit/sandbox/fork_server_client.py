@@ -91,14 +91,25 @@ class ForkServerClient:
             self._ended.notify_all()
         self._spawned.put(None)
 
-    def returncode(self, pid: int, timeout: float | None) -> int | None:
-        """How worker ``pid`` ended (as ``Popen.returncode``), waiting up to ``timeout`` seconds; a
-        worker of a fork server that stopped was killed with it."""
+    def returncode(self, process: ForkedProcess, timeout: float | None) -> int | None:
+        """How ``process`` ended (as ``Popen.returncode``), waiting up to ``timeout`` seconds; a
+        worker of a fork server that stopped was killed with it.
+
+        The report is taken from the queue and kept on ``process`` under one lock: a thread that
+        polls the worker (``alive()``) and one that waits for its kill to land may ask at once,
+        and the one that asks second must find what the first one took, not wait for a report
+        that will never come again."""
         with self._ended:
-            self._ended.wait_for(lambda: pid in self._returncodes or not self.alive, timeout)
-            if pid in self._returncodes:
-                return self._returncodes.pop(pid)
-            return None if self.alive else -9
+            self._ended.wait_for(lambda: self._ended_already(process), timeout)
+            if process.returncode is None and process.pid in self._returncodes:
+                process.returncode = self._returncodes.pop(process.pid)
+                self._ended.notify_all()
+            if process.returncode is None and not self.alive:
+                process.returncode = -9
+            return process.returncode
+
+    def _ended_already(self, process: ForkedProcess) -> bool:
+        return process.returncode is not None or process.pid in self._returncodes or not self.alive
 
     def close(self) -> None:
         """Stop the fork server: it ends when its socket closes, and its workers with it."""
@@ -124,8 +135,6 @@ class ForkedProcess:
         return self.wait(0) if self.returncode is None else self.returncode
 
     def wait(self, timeout: float | None = None) -> int | None:
-        if self.returncode is None:
-            self.returncode = self._server.returncode(self.pid, timeout)
-            if self.returncode is None and timeout not in (None, 0):
-                raise subprocess.TimeoutExpired(f"sandbox worker {self.pid}", timeout)
+        if self._server.returncode(self, timeout) is None and timeout not in (None, 0):
+            raise subprocess.TimeoutExpired(f"sandbox worker {self.pid}", timeout)
         return self.returncode

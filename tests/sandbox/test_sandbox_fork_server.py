@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 
 import psutil
 import pytest
@@ -66,6 +67,24 @@ def test_a_stopped_fork_server_takes_its_workers_and_is_replaced():
     assert sb.run("print(context)").stdout == "x\n"
     assert process._fork_server is not server and process._fork_server.alive
     sb.close()
+
+
+def test_a_worker_killed_while_another_thread_polls_it_is_seen_ended_by_both():
+    """A session's idle stop kills its worker and waits for the kill to land while the caller
+    polls ``alive()``: whichever of them takes the fork server's report first, the other must see
+    the worker ended too, not wait for a report that never comes again."""
+    for _ in range(20):
+        sb = started(True)
+        proc = sb._worker.proc
+        waited: list[int | None] = []
+        waiter = threading.Thread(target=lambda p=proc, w=waited: w.append(p.wait()), daemon=True)
+        waiter.start()
+        os.kill(proc.pid, signal.SIGKILL)
+        while (polled := proc.poll()) is None:
+            pass  # asking as fast as it can, as alive() does in a loop
+        waiter.join(10)
+        assert waited == [polled] == [-signal.SIGKILL], (waited, polled)
+        sb.close()
 
 
 def _gone(pid: int) -> bool:
