@@ -265,7 +265,7 @@ def test_idle_timeout_stops_the_worker_and_the_next_call_restores_it():
 
 def test_a_call_made_while_the_idle_stop_closes_the_worker_waits_for_it():
     rlm, _ = make_rlm(SCRIPT)
-    with rlm.session(context=CONTEXT, idle_timeout=0.05) as s:
+    with rlm.session(context=CONTEXT) as s:
         s(question="count")
         closing, release = threading.Event(), threading.Event()
         close = s.sandbox.close
@@ -275,7 +275,11 @@ def test_a_call_made_while_the_idle_stop_closes_the_worker_waits_for_it():
             release.wait(10)
             close()
 
+        # the idle stop is armed only once the slow close is in place: a timer armed at the first
+        # call could fire before it, on a busy machine
         s.sandbox.close = slow_close
+        s.idle_timeout = 0.05
+        s(question="count")
         assert closing.wait(10)  # the idle stop is inside close, holding the session's turn
         turns: list[bool] = []
         take_turn = s._take_turn
