@@ -103,7 +103,6 @@ class ForkServerClient:
             self._ended.wait_for(lambda: self._ended_already(process), timeout)
             if process.returncode is None and process.pid in self._returncodes:
                 process.returncode = self._returncodes.pop(process.pid)
-                self._ended.notify_all()
             if process.returncode is None and not self.alive:
                 process.returncode = -9
             return process.returncode
