@@ -200,9 +200,8 @@ def collect() -> dict[str, Any]:
             )
     stages = [run.stage_name(arm, plan) for plan in run.matrix.suites for arm in run.matrix.arms]
     unfinished = [name for name in stages if store.record(name) is None]
-    in_progress = {
-        name: len(read_rows(store.folder(name))) for name in unfinished if read_rows(store.folder(name))
-    }
+    # a committed snapshot of an unfinished stage counts too: unpacked first, as a resumed run would
+    in_progress = {name: len(rows) for name in unfinished if (rows := read_rows(store.restore(name)))}
     for name in in_progress:  # committed with the results: the next run resumes these runs
         store.snapshot(name)
     counted = {

@@ -141,14 +141,14 @@ class MatrixRun:
         name = self.stage_name(arm, plan)
         if (record := self.store.record(name)) is not None:
             return {row["id"]: row["score"] for row in record["rows"]}, True
-        runs = read_rows(self.store.folder(name))
+        runs = read_rows(self.store.restore(name))  # a committed snapshot's runs count in a fresh checkout
         return {row["id"]: row["score"] for row in runs if not never_answered(row)}, False
 
     def replayed(self, arm: Arm, plan: SuitePlan) -> tuple[int, int]:
         """How many of an arm's runs on a suite replayed replies cached before, of how many
         (stages before each had its own cache could; see ``StageStore.lm_cache``)."""
         name = self.stage_name(arm, plan)
-        folder = self.store.output(name) if self.store.record(name) is not None else self.store.folder(name)
+        folder = self.store.output(name) if self.store.record(name) is not None else self.store.restore(name)
         rows = read_rows(folder)
         return len(replayed_runs(folder, rows)), len(rows)
 

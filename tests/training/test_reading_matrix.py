@@ -216,6 +216,22 @@ def test_an_added_arm_that_has_run_only_some_examples_does_not_narrow_the_others
     }
 
 
+def test_a_fresh_checkout_shows_an_unfinished_arms_runs_from_its_committed_snapshot(tmp_path):
+    run, _ = run_matrix(tmp_path, WINS)
+    grown = matrix().model_copy(update={"arms": (*ARMS, Arm(name="dpo", adapter="b.gguf"))})
+    folder = run.store.folder("eval-dpo-prose-60k")  # stopped after two examples, then snapshotted
+    folder.mkdir(parents=True)
+    (folder / "results.jsonl").write_text(
+        "".join(json.dumps({"id": f"prose-{i}", "score": 1.0, "status": "ok"}) + "\n" for i in range(2))
+    )
+    assert run.store.snapshot("eval-dpo-prose-60k") is not None
+    fresh = StageStore(tmp_path / "fresh", tmp_path / "archive")  # a checkout holding the archive only
+    later = MatrixRun(grown, fresh, runner=lambda command: 1, log=lambda _: None)
+    [prose] = later.table((*ARMS[:2], grown.arms[-1]))
+    assert (prose["suite"], prose["n"], prose["finished"]) == ("prose-60k", 2, False)
+    assert later.replayed(grown.arms[-1], grown.suites[0]) == (0, 2)
+
+
 def test_a_stage_counts_the_runs_that_replayed_cached_replies(tmp_path):
     from rlmkit.trajectory import RunMeta, Trajectory, TrajectoryLog, Usage
 
