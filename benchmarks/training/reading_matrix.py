@@ -111,7 +111,7 @@ CONDITIONS = [
     "Likewise source-60k's `base_round2`: `round2_sft` and `round2` finished their 30 runs in about "
     "25 minutes, 3 servers sharing the 2 cores; `base_round2` ran its last 20 after that, beside a "
     "clone of the project running its test suite.",
-    "Likewise source-60k's `base_round3`: `round3_sft` finished its 30 runs in about 60 minutes, "
+    "Likewise source-60k's `base_round3`: `round3_sft` finished its 30 runs in about 32 minutes, "
     "beside it; `base_round3`, whose runs mostly ran into the 240-second budget, ran its last 21 "
     "after that, beside the third round's DPO training on one thread.",
     "pairs-20k's second-round arms started on 87edf35 with one uncommitted change, to a test "
