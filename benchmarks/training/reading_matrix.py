@@ -114,6 +114,10 @@ CONDITIONS = [
     "Likewise source-60k's `base_round3`: `round3_sft` finished its 30 runs in about 32 minutes, "
     "beside it; `base_round3`, whose runs mostly ran into the 240-second budget, ran its last 21 "
     "after that, beside the third round's DPO training on one thread.",
+    "The third round's final adapter, `round3`, ran prose-60k and source-60k after `base_round3` "
+    "had finished them, the two stages side by side (two 1-thread servers on the two cores, as "
+    "`round3_sft` and `base_round3` had run): its runs and those of the base it is compared with "
+    "ran at different times, under like load.",
     "pairs-20k's second-round arms started on 87edf35 with one uncommitted change, to a test "
     "(committed as 4a602af): no code a run executes differed.",
 ]
