@@ -118,6 +118,11 @@ CONDITIONS = [
     "had finished them, the two stages side by side (two 1-thread servers on the two cores, as "
     "`round3_sft` and `base_round3` had run): its runs and those of the base it is compared with "
     "ran at different times, under like load.",
+    "`base_round3` ran codeqa-20k's first 6 runs beside `round3`'s, the other 14 later, beside "
+    "other stages of the matrix. From multi_needle-20k on, the third round's two arms took the "
+    "stages from one queue, suite after suite, each on its own 1-thread server: an arm that "
+    "finished a suite started the next while the other was still on it, so the two cores stayed "
+    "busy and the arms of a suite ran at overlapping, not identical, times.",
     "pairs-20k's second-round arms started on 87edf35 with one uncommitted change, to a test "
     "(committed as 4a602af): no code a run executes differed.",
 ]

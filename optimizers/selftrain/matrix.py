@@ -2,9 +2,9 @@
 
 An arm is the embedded model with one adapter (or none) and one set of prompt moves; a matrix is
 a list of suites (held-out generator seed, greedy) run on every arm. Each (arm, suite) pair is a
-stage of its own (``eval-ARM-LABEL``) in a ``StageStore``, so a run resumes where it stopped and
-the arms of one suite run together, each on its own server, and finish at about the same
-example: what has finished is paired.
+stage of its own (``eval-ARM-LABEL``) in a ``StageStore``, so a run resumes where it stopped, and
+the arms run side by side, suite after suite, each on its own server: what has finished is
+paired example by example.
 
     rlmkit eval SUITE --seed 1000 --temperature 0 --adapter none --moves count --local-threads 1 ...
 
@@ -100,7 +100,11 @@ class MatrixRun:
     def run(self, only: Callable[[str], bool] = lambda name: True) -> None:
         """Every suite in order, its arms side by side; finished stages are kept. Arms may be
         added after the ones a folder was measured with (a new adapter, a new prompt), so the base
-        is not run again for each candidate; the earlier arms stay as they were."""
+        is not run again for each candidate; the earlier arms stay as they were.
+
+        The stages form one queue, suite by suite, taken by one worker per arm: an arm that
+        finishes a suite early starts the next one instead of leaving its core idle until the
+        slowest arm catches up (a budget-bound base can take twice as long as an adapter)."""
         if (kept := self.store.recipe()) is not None:
             before = tuple(Arm(**arm) for arm in kept["arms"])
             if self.matrix.arms[: len(before)] != before:
@@ -110,10 +114,17 @@ class MatrixRun:
                     "ones first and unchanged"
                 )
         self.store.keep_recipe(self.matrix.model_dump(mode="json"), may_change=("suites", "arms"))
-        for plan in self.matrix.suites:
-            todo = [arm for arm in self.matrix.arms if only(self.stage_name(arm, plan))]
-            with ThreadPoolExecutor(max_workers=max(1, len(todo))) as pool, children_stopped_on_exit():
-                list(pool.map(self._stage, todo, [plan] * len(todo)))
+        todo = [
+            (arm, plan)
+            for plan in self.matrix.suites
+            for arm in self.matrix.arms
+            if only(self.stage_name(arm, plan))
+        ]
+        if not todo:
+            return
+        arms, plans = zip(*todo, strict=True)
+        with ThreadPoolExecutor(max_workers=len(set(arms))) as pool, children_stopped_on_exit():
+            list(pool.map(self._stage, arms, plans))
 
     def _stage(self, arm: Arm, plan: SuitePlan) -> dict[str, Any]:
         def evaluate(folder: Path) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,24 @@ def test_every_arm_runs_every_suite_once_with_its_own_flags_and_resumes(tmp_path
     assert len(fake.commands) == 6  # finished stages are kept
     records = [run.store.record(f"eval-{arm.name}-needle-20k") for arm in ARMS]
     assert {(record["commit"], record["machine"]) for record in records} == {("abc1234", "cpu A")}
+
+
+def test_an_arm_that_finishes_a_suite_early_starts_the_next_before_a_slow_arm_is_done(tmp_path):
+    fake = FakeEval(WINS)
+    later_started = threading.Event()
+
+    def runner(command: list[str]) -> int:
+        # the base's first suite waits until another arm has reached the second suite; were each
+        # suite a barrier, that could never happen and the wait would time out
+        if command[command.index("--adapter") + 1] == "none" and "count" in command and "prose" in command:
+            assert later_started.wait(timeout=30), "no arm started the next suite while the base was busy"
+        elif "needle" in command:
+            later_started.set()
+        return fake(command)
+
+    store = StageStore(tmp_path / "work", tmp_path / "archive")
+    MatrixRun(matrix(), store, runner=runner, log=lambda _: None).run()
+    assert len(fake.commands) == 6 and all(store.record(f"eval-{a.name}-needle-20k") for a in ARMS)
 
 
 def test_the_table_pairs_each_arm_with_the_base(tmp_path):
