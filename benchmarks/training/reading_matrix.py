@@ -294,7 +294,9 @@ def main(argv: list[str] | None = None) -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--report-only", action="store_true", help="only rewrite the results file")
-    parser.add_argument("--suites", help="only these suites (comma-separated families) in this run")
+    parser.add_argument(
+        "--suites", help="only these suites (comma-separated families) in this run, in this order"
+    )
     parser.add_argument("--arms", help="only these arms (comma-separated names) in this run")
     parser.add_argument(
         "--ship", metavar="ARM", help="then ship this adapter arm if it passes the gate (reading)"
@@ -310,7 +312,8 @@ def main(argv: list[str] | None = None) -> None:
         exit_on_sigterm()  # a stopped matrix stops its evaluations and their servers too
         store = StageStore(WORK, ARCHIVE)
         run = MatrixRun(matrix(), store, runner=run_child, code=code_commit, machine=provenance.machine)
-        run.run(only=selected(run.matrix, args.arms, args.suites))
+        first = args.suites.split(",") if args.suites else ()
+        run.run(only=selected(run.matrix, args.arms, args.suites), first=first)
     argv = ["--report-only"] if args.report_only else []
     data = {**provenance.record(__file__, argv, load_at_start), **collect()}
     RESULTS.write_text(json.dumps(data, indent=1, default=str) + "\n")

@@ -13,7 +13,7 @@ The arms compare with ``paired_compare`` against the first arm (the base with to
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -97,14 +97,16 @@ class MatrixRun:
             *(["--max-seconds", str(m.max_seconds)] if m.max_seconds else []),
         )  # fmt: skip
 
-    def run(self, only: Callable[[str], bool] = lambda name: True) -> None:
+    def run(self, only: Callable[[str], bool] = lambda name: True, first: Sequence[str] = ()) -> None:
         """Every suite in order, its arms side by side; finished stages are kept. Arms may be
         added after the ones a folder was measured with (a new adapter, a new prompt), so the base
         is not run again for each candidate; the earlier arms stay as they were.
 
         The stages form one queue, suite by suite, taken by one worker per arm: an arm that
         finishes a suite early starts the next one instead of leaving its core idle until the
-        slowest arm catches up (a budget-bound base can take twice as long as an adapter)."""
+        slowest arm catches up (a budget-bound base can take twice as long as an adapter).
+        ``first``: suite families to run before the others, in that order (the ones that can
+        still decide a verdict, say), the rest in the matrix's order."""
         if (kept := self.store.recipe()) is not None:
             before = tuple(Arm(**arm) for arm in kept["arms"])
             if self.matrix.arms[: len(before)] != before:
@@ -114,11 +116,10 @@ class MatrixRun:
                     "ones first and unchanged"
                 )
         self.store.keep_recipe(self.matrix.model_dump(mode="json"), may_change=("suites", "arms"))
+        rank = {suite: place for place, suite in enumerate(first)}
+        suites = sorted(self.matrix.suites, key=lambda plan: rank.get(plan.suite, len(rank)))
         todo = [
-            (arm, plan)
-            for plan in self.matrix.suites
-            for arm in self.matrix.arms
-            if only(self.stage_name(arm, plan))
+            (arm, plan) for plan in suites for arm in self.matrix.arms if only(self.stage_name(arm, plan))
         ]
         if not todo:
             return

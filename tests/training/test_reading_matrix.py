@@ -107,6 +107,22 @@ def test_an_arm_that_finishes_a_suite_early_starts_the_next_before_a_slow_arm_is
     assert len(fake.commands) == 6 and all(store.record(f"eval-{a.name}-needle-20k") for a in ARMS)
 
 
+def test_suites_named_first_run_first_and_the_rest_keep_the_matrix_order(tmp_path):
+    fake = FakeEval(WINS)
+    all_started = threading.Barrier(len(ARMS), timeout=30)
+
+    def runner(command: list[str]) -> int:
+        status = fake(command)
+        if "needle" in command:  # no needle stage ends before every one has started
+            all_started.wait()
+        return status
+
+    store = StageStore(tmp_path / "work", tmp_path / "archive")
+    MatrixRun(matrix(), store, runner=runner, log=lambda _: None).run(first=["needle"])
+    suites = [command[command.index("eval") + 1] for command in fake.commands]
+    assert suites == ["needle"] * 3 + ["prose"] * 3
+
+
 def test_the_table_pairs_each_arm_with_the_base(tmp_path):
     run, _ = run_matrix(tmp_path, WINS)
     prose = next(row for row in run.table() if row["family"] == "prose")
