@@ -39,6 +39,7 @@ from _bootstrap import RESULTS, ROOT
 
 import provenance
 from reading_matrix_conditions import CODE_BEFORE_RECORDS, CONDITIONS, RESUMED_FROM
+from reading_matrix_shipping import hold_back_shipped, left_to_run, serving_arm
 
 WORK = ROOT / ".selftrain" / "matrix"
 ARCHIVE = RESULTS / "reading_matrix"
@@ -313,15 +314,15 @@ def main(argv: list[str] | None = None) -> None:
         store = StageStore(WORK, ARCHIVE)
         run = MatrixRun(matrix(), store, runner=run_child, code=code_commit, machine=provenance.machine)
         first = args.suites.split(",") if args.suites else ()
-        run.run(only=selected(run.matrix, args.arms, args.suites), first=first)
+        run.run(only=left_to_run(selected(run.matrix, args.arms, args.suites)), first=first)
     argv = ["--report-only"] if args.report_only else []
     data = {**provenance.record(__file__, argv, load_at_start), **collect()}
-    RESULTS.write_text(json.dumps(data, indent=1, default=str) + "\n")
-    print(f"wrote {RESULTS}")
     if hold_back_shipped(data):
         print("the shipped adapter fails its gate: the embedded model now serves the base by default")
     if args.ship:
         print(f"shipped {ship(data, args.ship)}")
+    RESULTS.write_text(json.dumps(data | {"serves": serving_arm()}, indent=1, default=str) + "\n")
+    print(f"wrote {RESULTS}")
 
 
 def selected(matrix, arms: str | None, suites: str | None):
@@ -363,6 +364,7 @@ def ship(data: dict[str, Any], arm: str) -> Path:
         for row in data["added_tables"][arm]  # the table the gate judged it on
     ]
     record = trained_record(store, recipe, stage) | {
+        "arm": arm,
         "recipe": where.recipe,
         "gate": {"by": "optimizers/selftrain/gate.py", **verdict},
         "measured": measured,
@@ -375,26 +377,6 @@ def code_commit() -> str:
     """The checkout's commit, ``+changes`` when code differs from it (results and docs, which the
     matrix itself rewrites as it goes, are not code)."""
     return provenance.commit(ignoring=("benchmarks/results", "docs"))
-
-
-def hold_back_shipped(data: dict[str, Any]) -> bool:
-    """Apply the gate's verdict to the shipped adapter's record: once it fails on finished suites
-    the record names why, and ``local_lm()`` serves the base model by default (``rlmkit/local/
-    adapter.py``). Whether it passes is only known on the whole matrix, and the adapter measured
-    here already serves; so this only ever holds back. True when the record changed."""
-    from rlmkit.local.adapter import SHIPPED_ADAPTER, held_back, shipped_record
-
-    failures = data["gate"]["adapter"]["failures"]
-    record = shipped_record()
-    if record is None or not failures or (held_back() or {}).get("failures") == failures:
-        return False
-    record["held_back"] = {
-        "by": "optimizers/selftrain/gate.py",
-        "results": f"benchmarks/results/{RESULTS.name} ({data['date']}, commit {data['commit']})",
-        "failures": failures,
-    }
-    SHIPPED_ADAPTER.write_text(json.dumps(record, indent=1) + "\n")
-    return True
 
 
 if __name__ == "__main__":

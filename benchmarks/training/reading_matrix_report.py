@@ -17,7 +17,7 @@ ARM_WORDS = {
     "base": "the embedded model with today's prompt",
     "prompt": "the same model told the reading moves, its answers held until their output is read "
     "(`--moves read --hold-unread-answers`: no weight changes)",
-    "adapter": "the shipped LoRA adapter with today's prompt",
+    "adapter": "the first shipped LoRA adapter (trained on needle alone) with today's prompt",
     "reading_sft": "the reading recipe's SFT adapter (before DPO) with today's prompt",
     "reading": "the reading recipe's final adapter (DPO on from its SFT one) with today's prompt",
     "base_again": "the base with today's prompt once more, run beside the reading adapters on their "
@@ -126,7 +126,7 @@ def section(data: dict[str, Any]) -> str:
         f"n >= {rule['min_n']['real_text']}, synthetic ones at n >= {rule['min_n']['synthetic']}."
     )
     for name, families in gate["trained_families"].items():
-        lines += ["", *_verdict_lines(name, families, gate)]
+        lines += ["", *_verdict_lines(name, families, gate, data.get("serves"))]
     return "\n".join(lines)
 
 
@@ -156,22 +156,32 @@ def _mean(row: dict[str, Any], name: str) -> str:
     return f"{row['means'][name]:.2f}" + ("" if right is None else f" ({right})")
 
 
-def _verdict_lines(name: str, families: list[str], gate: dict[str, Any]) -> list[str]:
+def _verdict_lines(name: str, families: list[str], gate: dict[str, Any], serves: str | None) -> list[str]:
+    """The gate's verdict on adapter arm ``name``; ``serves`` is the arm whose adapter the embedded
+    model serves by default, when one does."""
     verdict = gate[name]
-    who = "the shipped adapter" if name == "adapter" else f"the `{name}` adapter"
+    who = "the first shipped adapter" if name == "adapter" else f"the `{name}` adapter"
     head = f"**Verdict on {who}** (trained on {', '.join(families)}): "
     if verdict["failures"]:
         lines = [head + "it fails the gate on what is measured so far:"]
         lines += [f"- {failure}" for failure in verdict["failures"]]
-        return lines + (["", _what_serves(gate)] if name == "adapter" else [])
+        return lines + (["", _what_serves(gate, serves)] if name == "adapter" else [])
+    if verdict["ships"] and serves == name:
+        return [
+            head + "it passes the gate, and ships: the embedded model serves it by default "
+            "(`RLMKIT_LOCAL_ADAPTER=none` or `local_lm(adapter=None)` serves the base)."
+        ]
     if verdict["ships"]:
         return [head + "it passes the gate."]
     return [head + "not decided: the matrix is not whole yet."]
 
 
-def _what_serves(gate: dict[str, Any]) -> str:
-    """What the embedded model serves once the adapter is held back: the base, with the reading
-    prompt only if that passes the same gate (less its rules about training), else today's."""
+def _what_serves(gate: dict[str, Any], serves: str | None) -> str:
+    """What the embedded model serves once the first adapter is held back: a later adapter that
+    passed the gate, or else the base, with the reading prompt only if that passes the same gate
+    (less its rules about training), else today's."""
+    if serves is not None:
+        return f"It no longer ships: the `{serves}` adapter, which passes the gate, ships in its place."
     prompt = gate.get("prompt")
     if prompt is None:
         return "So the embedded model serves the base model by default, with today's prompt."

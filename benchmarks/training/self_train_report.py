@@ -123,7 +123,7 @@ def verdict(data: dict[str, Any]) -> str:
             "without an adapter."
         )
     if ships(data):
-        from rlmkit.local.adapter import held_back
+        from rlmkit.local.adapter import held_back, shipped_record
 
         recipe, train = data.get("recipe") or {}, data["stages"].get("train", {})
         suites = ", ".join(f"{s['suite']} at {s['length']:,} characters" for s in recipe.get("train", []))
@@ -131,6 +131,14 @@ def verdict(data: dict[str, Any]) -> str:
             f"It was trained on {train.get('rows')} rows compiled from the model's own successful runs "
             f"on training seeds (below 1000) of {suites}."
         )
+        shipped = shipped_record() or {}
+        if shipped.get("sha256") not in (None, data["stages"].get("adapter", {}).get("sha256")):
+            return (
+                "**Shipped, then replaced:** the adapter wins on its trained suites and costs no other "
+                "suite here more than 0.05, so it shipped; the held-out matrix below, judged by a gate "
+                "written before it ran, did not let it through, and an adapter it did let through "
+                f"(trained by `{shipped.get('recipe')}`) ships in its place. {trained}"
+            )
         if held_back():
             return (
                 "**Shipped, then held back:** the adapter wins on its trained suites and costs no other "

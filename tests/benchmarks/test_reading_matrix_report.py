@@ -53,3 +53,20 @@ def test_each_mean_shows_its_right_runs_where_the_row_counts_them():
     lines = reading_matrix_report._table(["base", "round2"], [counted, older])
     assert "| needle-20k | 20 | 0.07 (0) | 0.00 (0) |" in lines[2]
     assert "| prose-60k | 20 | 0.14 | 0.61 |" in lines[3]
+
+
+def test_the_verdicts_say_which_adapter_the_embedded_model_serves():
+    gate = {
+        "adapter": {"ships": False, "failures": ["no real-text suite gains"]},
+        "round3": {"ships": True, "failures": []},
+        "prompt": {"ships": False, "failures": ["prose-60k: below the base"]},
+    }
+    held = reading_matrix_report._verdict_lines("adapter", ["needle"], gate, serves=None)
+    assert "serves the base model by default, with today's prompt" in held[-1]
+    replaced = reading_matrix_report._verdict_lines("adapter", ["needle"], gate, serves="round3")
+    assert replaced[-1].startswith("It no longer ships: the `round3` adapter, which passes the gate")
+    ships = reading_matrix_report._verdict_lines("round3", ["prose"], gate, serves="round3")
+    assert "it passes the gate, and ships: the embedded model serves it by default" in ships[0]
+    assert reading_matrix_report._verdict_lines("round3", ["prose"], gate, serves=None)[0].endswith(
+        "it passes the gate."
+    )

@@ -43,3 +43,20 @@ def test_an_adapter_that_does_not_win_is_not_shipped(tmp_path, monkeypatch):
     with pytest.raises(SystemExit, match="does not ship"):
         self_train.ship(results(row("needle-20k", True, 0.1, -0.1), UNHARMED))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_report_says_whether_its_adapter_is_served_held_back_or_replaced(tmp_path, monkeypatch):
+    import json
+
+    from rlmkit.local import adapter as adapters
+
+    monkeypatch.setattr(adapters, "SHIPPED_ADAPTER", tmp_path / "shipped_adapter.json")
+    data = {**results(WINS, FRESH_WINS, UNHARMED), "stages": {"adapter": {"sha256": "aa"}}}
+    record = {"file": "shipped_adapter.gguf", "sha256": "aa"}
+    adapters.SHIPPED_ADAPTER.write_text(json.dumps(record))
+    assert self_train_report.verdict(data).startswith("**Shipped:**")
+    adapters.SHIPPED_ADAPTER.write_text(json.dumps({**record, "held_back": {"failures": ["x"]}}))
+    assert self_train_report.verdict(data).startswith("**Shipped, then held back:**")
+    adapters.SHIPPED_ADAPTER.write_text(json.dumps({**record, "sha256": "bb", "recipe": "later.toml"}))
+    replaced = self_train_report.verdict(data)
+    assert replaced.startswith("**Shipped, then replaced:**") and "`later.toml`" in replaced

@@ -365,6 +365,7 @@ def test_an_adapter_its_gate_holds_back_is_served_only_by_name(tmp_path, monkeyp
 
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks" / "training"))
     import reading_matrix
+    import reading_matrix_shipping
 
     from rlmkit.local import adapter as adapters
 
@@ -378,9 +379,15 @@ def test_an_adapter_its_gate_holds_back_is_served_only_by_name(tmp_path, monkeyp
     adapters.SHIPPED_ADAPTER.write_text(json.dumps(record))
     adapters.shipped_adapter.cache_clear()
     assert adapters.resolve_adapter() == file
+    verdict = {"adapter": {"failures": ["no real-text suite gains"]}}
+    failing = {"date": "today", "commit": "abc", "gate": verdict}
+    # another adapter than the one the `adapter` arm measured: its verdict is not this one's
+    assert not reading_matrix.hold_back_shipped(failing) and adapters.held_back() is None
+    assert not reading_matrix.left_to_run(lambda name: True)("eval-adapter-needle-20k")
+    monkeypatch.setattr(reading_matrix_shipping, "FIRST_ADAPTER_SHA256", record["sha256"])
+    assert reading_matrix.left_to_run(lambda name: True)("eval-adapter-needle-20k")
     passing = {"date": "today", "commit": "abc", "gate": {"adapter": {"failures": []}}}
     assert not reading_matrix.hold_back_shipped(passing)  # a partial pass changes nothing
-    failing = {**passing, "gate": {"adapter": {"failures": ["no real-text suite gains"]}}}
     assert reading_matrix.hold_back_shipped(failing)
     assert not reading_matrix.hold_back_shipped(failing)  # the same verdict again: no rewrite
     assert adapters.held_back()["failures"] == ["no real-text suite gains"]
