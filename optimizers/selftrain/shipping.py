@@ -42,6 +42,9 @@ def trained_record(store: StageStore, recipe: Recipe, stage: str = "adapter") ->
     return {
         "base": adapter["base"],
         "trained_on": sampled,
+        # an earlier round's runs compiled beside these, and the adapter these were sampled through
+        "runs_from": list(recipe.runs_from),
+        "sampled_through": recipe.sample_adapter,
         "rows": sft["rows"],
         "examples": sft["examples"],
         "per_family": sft.get("per_family", {}),

@@ -461,6 +461,7 @@ def test_the_reading_adapter_ships_only_through_its_gate_with_what_it_was_taught
     assert record["sha256"] == hashlib.sha256(shipped.read_bytes()).hexdigest() and "held_back" not in record
     assert record["rows"] == 5 and record["examples"] == 3 and record["dpo_pairs"] == 2
     assert [(s["suite"], s["hinted"]) for s in record["trained_on"]] == [("needle", True), ("prose", False)]
+    assert record["runs_from"] == [] and record["sampled_through"] is None  # a first round's own runs
     assert record["filters"]["runs_dropped"] == {"zero_score": 4} and record["gate"]["ships"]
     assert record["measured"] == [{"suite": "needle-20k", "n": 20, "gain": 0.3, "ci95": [0.1, 0.5]}]
     assert set(record["training"]) == {"sft", "dpo"}
