@@ -28,6 +28,11 @@ CONDITIONS = [
     "stages from one queue, suite after suite, each on its own 1-thread server: an arm that "
     "finished a suite started the next while the other was still on it, so the two cores stayed "
     "busy and the arms of a suite ran at overlapping, not identical, times.",
+    "pairs-20k's third-round arms were stopped after `base_round3`'s first 7 runs and `round3`'s "
+    "first 15 and resumed later on efdc5cb (no code a run executes differed from the checkout they "
+    "started on). `base_round3`'s 8th run ran beside `round3`'s last 5; its 9th to about its 14th "
+    "beside a measurement of the demo (one 1-thread llama.cpp server, as `round3`'s had been); its "
+    "last 6 or so with the other core idle.",
     "pairs-20k's second-round arms started on 87edf35 with one uncommitted change, to a test "
     "(committed as 4a602af): no code a run executes differed.",
 ]
