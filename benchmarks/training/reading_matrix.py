@@ -39,7 +39,7 @@ from _bootstrap import RESULTS, ROOT
 
 import provenance
 from reading_matrix_conditions import CODE_BEFORE_RECORDS, CONDITIONS, RESUMED_FROM
-from reading_matrix_shipping import hold_back_shipped, left_to_run, serving_arm
+from reading_matrix_shipping import hold_back_shipped, left_to_run, measured_in, serving_arm
 
 WORK = ROOT / ".selftrain" / "matrix"
 ARCHIVE = RESULTS / "reading_matrix"
@@ -368,7 +368,7 @@ def ship(data: dict[str, Any], arm: str) -> Path:
         "recipe": where.recipe,
         "gate": {"by": "optimizers/selftrain/gate.py", **verdict},
         "measured": measured,
-        "results": f"benchmarks/results/{RESULTS.name} ({data['date']}, commit {data['commit']})",
+        "results": measured_in(data),
     }
     return install_shipped(store.output(stage) / "adapter.gguf", record)
 

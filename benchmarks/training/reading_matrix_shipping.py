@@ -14,6 +14,11 @@ RESULTS = "benchmarks/results/reading_matrix.json"
 FIRST_ADAPTER_SHA256 = "8e7df815ad60ed190546824215a30a6b912d481082119a7cfe4e78ab8e19ab62"
 
 
+def measured_in(data: dict[str, Any]) -> str:
+    """Where a shipped record's verdict was measured: the results file, its date and commit."""
+    return f"{RESULTS} ({data['date']}, commit {data['commit']})"
+
+
 def first_adapter_ships() -> bool:
     """Whether the adapter shipped beside the embedded model is still the ``adapter`` arm's."""
     from rlmkit.local.adapter import shipped_record
@@ -51,7 +56,7 @@ def hold_back_shipped(data: dict[str, Any]) -> bool:
         return False
     record["held_back"] = {
         "by": "optimizers/selftrain/gate.py",
-        "results": f"{RESULTS} ({data['date']}, commit {data['commit']})",
+        "results": measured_in(data),
         "failures": failures,
     }
     SHIPPED_ADAPTER.write_text(json.dumps(record, indent=1) + "\n")
