@@ -9,8 +9,6 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.1.0"
-
 _EXPORTS = {
     "RLM": "rlmkit.rlm",
     "LM": "rlmkit.models.lm",
@@ -31,7 +29,23 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
 
+def _installed_version() -> str:
+    # The version lives in one place, pyproject.toml; an install carries it in its metadata. A checkout
+    # on sys.path without an install has no metadata: its version is unknown, said so in PEP 440 form.
+    from importlib.metadata import PackageNotFoundError, version
+
+    from rlmkit.errors import DISTRIBUTION
+
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
 def __getattr__(name: str) -> Any:
+    if name == "__version__":  # read on first use: importlib.metadata costs an import rlmkit need not pay
+        globals()[name] = value = _installed_version()
+        return value
     module_name = _EXPORTS.get(name)
     if module_name is None:
         raise AttributeError(f"module 'rlmkit' has no attribute {name!r}")

@@ -10,7 +10,7 @@ runtime never imports the packages built on it (``programs`` adds eval and demo,
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import PackageNotFoundError, entry_points, version
+from importlib.metadata import entry_points
 
 import typer
 
@@ -37,17 +37,11 @@ _app = typer.Typer(
 _registered = False
 
 
-def installed_version() -> str:
-    """The installed distribution's version (a checkout on PYTHONPATH alone has none)."""
-    try:
-        return version(DISTRIBUTION)
-    except PackageNotFoundError:
-        return "unknown (not installed: run from a checkout)"
-
-
 def _print_version(value: bool) -> None:
     if value:
-        print(f"rlmkit {installed_version()} ({DISTRIBUTION})")
+        import rlmkit  # one reading of the version: rlmkit.__version__, from the installed metadata
+
+        print(f"rlmkit {rlmkit.__version__} ({DISTRIBUTION})")
         raise typer.Exit()
 
 
