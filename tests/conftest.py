@@ -1,4 +1,8 @@
-"""Shared fixtures: scripted OpenAI-compatible servers on 127.0.0.1 and LMs pointed at them."""
+"""Shared fixtures: scripted OpenAI-compatible servers on 127.0.0.1 and LMs pointed at them.
+
+Every test runs under ``tests.helpers.network_guard``: a connection to anything but 127.0.0.1,
+::1 or a unix socket fails with an error naming the test.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import pytest  # noqa: E402
 
 from rlmkit.testing import ScriptedServer  # noqa: E402
+
+pytest_plugins = ["tests.helpers.network_guard"]
 
 
 @pytest.fixture
