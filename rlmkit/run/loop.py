@@ -34,12 +34,12 @@ from rlmkit.prompting import (
 )
 from rlmkit.protocols import Answer
 from rlmkit.protocols.base import BLOCK_END
+from rlmkit.run.call_tree import Tree
 from rlmkit.run.guards import RESTORE_CALL, AnswerHold, Progress, input_guard
 from rlmkit.run.hooks import CallHooks
 from rlmkit.run.model_call import call_model
 from rlmkit.run.state import RunState
 from rlmkit.run.subcalls import StartChild, SubcallHost
-from rlmkit.run.tree import Tree
 from rlmkit.sandbox.base import AsyncHostFunction, CellResult, Sandbox
 from rlmkit.trajectory import CodeBlock, Message, Trajectory, Turn, bounded
 

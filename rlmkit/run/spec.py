@@ -2,7 +2,7 @@
 
 ``RLM.run_spec`` builds a top-level call's, ``RunSpec.child`` each ``rlm_query`` child run's, and
 ``start.run_tree`` runs them. The loop and the sub-calls read a spec and never the ``RLM``, so
-imports point one way (``rlm -> run.tree -> run.loop -> run.subcalls -> run.spec``).
+imports point one way (``rlm -> run.start -> run.loop -> run.subcalls -> run.state -> run.spec``).
 """
 
 from __future__ import annotations

@@ -18,12 +18,12 @@ import rlmkit
 from rlmkit.errors import RunError
 from rlmkit.prompting import FUNCTION_DOCS
 from rlmkit.run import mcp_tools
+from rlmkit.run.call_tree import Tree
 from rlmkit.run.hooks import CallHooks, PlainCall
 from rlmkit.run.inputs import RunInputs
 from rlmkit.run.loop import run_loop
 from rlmkit.run.spec import RunSpec
 from rlmkit.run.state import RunState
-from rlmkit.run.tree import Tree
 from rlmkit.sandbox.interpreter import is_factory, launcher, make_interpreter
 from rlmkit.signature import signature_text
 from rlmkit.trajectory import RunMeta, Trajectory, TrajectoryLog

@@ -8,10 +8,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from rlmkit.run.call_tree import Tree
 from rlmkit.run.guards import check_values
 from rlmkit.run.hooks import CallHooks
 from rlmkit.run.spec import RunSpec
-from rlmkit.run.tree import Tree
 from rlmkit.trajectory import CodeBlock, RunMeta, SubCall, Trajectory
 
 
