@@ -1,9 +1,9 @@
 """Train-in-the-loop: job writers propose training jobs; reward = measured improvement."""
 
 from optimizers.trainloop.executors import LocalExecutor, Outcome, RayExecutor, run_job
+from optimizers.trainloop.job_proposers import LMProposer, OptunaProposer, Proposer, WriteTrainJob
 from optimizers.trainloop.jobs import JobRecord, JobSpace, ProposedJob
-from optimizers.trainloop.proposers import LMProposer, OptunaProposer, Proposer, WriteTrainJob
-from optimizers.trainloop.tuner import BuiltDataset, ModelRef, TrainLoopReport, TrainTuner
+from optimizers.trainloop.train_tuner import BuiltDataset, ModelRef, TrainLoopReport, TrainTuner
 
 __all__ = [
     "BuiltDataset",

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from optimizers.trainloop.tuner import BuiltDataset
+from optimizers.trainloop.train_tuner import BuiltDataset
 
 
 def build_dataset_from_runs(runs_dir: Path) -> Callable[[Any, Path], BuiltDataset]:

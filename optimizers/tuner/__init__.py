@@ -2,10 +2,10 @@
 
 from optimizers.tuner.demos import ScoredRun, render_transcript, select_demos
 from optimizers.tuner.evaluation import TrialFailure
-from optimizers.tuner.proposer import propose_instructions
+from optimizers.tuner.instruction_proposer import propose_instructions
 from optimizers.tuner.result import TuningResult, load_tuned
+from optimizers.tuner.rlm_tuner import Bootstrap, RLMTuner
 from optimizers.tuner.space import CategoricalKnob, Config, FloatKnob, IntKnob, SearchSpace, apply_config
-from optimizers.tuner.tuner import Bootstrap, RLMTuner
 
 __all__ = [
     "Bootstrap",

@@ -8,7 +8,7 @@ import pytest
 
 from optimizers.tuner.demos import ScoredRun, rank_runs, render_transcript
 from optimizers.tuner.evaluation import TrialFailure, check_score, default_stages
-from optimizers.tuner.proposer import parse_instructions
+from optimizers.tuner.instruction_proposer import parse_instructions
 from optimizers.tuner.report import (
     TrialRow,
     accuracy_upper_bound,

@@ -25,8 +25,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from optimizers.trainloop.executors import LocalExecutor
+from optimizers.trainloop.job_proposers import Proposer
 from optimizers.trainloop.jobs import JobRecord, ProposedJob
-from optimizers.trainloop.proposers import Proposer
 from rlmkit.errors import RLMKitError, UserError
 
 

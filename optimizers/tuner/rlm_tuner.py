@@ -42,7 +42,7 @@ from optimizers.tuner.evaluation import (
     evaluate_in_stages,
     example_inputs,
 )
-from optimizers.tuner.proposer import propose_instructions
+from optimizers.tuner.instruction_proposer import propose_instructions
 from optimizers.tuner.report import TrialRow, dominated_by_front, pareto_front
 from optimizers.tuner.result import TuningResult, rows_from_study
 from optimizers.tuner.space import Config, SearchSpace, apply_config, factory_from_base, root_predictor
