@@ -24,7 +24,7 @@ HELP = "Ask a question, or: /vars, /save DIR, /load DIR, /quit (Ctrl-C stops a c
 
 def load_paths(paths: list[Path]) -> Any:
     """One file: its text. Several paths, or a folder: ``{path: text}`` of every file."""
-    from rlmkit.run.inputs import load_input
+    from rlmkit.session import load_input  # as the session will: the CLI stays off the run's room
 
     if len(paths) == 1:
         return load_input("context", paths[0])

@@ -238,6 +238,15 @@ def test_the_call_tree_runs_from_specs_and_never_reaches_back_into_the_module():
     assert "rlmkit.run.start" in graph["rlmkit.rlm"] and "rlmkit.run.start" in graph["rlmkit.session.session"]
 
 
+def test_the_faces_reach_the_run_only_through_the_rlm_module_and_sessions():
+    """The CLI, the server and the viewer call the public ``RLM`` / ``Session`` API; none of them
+    imports a module of the run's room."""
+    graph = import_graph("rlmkit")
+    faces = [name for name in graph if name.startswith(("rlmkit.cli", "rlmkit.serve", "rlmkit.view"))]
+    offenders = {name: sorted(t for t in graph[name] if t.startswith("rlmkit.run")) for name in faces}
+    assert len(faces) > 10 and {name: t for name, t in offenders.items() if t} == {}
+
+
 def test_the_runtime_root_holds_the_face_and_the_ground_only():
     """``rlmkit/`` itself keeps the ``RLM`` module and what every room stands on; each room's
     modules live in its own folder, so a newcomer sees which files are one conversation."""
