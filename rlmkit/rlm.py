@@ -22,6 +22,7 @@ from rlmkit.dspy_compat import keywords, names, predictors
 from rlmkit.dspy_compat import verbose as _verbose  # noqa: F401 - registers the verbose=True listener
 from rlmkit.dspy_compat.surface import DSPyRLMSurface
 from rlmkit.dspy_compat.tools import host_function, normalize_tools
+from rlmkit.model_choice import resolve_lm
 from rlmkit.observe import dspy_bridge  # noqa: F401 - registers DSPy callbacks, usage and history
 from rlmkit.observe.streaming import stream_run
 from rlmkit.prompting import Display
@@ -180,8 +181,6 @@ class RLM(DSPyRLMSurface, dspy.Module):
         self.typed_subcalls, self.tools = make_typed_subcalls(self.subcalls)
         self.validator = OutputValidator(self.signature)
         self.mcp_servers = mcp_tools.check_servers(mcp_servers)
-        from rlmkit.model_choice import resolve_lm
-
         # Models given (by name, dspy.LM or LM) are resolved once here, so a bad name or a
         # missing key fails now; None follows whatever is configured when the RLM is called.
         self._lm_spec = resolve_lm(lm) if lm is not None else None
@@ -233,8 +232,6 @@ class RLM(DSPyRLMSurface, dspy.Module):
     @property
     def lm(self) -> Any:
         """The root model (None spec: the configured default, resolved now)."""
-        from rlmkit.model_choice import resolve_lm
-
         if self._action_override is not None:
             return predictors.ActionLM(self._action_override, self.settings.max_iterations)
         return resolve_lm(self._lm_spec)
@@ -247,8 +244,6 @@ class RLM(DSPyRLMSurface, dspy.Module):
 
     def resolved_sub_lm(self) -> Any:
         """The model sub-calls go to: the sub-model, else the root model (resolved now)."""
-        from rlmkit.model_choice import resolve_lm
-
         return resolve_lm(self._sub_lm_spec) if self._sub_lm_spec is not None else self.lm
 
     # -- calling -------------------------------------------------------------------------
