@@ -34,14 +34,13 @@ def chat_messages(messages: list[Any]) -> list[dict[str, str]]:
     return [{"role": m.role, "content": m.content} for m in messages]
 
 
-def load_model_and_tokenizer(job: TrainJob) -> tuple[Any, Any]:
+def load_model_and_tokenizer(job: TrainJob, options: TRLOptions) -> tuple[Any, Any]:
     """Load the base model from disk only. A GGUF file is dequantized by transformers; its
     quantizer flag is cleared so the trainer accepts the model as an ordinary float one."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder = resolve_local_model(job.base_model)
-    options = TRLOptions.part(job.options)
     gguf = options.gguf_file
     kwargs: dict[str, Any] = {"local_files_only": True}
     if gguf:
@@ -122,15 +121,19 @@ def cpu_has_bf16() -> bool:
 def precision(job: TrainJob) -> str:
     """``bf16`` (autocast; the weights stay float32 on a CPU) or ``fp32``, from ``options.precision``
     (``auto``, the default: bf16 on a GPU or a CPU with native bf16, else fp32)."""
+    return resolved_precision(TRLOptions.part(job.options).precision)
+
+
+def resolved_precision(wanted: str) -> str:
+    """``precision``'s rule for an already-parsed ``options.precision``."""
     import torch
 
-    wanted = TRLOptions.part(job.options).precision
     if wanted != "auto":
         return wanted
     return "bf16" if torch.cuda.is_available() or cpu_has_bf16() else "fp32"
 
 
-def trainer_arguments(job: TrainJob) -> dict[str, Any]:
+def trainer_arguments(job: TrainJob, options: TRLOptions) -> dict[str, Any]:
     """Fields every TRL config shares.
 
     With ``options.save_every`` a checkpoint (adapter, optimizer, schedule, data order, random
@@ -139,7 +142,7 @@ def trainer_arguments(job: TrainJob) -> dict[str, Any]:
     import torch
 
     on_gpu = torch.cuda.is_available()
-    every = TRLOptions.part(job.options).save_every
+    every = options.save_every
     saving = {"save_strategy": "steps", "save_steps": every, "save_total_limit": 1} if every else {}
     return {
         "output_dir": str(job.output_dir / "trainer"),
@@ -152,9 +155,9 @@ def trainer_arguments(job: TrainJob) -> dict[str, Any]:
         **saving,
         "report_to": "none",
         "use_cpu": not on_gpu,
-        "bf16": precision(job) == "bf16",
+        "bf16": resolved_precision(options.precision) == "bf16",
         "disable_tqdm": True,
-        **TRLOptions.part(job.options).trainer,  # any other field of the TRL config, passed through
+        **options.trainer,  # any other field of the TRL config, passed through
     }
 
 
@@ -241,12 +244,15 @@ class TRLBackend(Backend):
         prepared = self.prepare(job)
         return prepared if dry_run else self.train(job, prepared)
 
-    def fit(self, job: TrainJob, trainer_type: Any, **trainer_fields: Any) -> TrainResult:
+    def fit(
+        self, job: TrainJob, options: TRLOptions, trainer_type: Any, **trainer_fields: Any
+    ) -> TrainResult:
         """Train ``trainer_type`` on the base model with this job's LoRA (or, with
-        ``options.init_adapter``, on from that adapter), then save and summarise."""
-        model, tokenizer = load_model_and_tokenizer(job)
+        ``options.init_adapter``, on from that adapter), then save and summarise. ``options``:
+        the job's options, parsed once by the backend (``self.options(job)``)."""
+        model, tokenizer = load_model_and_tokenizer(job, options)
         peft_config = lora_config(job)
-        if (start := TRLOptions.part(job.options).init_adapter) is not None:
+        if (start := options.init_adapter) is not None:
             if job.lora is None:
                 from rlmkit.errors import ConfigError
 
@@ -262,12 +268,19 @@ class TRLBackend(Backend):
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
         return finish(self.name, job, trainer)
 
-    def fit_splits(self, job: TrainJob, prepared: TrainResult, trainer_type: Any, args: Any) -> TrainResult:
+    def fit_splits(
+        self, job: TrainJob, options: TRLOptions, prepared: TrainResult, trainer_type: Any, args: Any
+    ) -> TrainResult:
         """``fit`` on the exported splits: train on ``train``, evaluate on ``validation`` if any."""
         from datasets import load_dataset
 
         files = {f.stem: str(f) for f in prepared.files if f.suffix == ".jsonl"}
         data = load_dataset("json", data_files=files)
         return self.fit(
-            job, trainer_type, args=args, train_dataset=data["train"], eval_dataset=data.get("validation")
+            job,
+            options,
+            trainer_type,
+            args=args,
+            train_dataset=data["train"],
+            eval_dataset=data.get("validation"),
         )

@@ -53,7 +53,8 @@ class TRLDPOBackend(TRLBackend):
     def train(self, job: TrainJob, prepared: TrainResult) -> TrainResult:
         from trl import DPOConfig, DPOTrainer
 
+        options = self.options(job)
         config = DPOConfig(
-            max_length=job.max_seq_len, beta=float(self.options(job).beta), **trainer_arguments(job)
+            max_length=job.max_seq_len, beta=float(options.beta), **trainer_arguments(job, options)
         )
-        return self.fit_splits(job, prepared, DPOTrainer, config)
+        return self.fit_splits(job, options, prepared, DPOTrainer, config)

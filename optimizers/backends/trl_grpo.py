@@ -60,13 +60,15 @@ class TRLGRPOBackend(TRLBackend):
             [{"prompt": [m.model_dump(exclude_none=True) for m in row.prompt]} for row in rows]
         )
         rollout = RLMRollout(job, rows)
+        options = self.options(job)
         config = GRPOConfig(
             num_generations=job.group_size,
             max_completion_length=job.max_completion_tokens,
-            **trainer_arguments(job),
+            **trainer_arguments(job, options),
         )
         result = self.fit(
             job,
+            options,
             GRPOTrainer,
             reward_funcs=rlm_reward,
             args=config,

@@ -57,11 +57,12 @@ class TRLSFTBackend(TRLBackend):
     def train(self, job: TrainJob, prepared: TrainResult) -> TrainResult:
         from trl import SFTConfig, SFTTrainer
 
-        layout = self.options(job).format
+        options = self.options(job)
+        layout = options.format
         config = SFTConfig(
             max_length=job.max_seq_len,
             completion_only_loss=layout == "prompt_completion",
             assistant_only_loss=layout == "messages",
-            **trainer_arguments(job),
+            **trainer_arguments(job, options),
         )
-        return self.fit_splits(job, prepared, SFTTrainer, config)
+        return self.fit_splits(job, options, prepared, SFTTrainer, config)
