@@ -23,15 +23,26 @@ def modules(package: str) -> dict[str, Path]:
     return {module_name(path): path for path in sorted((ROOT / package).rglob("*.py"))}
 
 
-def imported_names(path: Path, known: set[str] = frozenset()) -> set[str]:
+def imported_names(path: Path, known: set[str] = frozenset(), *, runtime_only: bool = False) -> set[str]:
     """Every module name an import statement in the file names, lazy imports included.
 
     ``from pkg import sub`` counts as importing ``pkg.sub`` alone when that is one of ``known``'s
-    modules (the package's ``__init__`` is then only the way in), else as importing ``pkg``."""
+    modules (the package's ``__init__`` is then only the way in), else as importing ``pkg``.
+    ``runtime_only`` leaves out imports under ``if TYPE_CHECKING:``, which name types for readers
+    and checkers and never run."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+        for inner in ast.walk(node)
+    }
+    for node in ast.walk(tree):
+        if runtime_only and id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
