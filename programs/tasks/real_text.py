@@ -1,12 +1,12 @@
-"""What the real-text families share: their corpora, the split of documents between training and
-held-out seeds, contexts assembled from whole documents, and scoring by the answer's form.
+"""What the real-text families share: their corpora, the split of documents between train, dev
+and test seeds, contexts assembled from whole documents, and scoring by the answer's form.
 
 The corpora (``programs/tasks/corpus/*.json.gz``, built by ``scripts/build_text_corpus.py``) are
 real text copied from what every Debian machine and CPython ship: the Python Language Reference,
-licence texts, standard-library modules. Each document belongs to one split: generator seeds below
-``HELD_OUT_SEEDS`` draw their contexts from ``train`` documents, seeds from it up from
-``held_out`` ones, so a held-out example never shows text a training example showed (not only
-another seed of the same text).
+licence texts, standard-library modules. Each document belongs to one split (``splits.split_for``
+says which seeds read which), so an example never shows text that an example of another split
+showed (not only another seed of the same text). Each document records its ``origin``; none from
+Debian's installed documentation is in ``train``.
 """
 
 from __future__ import annotations
@@ -20,13 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from programs.tasks.base import MAX_LENGTH, LengthError, TaskError, as_text, normalize, parse_number
+from programs.tasks.splits import DEV_SEEDS, SPLITS, split_for
 
 CORPUS = Path(__file__).parent / "corpus"
-# Seeds from here up are held out. The self-training recipe draws its training seeds below the
-# same number (optimizers/selftrain/recipe.py: HELD_OUT_SEEDS); a test checks the two agree.
-HELD_OUT_SEEDS = 1000
+HELD_OUT_SEEDS = DEV_SEEDS  # the first seed no training example is drawn from (programs.hints reads it)
 FORMS = ("number", "name", "sentence", "list")
-FAMILIES = ("prose", "source")  # the families built on these corpora
+FAMILIES = ("prose", "source", "code_facts", "section_facts")  # the families built on these corpora
 # Words a sentence answer is not scored on: its key words are the rest.
 _STOP = frozenset(
     "a an the and or of to in on at by for with from that this these those is are was were be been "
@@ -50,17 +49,13 @@ def check_fits(suite: str, name: str, length: int) -> None:
     """A context is whole documents of one split: it cannot be longer than the smaller split."""
     room = min(
         sum(len(doc["text"]) for doc in corpus(name)["documents"] if doc["split"] == split)
-        for split in ("train", "held_out")
+        for split in SPLITS
     )
     if room < length <= MAX_LENGTH:  # past MAX_LENGTH, the check every family shares says so
         raise LengthError(
             f"suite {suite!r}: length {length:,} is more real text than its corpus holds for one split "
             f"({room:,} characters)"
         )
-
-
-def split_for(seed: int) -> str:
-    return "held_out" if seed >= HELD_OUT_SEEDS else "train"
 
 
 def documents(name: str, seed: int) -> list[dict[str, Any]]:
