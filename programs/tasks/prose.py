@@ -6,8 +6,9 @@ made-up subject, plus ``decoys`` paragraphs stating the same kind of fact about 
 The question asks for the first subject's fact, in one of several wordings; the answer is a
 number, a name, a sentence or a list (``form``; ``mixed`` cycles through the four).
 
-Score (``real_text.score_form``): a number exactly; a name whole (0.5 for the last name only);
-a sentence by the share of its key words; a list by the share of its items, less decoy items.
+Score (``real_text.score_form``): a number exactly; a name whole (0.5 for the last name only; 0
+when a decoy's name is in the answer too); a sentence by the share of its key words, less the
+share of a decoy's own key words it carries; a list by the share of its items, less decoy items.
 """
 
 from __future__ import annotations
@@ -262,7 +263,10 @@ def generate(n: int, length: int, seed: int = 0, **knobs: Any) -> list[Example]:
 
 def score(example: Example, prediction: Any) -> float:
     meta = example.meta
-    decoys = [item for value in meta["decoys"] for item in value] if meta["form"] == "list" else []
+    if meta["form"] == "list":
+        decoys = [item for value in meta["decoys"] for item in value]
+    else:  # a name or a sentence that also carries another subject's value is not the answer
+        decoys = [] if meta["form"] == "number" else list(meta["decoys"])
     return real_text.score_form(meta["form"], example.gold, prediction_value(prediction), decoys)
 
 

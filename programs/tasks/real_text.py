@@ -94,10 +94,14 @@ def key_words(text: str) -> list[str]:
 
 
 def score_form(form: str, gold: Any, answer: Any, decoys: list[Any] = ()) -> float:
-    """An answer's score in [0, 1] by the gold's form:
+    """An answer's score in [0, 1] by the gold's form; ``decoys`` are the values the context
+    states for the other subjects, and an answer that carries one is not rewarded for it:
     - number: 1 when the first number in the answer is the gold;
-    - name: 1 when the gold name is in the answer, 0.5 for its last word only;
-    - sentence: the share of the gold's key words the answer carries;
+    - name: 1 when the gold name is in the answer, 0.5 for its last word only; 0 when the answer
+      also names a decoy (naming every candidate is not an answer);
+    - sentence: the share of the gold's key words the answer carries, less the largest share of
+      any decoy's own key words (those not in the gold) it carries: a sentence that merges the
+      fact with a decoy's does not score 1;
     - list: the share of gold items the answer names (as whole words), less the share of decoy
       items it names.
     """
@@ -107,13 +111,19 @@ def score_form(form: str, gold: Any, answer: Any, decoys: list[Any] = ()) -> flo
         return 1.0 if value is not None and value == float(gold) else 0.0
     if form == "name":
         name = normalize(gold)
+        if any(_says(text, decoy) for decoy in decoys):
+            return 0.0
         if name in text:
             return 1.0
         return 0.5 if name.split()[-1] in text.split() else 0.0
     if form == "sentence":
         wanted = set(key_words(as_text(gold)))
         said = set(key_words(as_text(answer)))
-        return len(wanted & said) / len(wanted) if wanted else 0.0
+        if not wanted:
+            return 0.0
+        borrowed = [set(key_words(as_text(decoy))) - wanted for decoy in decoys]
+        wrong = max((len(words & said) / len(words) for words in borrowed if words), default=0.0)
+        return max(0.0, len(wanted & said) / len(wanted) - wrong)
     if form == "list":
         found = sum(_says(text, item) for item in gold)
         wrong = sum(_says(text, item) for item in decoys)
