@@ -25,9 +25,16 @@ import re
 from typing import Any
 
 from programs.tasks import real_text
-from programs.tasks.base import Example, ProgramRecipe, Suite, TaskError, as_text, build_examples
-from programs.tasks.base import prediction_value
-from programs.tasks.source import HEADER, _whole_definitions
+from programs.tasks.base import (
+    Example,
+    ProgramRecipe,
+    Suite,
+    TaskError,
+    as_text,
+    build_examples,
+    prediction_value,
+)
+from programs.tasks.source import HEADER, whole_definitions
 
 NAME = "code_facts"
 KINDS = ("method", "default", "enclosing")
@@ -124,7 +131,7 @@ def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int, *, se
     context = real_text.joined(parts)
     once = {name for name, count in _def_counts(context).items() if count == 1}
     lines = _lines_once(context)
-    trees = {id(part): _whole_definitions(part["text"]) for part in parts}
+    trees = {id(part): whole_definitions(part["text"]) for part in parts}
     # the kind asked for, else (a few files may hold no such fact) the next kind that fits
     at = KINDS.index(kind)
     tries = [(k, part) for k in (*KINDS[at:], *KINDS[:at]) for part in rng.sample(parts, len(parts))]

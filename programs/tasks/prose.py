@@ -68,7 +68,8 @@ _DEV = Pool(
             "A note on the {s} project: its build farm runs {v} nightly jobs.",
             (
                 "How many nightly jobs does the {s} project's build farm run?",
-                "According to the text, what number of nightly jobs runs on the build farm of the {s} project?",
+                "According to the text, what number of nightly jobs runs on the build farm of the {s} "
+                "project?",
                 "The text mentions the {s} project's build farm. How many nightly jobs does it run? "
                 "Give the number.",
             ),

@@ -20,8 +20,15 @@ import re
 from typing import Any
 
 from programs.tasks import real_text
-from programs.tasks.base import Example, ProgramRecipe, Suite, TaskError, as_text, build_examples
-from programs.tasks.base import prediction_value
+from programs.tasks.base import (
+    Example,
+    ProgramRecipe,
+    Suite,
+    TaskError,
+    as_text,
+    build_examples,
+    prediction_value,
+)
 
 NAME = "section_facts"
 KNOBS: dict[str, Any] = {}
