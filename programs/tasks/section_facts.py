@@ -99,7 +99,10 @@ def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int, *, se
             break
     else:
         raise TaskError(f"suite {NAME!r}: no defined term fits {length:,} characters; use a longer length")
-    kind, term, heading = rng.choice(found)
+    # a heading first, then one of its terms: a section with many rules (a grammar's) would
+    # otherwise be the answer so often that naming it without reading would score
+    heading = rng.choice(sorted({h for _, _, h in found}))
+    kind, term, heading = rng.choice([q for q in found if q[2] == heading])
     question = rng.choice(_WORDINGS[kind]).format(term=term)
     return {"context": real_text.joined(parts), "question": question}, heading, {"kind": kind, "term": term}
 
