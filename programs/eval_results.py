@@ -78,6 +78,15 @@ class EvalResult(BaseModel):
                 out[row.failure] = out.get(row.failure, 0) + 1
         return out
 
+    @property
+    def same_letter_baseline(self) -> float | None:
+        """For a multiple-choice suite (every gold one option letter): the best score of answering
+        one letter to every example, what an arm must beat to have read anything; else None."""
+        golds = [row.gold for row in self.rows]
+        if not golds or not all(isinstance(g, str) and len(g) == 1 and "A" <= g <= "Z" for g in golds):
+            return None
+        return max(golds.count(letter) for letter in set(golds)) / len(golds)
+
     def totals(self) -> dict[str, float]:
         per = max(1, self.n)
         return {
@@ -98,6 +107,11 @@ class EvalResult(BaseModel):
             "ci95": [low, high],
             **self.totals(),
             "failures": self.failures,
+            **(
+                {}
+                if self.same_letter_baseline is None
+                else {"same_letter_baseline": self.same_letter_baseline}
+            ),
         }
 
     def table(self, title: str | None = None):

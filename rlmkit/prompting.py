@@ -186,27 +186,30 @@ def render_demos(demos: list[Any], display: Display) -> str:
 # given fenced examples it runs all of them, in order, whatever the output said. So the moves
 # are one-liners to pick from, not a script; each runs as written on any text. Chunking is
 # described, not shown as code: replayed as a step it costs a 1.5B model on 2 cores minutes.
-# Task-agnostic on purpose: no example computes any suite's answer.
+# Task-agnostic on purpose: no example computes any suite's answer. No move stores a count where
+# the finishing move reads it: a 1.5B model replays the list in order, and when the count move
+# stored ``result = len(kept)`` and the finish submitted ``result``, it submitted that count to
+# questions that asked for a value; the finish now submits what the question asks for, copied
+# from printed output (a number only when the question asks how many).
 REPL_MOVES = """Moves to pick from, one per turn (re, math, Counter and defaultdict are imported;
 put in your input's name, the question's words, and text copied exactly from printed data):
 - look at the layout: `print(len(context)); print(context[:500])`
 - find key words and print around each match: `for m in list(re.finditer(re.escape("key words"), \
 context))[:5]: print(repr(context[max(0, m.start() - 150):m.end() + 150]))`
 - count lines carrying every text the question names: `kept = [line for line in context.splitlines() \
-if "text one" in line and "text two" in line]; result = len(kept); print(result, kept[:2])`
+if "text one" in line and "text two" in line]; print(len(kept), kept[:2])`
 - tally a field's values: `tally = Counter(re.findall(r"field: (\\w+)", context)); \
 print(tally.most_common(5))`
-- finish as soon as printed output shows the answer: `{finish_example}`
+- finish as soon as printed output shows what the question asks for (a count only when it asks \
+how many), copied exactly: `{finish_example}`
 - when no match or count can answer (the answer needs reading), split the input into chunks of
 about {chunk_chars} characters and have sub-models read them with llm_query_batched; slow (one
 call per chunk), so try the moves above first.
 Compute from the input variables; never assign to them and never retype data from the preview.
 Write one ```repl block, then stop: its real output comes in the next message."""
 
-# The same moves for reading: none stores a count where the finishing move reads it. A 1.5B model
-# replays a list in order, and with the moves above often submits the count of its second turn
-# (``result = len(kept)``) as the answer; here every move prints, and the run ends on a value the
-# model has printed and read, copied into SUBMIT.
+# The same moves for reading: every move prints, with wider windows around each match, and the
+# run ends on a value the model has printed and read, copied into SUBMIT.
 READING_MOVES = """Moves to pick from, one per turn (re, math, Counter and defaultdict are imported;
 put in your input's name, the question's words, and text copied exactly from printed data):
 - look at the layout: `print(len(context)); print(context[:500])`
@@ -223,15 +226,18 @@ per chunk), so try the moves above first.
 Answer only from text you have printed; never guess. Never assign to the input variables.
 Write one ```repl block, then stop: its real output comes in the next message."""
 MOVES = {"count": REPL_MOVES, "read": READING_MOVES}
-# What each set's finishing move submits: a variable the count move set, or a copied value.
-_FINISHED_WITH = {"count": "result", "read": '"the answer, copied from the output"'}
+# The finishing move of both sets: the value the question asks for, copied from printed output
+# into a variable no other move sets (never a count a move stored), then the protocol's own finish
+# with that variable (SUBMIT, FINAL_VAR or the answer dict, each takes a variable).
+_COPIED = 'found = "the answer, copied from the output"; '
 
 
 def finish_move(protocol: Any, output_fields: dict[str, str], moves: str = "count") -> str:
-    """The moves' finishing one, in the protocol's own form: with the variable ``result`` (the
-    count moves) or a value copied from the output (the reading moves). (optimizers/compile
-    re-renders it when it turns a run into another protocol's data.)"""
-    return protocol.finish_example(output_fields, _FINISHED_WITH[moves])
+    """The moves' finishing one, in the protocol's own form: a value copied from the output,
+    submitted through the variable ``found``. The same for every set of moves (``moves`` is
+    accepted for callers that name theirs). optimizers/compile re-renders it when it turns a run
+    into another protocol's data."""
+    return _COPIED + protocol.finish_example(output_fields, "found")
 
 
 def system_prompt(

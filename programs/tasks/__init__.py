@@ -8,7 +8,10 @@ Families (``SUITES``): needle (RULER S-NIAH), multi_needle (MRCR), aggregation (
 pairs (OOLONG-Pairs), multihop (BrowseComp-Plus), codeqa (LongBench-v2 CodeQA), shared_context
 (several aggregation questions over one context, asked in one session); and two of real text,
 prose (a fact in the Python Language Reference and licence texts) and source (questions about
-standard-library modules), whose held-out seeds read other documents than their training seeds.
+standard-library modules); and two of facts real text states with nothing inserted, code_facts
+(the class of a method, a parameter's default, the enclosing function) and section_facts (the
+heading a term is defined under). Seeds fall in three splits (``splits``: train, dev, test) and
+the real-text families read each split's own documents.
 
 A family is one module here defining ``SUITE = Suite(...)`` (generator, scorer, knobs and the
 ``ProgramRecipe`` that answers it: signature, strategy, typed sub-calls), plus its line in
@@ -37,6 +40,7 @@ from programs.tasks.base import (
 FAMILIES = (
     "needle", "multi_needle", "aggregation", "pairs", "multihop", "codeqa", "shared_context",
     "prose", "source",  # real text: the language reference and licences; standard-library modules
+    "code_facts", "section_facts",  # real text with nothing inserted: facts the documents' structure states
 )  # fmt: skip
 
 

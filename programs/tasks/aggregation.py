@@ -45,8 +45,8 @@ COMPARE_ANSWERS = ("more common than", "less common than", "same frequency as")
 MAX_USERS = 1000
 
 
-def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int):
-    records, context = records_context(rng, knobs, length)
+def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int, *, seed: int):
+    records, context = records_context(rng, knobs, length, seed)
     kind = knobs["question"] if knobs["question"] != "mixed" else rng.choice(QUESTIONS)
     question, gold, answer_type, kind = ask(rng, records, kind)
     meta = {"question_type": kind, "answer_type": answer_type, "records": len(records.lines)}
@@ -155,7 +155,7 @@ def score(example: Example, prediction: Any) -> float:
 
 PROGRAM = ProgramRecipe("signatures:AggregationQA", RECORDS_STRATEGY, {"classify": CLASSIFY_INSTANCE})
 generate = generator(
-    NAME, KNOBS, CHOICES, _one, minimum=minimum_length, validate=users_check(NAME, 1, MAX_USERS)
+    NAME, KNOBS, CHOICES, _one, minimum=minimum_length, validate=users_check(NAME, 1, MAX_USERS), seeded=True
 )
 
 SUITE = Suite(NAME, generate, score, KNOBS, CHOICES, "aggregation over inferred labels (OOLONG)", PROGRAM)

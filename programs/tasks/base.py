@@ -9,6 +9,7 @@ string with SHA-512, so it does not depend on ``PYTHONHASHSEED``).
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from collections.abc import Callable, Mapping
@@ -200,9 +201,11 @@ def generator(
     *,
     minimum: Callable[[dict, int], tuple[int, str]] | None = None,
     validate: Callable[[dict], None] | None = None,
+    seeded: bool = False,
 ) -> Generator:
     """The ``generate(n, length, seed, **knobs)`` of a family whose examples are built one at a
-    time by ``build`` (see ``build_examples``)."""
+    time by ``build`` (see ``build_examples``). ``seeded``: ``build`` also takes ``seed=`` (a
+    family whose pools depend on the seed's split)."""
 
     def generate(n: int, length: int, seed: int = 0, **knobs: Any) -> list[Example]:
         return build_examples(
@@ -213,7 +216,7 @@ def generator(
             knobs,
             defaults=defaults,
             choices=choices,
-            build=build,
+            build=functools.partial(build, seed=seed) if seeded else build,
             minimum=minimum,
             validate=validate,
         )

@@ -11,6 +11,10 @@ Questions (four options, answer a letter): ``callee`` (which function does X cal
 ``cli.main``), ``config`` (the effective value of a setting). The gold answer is computed
 with ``ast`` from the rendered source, not from the generator's own bookkeeping.
 
+Gold letters are balanced (``gold_letter``): each block of four examples holds each letter once,
+so always answering one letter scores 0.25 on a suite of 4k examples; ``same_letter_baseline``
+reports the best such score for any suite, shown beside every arm.
+
 Score: exact letter (an answer that repeats an option's text counts as that letter).
 """
 
@@ -211,7 +215,23 @@ def _filler_module(rng: random.Random, index: int, budget: int) -> str:
         used += len(text)
 
 
-def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int):
+def gold_letter(seed: int, index: int) -> str:
+    """Example ``index``'s gold letter: each block of four examples holds each letter once, in an
+    order drawn from the seed, so a suite of 4k examples has each letter k times and answering
+    one letter always scores 0.25."""
+    block = random.Random(f"{NAME}-letters|{seed}|{index // len(LETTERS)}").sample(LETTERS, len(LETTERS))
+    return block[index % len(LETTERS)]
+
+
+def same_letter_baseline(examples: list[Example]) -> float:
+    """The best score of answering one letter to every example: what an arm must beat."""
+    if not examples:
+        return 0.0
+    return max(sum(e.gold == letter for e in examples) for letter in LETTERS) / len(examples)
+
+
+def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int, *, seed: int):
+    letter = gold_letter(seed, index)
     package = "pkg_" + "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(5))
     core, _funcs, orphans = _core(rng, _core_count(knobs, length))
     core.update(_config(rng))
@@ -240,7 +260,8 @@ def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int):
         rng, {p: s for p, s in files if not p.split("/")[-1].startswith("helpers_")}, kind, orphans
     )
     rng.shuffle(options)
-    letter = LETTERS[options.index(correct)]
+    at, to = options.index(correct), LETTERS.index(letter)
+    options[at], options[to] = options[to], options[at]
     listed = "\n".join(f"{LETTERS[j]}) {opt}" for j, opt in enumerate(options))
     inputs = {
         "context": exact_length(context, length),
@@ -312,7 +333,7 @@ PROGRAM = ProgramRecipe(
     "module, and answer from the parse (comments mention functions that are not called). "
     "Submit the option letter.",
 )
-generate = generator(NAME, KNOBS, CHOICES, _one, minimum=_minimum)
+generate = generator(NAME, KNOBS, CHOICES, _one, minimum=_minimum, seeded=True)
 
 SUITE = Suite(
     NAME, generate, score, KNOBS, CHOICES, "four-option questions about a generated package (CodeQA)", PROGRAM

@@ -36,8 +36,8 @@ MAX_USERS = 40
 FORMAT = "List every such pair once, smaller ID first, one per line as (id1, id2)."
 
 
-def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int):
-    records, context = records_context(rng, knobs, length)
+def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int, *, seed: int):
+    records, context = records_context(rng, knobs, length, seed)
     kind = knobs["predicate"] if knobs["predicate"] != "mixed" else rng.choice(PREDICATES)
     question, gold = ask(rng, records, kind)
     meta = {"predicate": kind, "records": len(records.lines)}
@@ -143,6 +143,7 @@ generate = generator(
     _one,
     minimum=minimum_length,
     validate=users_check(NAME, 2, MAX_USERS, " (the pair list grows with its square)"),
+    seeded=True,
 )
 
 SUITE = Suite(

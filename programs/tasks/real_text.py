@@ -1,12 +1,12 @@
-"""What the real-text families share: their corpora, the split of documents between training and
-held-out seeds, contexts assembled from whole documents, and scoring by the answer's form.
+"""What the real-text families share: their corpora, the split of documents between train, dev
+and test seeds, contexts assembled from whole documents, and scoring by the answer's form.
 
 The corpora (``programs/tasks/corpus/*.json.gz``, built by ``scripts/build_text_corpus.py``) are
 real text copied from what every Debian machine and CPython ship: the Python Language Reference,
-licence texts, standard-library modules. Each document belongs to one split: generator seeds below
-``HELD_OUT_SEEDS`` draw their contexts from ``train`` documents, seeds from it up from
-``held_out`` ones, so a held-out example never shows text a training example showed (not only
-another seed of the same text).
+licence texts, standard-library modules. Each document belongs to one split (``splits.split_for``
+says which seeds read which), so an example never shows text that an example of another split
+showed (not only another seed of the same text). Each document records its ``origin``; none from
+Debian's installed documentation is in ``train``.
 """
 
 from __future__ import annotations
@@ -20,13 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from programs.tasks.base import MAX_LENGTH, LengthError, TaskError, as_text, normalize, parse_number
+from programs.tasks.splits import DEV_SEEDS, SPLITS, split_for
 
 CORPUS = Path(__file__).parent / "corpus"
-# Seeds from here up are held out. The self-training recipe draws its training seeds below the
-# same number (optimizers/selftrain/recipe.py: HELD_OUT_SEEDS); a test checks the two agree.
-HELD_OUT_SEEDS = 1000
+HELD_OUT_SEEDS = DEV_SEEDS  # the first seed no training example is drawn from (programs.hints reads it)
 FORMS = ("number", "name", "sentence", "list")
-FAMILIES = ("prose", "source")  # the families built on these corpora
+FAMILIES = ("prose", "source", "code_facts", "section_facts")  # the families built on these corpora
 # Words a sentence answer is not scored on: its key words are the rest.
 _STOP = frozenset(
     "a an the and or of to in on at by for with from that this these those is are was were be been "
@@ -50,17 +49,13 @@ def check_fits(suite: str, name: str, length: int) -> None:
     """A context is whole documents of one split: it cannot be longer than the smaller split."""
     room = min(
         sum(len(doc["text"]) for doc in corpus(name)["documents"] if doc["split"] == split)
-        for split in ("train", "held_out")
+        for split in SPLITS
     )
     if room < length <= MAX_LENGTH:  # past MAX_LENGTH, the check every family shares says so
         raise LengthError(
             f"suite {suite!r}: length {length:,} is more real text than its corpus holds for one split "
             f"({room:,} characters)"
         )
-
-
-def split_for(seed: int) -> str:
-    return "held_out" if seed >= HELD_OUT_SEEDS else "train"
 
 
 def documents(name: str, seed: int) -> list[dict[str, Any]]:
@@ -99,10 +94,14 @@ def key_words(text: str) -> list[str]:
 
 
 def score_form(form: str, gold: Any, answer: Any, decoys: list[Any] = ()) -> float:
-    """An answer's score in [0, 1] by the gold's form:
+    """An answer's score in [0, 1] by the gold's form; ``decoys`` are the values the context
+    states for the other subjects, and an answer that carries one is not rewarded for it:
     - number: 1 when the first number in the answer is the gold;
-    - name: 1 when the gold name is in the answer, 0.5 for its last word only;
-    - sentence: the share of the gold's key words the answer carries;
+    - name: 1 when the gold name is in the answer, 0.5 for its last word only; 0 when the answer
+      also names a decoy (naming every candidate is not an answer);
+    - sentence: the share of the gold's key words the answer carries, less the largest share of
+      any decoy's own key words (those not in the gold) it carries: a sentence that merges the
+      fact with a decoy's does not score 1;
     - list: the share of gold items the answer names (as whole words), less the share of decoy
       items it names.
     """
@@ -112,13 +111,19 @@ def score_form(form: str, gold: Any, answer: Any, decoys: list[Any] = ()) -> flo
         return 1.0 if value is not None and value == float(gold) else 0.0
     if form == "name":
         name = normalize(gold)
+        if any(_says(text, decoy) for decoy in decoys):
+            return 0.0
         if name in text:
             return 1.0
         return 0.5 if name.split()[-1] in text.split() else 0.0
     if form == "sentence":
         wanted = set(key_words(as_text(gold)))
         said = set(key_words(as_text(answer)))
-        return len(wanted & said) / len(wanted) if wanted else 0.0
+        if not wanted:
+            return 0.0
+        borrowed = [set(key_words(as_text(decoy))) - wanted for decoy in decoys]
+        wrong = max((len(words & said) / len(words) for words in borrowed if words), default=0.0)
+        return max(0.0, len(wanted & said) / len(wanted) - wrong)
     if form == "list":
         found = sum(_says(text, item) for item in gold)
         wrong = sum(_says(text, item) for item in decoys)

@@ -38,7 +38,7 @@ def generate(n: int, length: int, seed: int = 0, **knobs: Any) -> list[Example]:
         group = index // knobs["questions"]
         if group not in contexts:  # the context depends on the group only, not on n or the index
             contexts[group] = records_context(
-                example_rng(NAME, seed, -1 - group, length, knobs), knobs, length
+                example_rng(NAME, seed, -1 - group, length, knobs), knobs, length, seed
             )
         records, context = contexts[group]
         seen = asked.setdefault(group, set())

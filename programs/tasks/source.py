@@ -107,7 +107,7 @@ def _one(rng: random.Random, knobs: dict, index: int, n: int, length: int, *, se
     once = _defined_once(parts)
     # the form asked for, else (a short context may hold no class to count) the next that fits
     tries = [(f, part) for f in _from(form) for part in rng.sample(parts, len(parts))]
-    trees = {id(part): ast.parse(_whole_definitions(part["text"])) for part in parts}
+    trees = {id(part): ast.parse(whole_definitions(part["text"])) for part in parts}
     for form, part in tries:
         if found := _candidates(form, trees[id(part)], once):
             names, gold = rng.choice(found)
@@ -123,7 +123,7 @@ def _from(form: str) -> list[str]:
     return [*real_text.FORMS[at:], *real_text.FORMS[:at]]
 
 
-def _whole_definitions(text: str) -> str:
+def whole_definitions(text: str) -> str:
     """``text`` up to the last top-level statement that starts a line: a cut file still parses."""
     lines = text.splitlines()
     for end in range(len(lines), 0, -1):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from rlmkit.errors import ConfigError
@@ -21,11 +23,16 @@ def prompt(moves: str) -> str:
     )
 
 
-def test_the_reading_moves_never_lead_a_count_into_submit():
-    count, read = prompt("count"), prompt("read")
-    assert "result = len(kept)" in count and "SUBMIT(answer=result)" in count
-    assert "result" not in read.split("Moves to pick from")[1]
-    assert 'SUBMIT(answer="the answer, copied from the output")' in read
+@pytest.mark.parametrize("moves", ["count", "read"])
+def test_no_default_move_leads_a_count_into_submit(moves):
+    shown = prompt(moves).split("Moves to pick from")[1]
+    finish = 'found = "the answer, copied from the output"; SUBMIT(answer=found)'
+    assert finish in shown
+    # no move stores a count in a variable, so the finishing move cannot be handed one
+    assert not re.search(r"\b\w+\s*=\s*len\(", shown)
+    assert "result" not in shown and "SUBMIT(answer=result)" not in shown
+    if moves == "count":  # counting is still a move: it prints the count for a question that asks one
+        assert "print(len(kept), kept[:2])" in shown and "a count only when it asks how many" in shown
 
 
 def test_unknown_moves_are_a_config_error_naming_the_choices():

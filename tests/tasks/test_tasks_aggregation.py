@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from programs.tasks import aggregation
-from programs.tasks.records import MONTH_NAMES, MONTHS, POOL
+from programs.tasks.records import MONTH_NAMES, MONTHS, POOLS
 
-LABEL_OF = {text: label for label, texts in POOL.items() for text in texts}
+LABEL_OF = {text: label for pool in POOLS.values() for label, texts in pool.items() for text in texts}
 LINE = re.compile(
     r"^Date: (\w{3}) \d\d, (\d{4}) \|\| User: (\d+) \|\| Instance: (.+?)(?: \|\| Label: (\w+))?$",
     re.MULTILINE,

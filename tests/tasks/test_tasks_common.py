@@ -23,7 +23,12 @@ from programs.tasks import (
 )
 from rlmkit.errors import UserError
 
-MIN_BY_SUITE = {"codeqa": 2_000, "source": 50_000}  # the families that need more than 1,000 characters
+MIN_BY_SUITE = {
+    "codeqa": 2_000,
+    "source": 50_000,
+    "code_facts": 50_000,
+    "section_facts": 30_000,
+}  # the families that need more than 1,000 characters
 PROPS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 

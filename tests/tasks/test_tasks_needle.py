@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from programs.tasks import needle
+from programs.tasks.splits import pools
 
 
 @settings(max_examples=15, deadline=None)
@@ -18,13 +19,14 @@ from programs.tasks import needle
 )
 def test_gold_is_derivable_from_the_context(length, seed, kind, values, haystack):
     example = needle.generate(1, length, seed, kind=kind, values=values, haystack=haystack)[0]
-    key = example.meta["key"]
-    found = re.findall(
-        rf"One of the special magic {kind} for {re.escape(key)} is: (\S+?)\.(?:\s|$)", example.context
-    )
-    assert sorted(found) == sorted(example.gold)
+    key, pool = example.meta["key"], pools(seed, needle.POOLS)
+    stated = re.escape(needle.needle_sentence(kind, "KEY", "VALUE", pool)).removesuffix(r"\.")
+    pattern = stated.replace("KEY", re.escape(key)).replace("VALUE", r"(\S+?)") + r"\.?(?:\s|$)"
+    assert sorted(re.findall(pattern, example.context)) == sorted(example.gold)
     assert key in example.inputs["question"]
-    others = re.findall(rf"special magic {kind} for (\S+) is", example.context)
+    others = re.findall(
+        stated.replace("VALUE", r"\S+?").replace("KEY", r"(\S+?)") + r"\.?(?:\s|$)", example.context
+    )
     assert len(others) == values + 2  # two distractor keys by default
     assert others.count(key) == values
 
