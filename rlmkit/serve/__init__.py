@@ -18,7 +18,7 @@ _EXPORTS = {
     "Program": "rlmkit.serve.program",
     "running": "rlmkit.serve.server",
     "serve_forever": "rlmkit.serve.server",
-    "run_stdio": "rlmkit.serve.mcp_tool",
+    "run_stdio": "rlmkit.serve.mcp.program_tools",
 }
 
 __all__ = sorted(_EXPORTS)
