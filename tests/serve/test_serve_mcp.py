@@ -1,5 +1,6 @@
-"""``rlmkit mcp``: an MCP client session from the ``mcp`` SDK, over stdio, calling the program's
-tool with the context as a file path, as a folder and as text."""
+"""``rlmkit mcp``: a handshake-era MCP client session from the ``mcp`` SDK (``initialize`` first),
+over stdio, calling the program's tool with the context as a file path, as a folder and as text,
+and keeping a REPL behind a handle. The 2026-07-28 revision's clients: ``test_serve_mcp_revision``."""
 
 from __future__ import annotations
 
@@ -94,7 +95,7 @@ def test_module_attr_is_found_in_the_folder_the_command_runs_from(tmp_path):
     assert results == [(False, "from mymodule: hi")]
 
 
-def test_session_tools_keep_the_repl_between_calls(tmp_path):
+def test_a_handle_keeps_the_repl_between_calls(tmp_path):
     context = tmp_path / "context.txt"
     context.write_text("0123456789")
     params = StdioServerParameters(
@@ -112,19 +113,19 @@ def test_session_tools_keep_the_repl_between_calls(tmp_path):
             await mcp.initialize()
             tools = {tool.name: tool for tool in (await mcp.list_tools()).tools}
             opened = await mcp.call_tool("ask_rlm_open", {"context_path": str(context)})
-            session = json.loads(text(opened))["session"]
-            first = await mcp.call_tool("ask_rlm_ask", {"session": session, "question": "first"})
-            second = await mcp.call_tool("ask_rlm_ask", {"session": session, "question": "second"})
-            other = json.loads(text(await mcp.call_tool("ask_rlm_open", {"context": "abc"})))["session"]
-            elsewhere = await mcp.call_tool("ask_rlm_ask", {"session": other, "question": "other"})
-            closed = await mcp.call_tool("ask_rlm_close", {"session": session})
-            after = await mcp.call_tool("ask_rlm_ask", {"session": session, "question": "after"})
+            handle = json.loads(text(opened))["handle"]
+            first = await mcp.call_tool("ask_rlm_ask", {"handle": handle, "question": "first"})
+            second = await mcp.call_tool("ask_rlm_ask", {"handle": handle, "question": "second"})
+            other = json.loads(text(await mcp.call_tool("ask_rlm_open", {"context": "abc"})))["handle"]
+            elsewhere = await mcp.call_tool("ask_rlm_ask", {"handle": other, "question": "other"})
+            closed = await mcp.call_tool("ask_rlm_close", {"handle": handle})
+            after = await mcp.call_tool("ask_rlm_ask", {"handle": handle, "question": "after"})
             return tools, [first, second, elsewhere, closed, after]
 
     tools, (first, second, elsewhere, closed, after) = asyncio.run(asyncio.wait_for(main(), 120))
     assert {"ask_rlm", "ask_rlm_open", "ask_rlm_ask", "ask_rlm_close"} <= set(tools)
-    assert tools["ask_rlm_ask"].input_schema["required"] == ["session"]
-    # the REPL's variable `count` lives on between the calls of one session, not across sessions
+    assert tools["ask_rlm_ask"].input_schema["required"] == ["handle"]
+    # the REPL's variable `count` lives on between the calls of one handle, not across handles
     assert text(first) == "first: call 1, context 10 chars"
     assert text(second) == "second: call 2, context 10 chars"
     assert text(elsewhere) == "other: call 1, context 3 chars"
