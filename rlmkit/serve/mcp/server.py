@@ -48,6 +48,13 @@ LISTED: tuple[CacheableMethod, ...] = (
     "resources/templates/list",
 )
 KEY_CLIENT = "api-key"  # the one principal a static key names
+INSTRUCTIONS = (
+    "{name} answers over inputs of any length: give long text by path (the *_path arguments). "
+    "{name}_open loads inputs once into a live REPL and returns its handle; {name}_ask asks it "
+    "again and again, keeping what earlier calls computed; {name}_close ends it. A client that "
+    "declares the io.modelcontextprotocol/tasks extension gets long calls as tasks: poll them "
+    "with tasks/get, stop them between turns with tasks/cancel."
+)
 
 
 class KeyVerifier:
@@ -100,6 +107,7 @@ def mcp_server(
     server: MCPServer[Any] = MCPServer(
         name=f"rlmkit-{program.name}",
         version=rlmkit.__version__,
+        instructions=INSTRUCTIONS.format(name=program.name),
         log_level="WARNING",
         lifespan=lifespan,
         cache_hints=hints,
