@@ -8,19 +8,21 @@ import asyncio
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.types import CallToolResult, LoggingMessageNotificationParams, Tool
 
 from tests.helpers.serve_programs import MCP, ROOT, write_module
 
 
 def call_tools(
-    calls: list[dict],
-    logs: list | None = None,
+    calls: list[dict[str, Any]],
+    logs: list[Any] | None = None,
     program: str = "tests.helpers.serve_programs:qa",
     cwd: Path = ROOT,
-) -> tuple[list, list[tuple[bool, str]]]:
+) -> tuple[list[Tool], list[tuple[bool, str]]]:
     """The server's tools, and (is_error, text) of each call in ``calls``; the log messages the
     server sent go to ``logs``."""
     params = StdioServerParameters(
@@ -30,10 +32,10 @@ def call_tools(
         cwd=str(cwd),
     )
 
-    async def main():
-        async def logged(message) -> None:
+    async def main() -> tuple[list[Tool], list[tuple[bool, str]]]:
+        async def logged(params: LoggingMessageNotificationParams) -> None:
             if logs is not None:
-                logs.append(message.data)
+                logs.append(params.data)
 
         async with (
             stdio_client(params) as (read, write),
@@ -51,14 +53,14 @@ def call_tools(
     return asyncio.run(asyncio.wait_for(main(), 120))
 
 
-def test_the_tool_takes_the_context_by_path_or_as_text(tmp_path):
+def test_the_tool_takes_the_context_by_path_or_as_text(tmp_path: Path) -> None:
     log = tmp_path / "app.log"
     log.write_text("x" * 12_345)
     folder = tmp_path / "repo"
     folder.mkdir()
     (folder / "a.py").write_text("print(1)\n")
     (folder / "b.py").write_text("print(2)\n")
-    logs: list = []
+    logs: list[Any] = []
     tools, texts = call_tools(
         [
             {"question": "errors?", "context_path": str(log)},
@@ -68,7 +70,7 @@ def test_the_tool_takes_the_context_by_path_or_as_text(tmp_path):
         logs,
     )
     tool = next(tool for tool in tools if tool.name == "ask_rlm")
-    assert "Recursive Language Model" in tool.description
+    assert "Recursive Language Model" in (tool.description or "")
     assert set(tool.input_schema["properties"]) == {"question", "context", "question_path", "context_path"}
     # a folder is {path: text} of its files: len() of it counts the files
     assert texts == [
@@ -82,20 +84,20 @@ def test_the_tool_takes_the_context_by_path_or_as_text(tmp_path):
     )
 
 
-def test_a_call_without_the_required_text_is_an_error_result_and_the_server_goes_on():
+def test_a_call_without_the_required_text_is_an_error_result_and_the_server_goes_on() -> None:
     _, results = call_tools([{"question": "no context"}, {"question": "then", "context": "ab"}])
     (failed, why), answered = results
     assert failed and "MissingInputError" in why and "context_path" in why
     assert answered == (False, "THEN (2 chars)")
 
 
-def test_module_attr_is_found_in_the_folder_the_command_runs_from(tmp_path):
+def test_module_attr_is_found_in_the_folder_the_command_runs_from(tmp_path: Path) -> None:
     write_module(tmp_path)
     _, results = call_tools([{"question": "hi", "context": "abc"}], program="mymodule:program", cwd=tmp_path)
     assert results == [(False, "from mymodule: hi")]
 
 
-def test_a_handle_keeps_the_repl_between_calls(tmp_path):
+def test_a_handle_keeps_the_repl_between_calls(tmp_path: Path) -> None:
     context = tmp_path / "context.txt"
     context.write_text("0123456789")
     params = StdioServerParameters(
@@ -105,10 +107,10 @@ def test_a_handle_keeps_the_repl_between_calls(tmp_path):
         cwd=str(ROOT),
     )
 
-    def text(result) -> str:
+    def text(result: CallToolResult) -> str:
         return "".join(part.text for part in result.content if part.type == "text")
 
-    async def main():
+    async def main() -> tuple[dict[str, Tool], list[CallToolResult]]:
         async with stdio_client(params) as (read, write), ClientSession(read, write) as mcp:
             await mcp.initialize()
             tools = {tool.name: tool for tool in (await mcp.list_tools()).tools}

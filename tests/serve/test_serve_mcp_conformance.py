@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -19,7 +20,7 @@ CHECKS = {"handshake", "session", "discover", "protocol", "schemas", "errors", "
 KEY = "sk-conformance-key"
 
 
-def mcpcheck(url: str, token: str | None = None) -> dict:
+def mcpcheck(url: str, token: str | None = None) -> dict[str, Any]:
     """The tool's JSON report on ``url`` (its exit code as ``summary.exit_code``)."""
     env = {k: v for k, v in os.environ.items() if k != "MCPCHECK_TOKEN"}
     if token is not None:
@@ -31,13 +32,13 @@ def mcpcheck(url: str, token: str | None = None) -> dict:
         text=True,
         timeout=120,
     )
-    report = json.loads(done.stdout)
+    report: dict[str, Any] = json.loads(done.stdout)
     assert report["summary"]["exit_code"] == done.returncode
     return report
 
 
 @pytest.mark.parametrize("key", [None, KEY], ids=["loopback", "with-a-key"])
-def test_every_conformance_check_passes(key):
+def test_every_conformance_check_passes(key: str | None) -> None:
     flags = ("--api-key", key) if key else ()
     with http_server("tests.helpers.serve_programs:qa", *flags) as url:
         report = mcpcheck(url, token=key)
