@@ -41,11 +41,13 @@ def mcp(
         ),
     ] = None,
 ) -> None:
-    """Serve PROGRAM as MCP tools (the 2026-07-28 revision; older clients too), over stdio.
+    """Serve PROGRAM as MCP tools, over stdio or HTTP (--http).
 
-    The tool takes the signature's inputs, each text input as text or as a file or folder path;
-    NAME_open returns a handle to one live REPL, NAME_ask calls it and NAME_close ends it. A
-    client that takes tasks gets a long call as a task: polled, and stopped between turns.
+    MCP's 2026-07-28 revision (clients of earlier ones too). The tool takes the signature's
+    inputs, each text input as text or as a file or folder path; NAME_open returns a handle to
+    one live REPL, NAME_ask calls it and NAME_close ends it. A client that takes tasks gets a
+    long call as a task: polled, and stopped between turns. --http serves Streamable HTTP at
+    http://HOST:PORT/mcp.
     """
     from rlmkit.serve.server import check_exposure
 
@@ -60,9 +62,8 @@ def mcp(
     if not http:
         run_stdio(served, **options)
         return
-    console.print(
-        f"serving {name!r} over MCP at http://{host}:{port}/mcp" + ("  (API key required)" if api_key else "")
-    )
+    where = f"http://{host}:{port}/mcp" if port else f"http://{host}:<a free port>/mcp (uvicorn says which)"
+    console.print(f"serving {name!r} over MCP at {where}" + ("  (API key required)" if api_key else ""))
     with exit_on_error():
         run_http(served, host=host, port=port, api_key=api_key, **options)
 

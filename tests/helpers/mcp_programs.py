@@ -1,4 +1,6 @@
-"""A scripted program for the ``rlmkit mcp`` tests, and the MCP client parts they share.
+"""A scripted program for the ``rlmkit mcp`` tests, ``rlmkit mcp`` in a process of its own (stdio,
+or ``--http`` on a free port), and the client side of the Tasks extension (its requests in the
+SDK's types, and a ``ClientExtension`` that declares it).
 
 ``tests.helpers.mcp_programs:turns`` (context, question -> answer) counts its calls in a REPL
 variable and answers in one turn, unless the question is ``slow``: then its first turn keeps
