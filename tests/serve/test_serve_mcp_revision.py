@@ -18,7 +18,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, Result
-from mcp.types.jsonrpc import INVALID_PARAMS
+from mcp.types.jsonrpc import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
 
 from rlmkit.serve.mcp.tasks import TASKS_EXTENSION, TURNS_META_KEY, CreateTaskResult
 from tests.helpers.mcp_programs import (
@@ -90,6 +90,10 @@ def test_the_client_discovers_the_revision_and_calls_the_tool_without_a_handshak
             answer = await client.call_tool("ask_rlm", {"question": "plain", "context": "abcd"})
             assert not answer.is_error and text(answer) == "plain: call 1, context 4 chars, kept nothing"
             assert answer.structured_content == {"result": text(answer)}
+            # and may not poll tasks: the extension's methods ask for it
+            with pytest.raises(MCPError) as undeclared:
+                await get_task(client.session, "any")
+            assert undeclared.value.error.code == MISSING_REQUIRED_CLIENT_CAPABILITY
 
     run(main)
 
