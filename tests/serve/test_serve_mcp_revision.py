@@ -197,3 +197,17 @@ def test_with_a_key_only_clients_holding_it_are_served() -> None:
     assert "ask_rlm" in tools
     assert [r.status_code for r in refused] == [401, 401, 401]
     assert all(key not in r.text for r in refused)
+
+
+def test_a_handshake_era_client_is_still_served_over_http() -> None:
+    with http_server(QA) as url:
+
+        async def main() -> None:
+            async with Client(url, mode="legacy") as client:  # initialize first, as before 2026-07-28
+                assert client.protocol_version == "2025-11-25"
+                answer = await client.call_tool("ask_rlm", {"question": "old", "context": "abc"})
+                assert text(answer) == "OLD (3 chars)"
+                opened = await client.call_tool("ask_rlm_open", {"context": "abcd"})
+                assert json.loads(text(opened))["holds"] == ["context"]
+
+        run(main)
