@@ -11,6 +11,8 @@ the order of the schema's properties) are checked against the tool's input schem
 before anything is sent: a violation is a ``ValueError`` in the REPL that names the tool and what is
 wrong. The result is the tool's structured content when it gives one, else its text; a tool that
 reports an error raises ``RuntimeError`` in the REPL.
+
+(The other direction, a program served as MCP tools, is ``rlmkit.serve.mcp``.)
 """
 
 from __future__ import annotations

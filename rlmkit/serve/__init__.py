@@ -1,6 +1,6 @@
 """Serving an RLM program: the OpenAI-compatible API (``app``, ``rlmkit serve``) and MCP over
-stdio (``rlmkit mcp``). The top floor beside ``rlmkit/cli``: it calls the public ``RLM`` and
-``Session`` API and nothing below it calls it.
+stdio or Streamable HTTP (``rlmkit mcp``, ``rlmkit.serve.mcp``). The top floor beside
+``rlmkit/cli``: it calls the public ``RLM`` and ``Session`` API and nothing below it calls it.
 
     api = rlmkit.serve.app(rlm, api_key="...")        # a FastAPI app: run it, or mount it
     with rlmkit.serve.running(api) as url: ...        # uvicorn on 127.0.0.1 in a thread (tests)
@@ -18,7 +18,8 @@ _EXPORTS = {
     "Program": "rlmkit.serve.program",
     "running": "rlmkit.serve.server",
     "serve_forever": "rlmkit.serve.server",
-    "run_stdio": "rlmkit.serve.mcp_tool",
+    "run_stdio": "rlmkit.serve.mcp",
+    "run_http": "rlmkit.serve.mcp",
 }
 
 __all__ = sorted(_EXPORTS)
