@@ -153,9 +153,9 @@ def matrix():
 
 
 def collect() -> dict[str, Any]:
+    from optimizers.selftrain.eval_rows import read_rows
     from optimizers.selftrain.gate import GateRule, verdict
     from optimizers.selftrain.matrix import MatrixRun
-    from optimizers.selftrain.runs import read_rows
     from optimizers.selftrain.stages import StageStore
     from programs.tasks import real_text
 
@@ -305,14 +305,14 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     load_at_start = os.getloadavg()[0]
     if not args.report_only:
-        from optimizers.selftrain.children import run_child
         from optimizers.selftrain.matrix import MatrixRun
         from optimizers.selftrain.stages import StageStore
+        from optimizers.selftrain.subprocesses import run_subprocess
         from rlmkit.cli.common import exit_on_sigterm
 
         exit_on_sigterm()  # a stopped matrix stops its evaluations and their servers too
         store = StageStore(WORK, ARCHIVE)
-        run = MatrixRun(matrix(), store, runner=run_child, code=code_commit, machine=provenance.machine)
+        run = MatrixRun(matrix(), store, runner=run_subprocess, code=code_commit, machine=provenance.machine)
         first = args.suites.split(",") if args.suites else ()
         run.run(only=left_to_run(selected(run.matrix, args.arms, args.suites)), first=first)
     argv = ["--report-only"] if args.report_only else []

@@ -40,7 +40,7 @@ def results_file(name: str) -> Path:
 def compiled(kind: str, trajectories: list[Path], min_score: float | None) -> dict[str, Any]:
     """One compile's counts: rows and examples per family, and what each filter removed."""
     from optimizers.compile import EmptyDatasetError, Filters, compile_dpo, compile_sft, load_runs
-    from optimizers.selftrain.runs import what_was_kept
+    from optimizers.selftrain.eval_rows import what_was_kept
 
     folders = [path for path in trajectories if path.is_dir()]
     if not folders:
@@ -63,8 +63,8 @@ def compiled(kind: str, trajectories: list[Path], min_score: float | None) -> di
 
 def collect(name: str = "reading") -> dict[str, Any]:
     from optimizers.selftrain import earlier_round
+    from optimizers.selftrain.eval_rows import read_rows, sample_counts
     from optimizers.selftrain.recipe import Recipe
-    from optimizers.selftrain.runs import read_rows, sample_counts
     from optimizers.selftrain.stages import StageStore
 
     where = ROUNDS[name]

@@ -557,12 +557,12 @@ def test_a_stopped_self_train_stops_the_stage_command_it_runs(tmp_path):
         "from pathlib import Path\n"
         "from rlmkit.cli.common import exit_on_sigterm\n"
         "from optimizers.selftrain import Recipe, StageStore, SuitePlan\n"
-        "from optimizers.selftrain.children import run_child\n"
+        "from optimizers.selftrain.subprocesses import run_subprocess\n"
         "from optimizers.selftrain.pipeline import SelfTrain\n"
         "exit_on_sigterm()\n"
         "recipe = Recipe(train=(SuitePlan(suite='needle', length=2_000, n=1),))\n"
         f"store = StageStore(Path({str(tmp_path / 'work')!r}))\n"
-        f"stage = lambda command: run_child([sys.executable, '-c', {sleeper!r}])\n"
+        f"stage = lambda command: run_subprocess([sys.executable, '-c', {sleeper!r}])\n"
         "SelfTrain(recipe, store, Path('base.gguf'), log=lambda _: None, runner=stage).run()\n"
     )
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)

@@ -1,9 +1,9 @@
 """The embedded model trained on its own runs: the self-training recipe's first pass, measured.
 
-    nice -n 5 python benchmarks/training/self_train.py      # run or resume every stage, then report
-    nice -n 5 python benchmarks/training/self_train.py --stages eval-base-needle  # one stage only
-    python benchmarks/training/self_train.py --report-only  # the results file and docs from the archive
-    python benchmarks/training/self_train.py --report-only --ship  # and serve the adapter if it wins
+    nice -n 5 python benchmarks/training/first_pass.py      # run or resume every stage, then report
+    nice -n 5 python benchmarks/training/first_pass.py --stages eval-base-needle  # one stage only
+    python benchmarks/training/first_pass.py --report-only  # the results file and docs from the archive
+    python benchmarks/training/first_pass.py --report-only --ship  # and serve the adapter if it wins
 
 It runs ``rlmkit self-train`` with the recipe below (work in ``.selftrain/work``, each finished
 stage packed into ``benchmarks/results/self_train/``, which is committed), then the demo's own
@@ -91,9 +91,9 @@ def demo_stage(arm: str, adapter: Path) -> Any:
 def collect(work: Path = WORK, archive: Path = ARCHIVE) -> dict[str, Any]:
     """Everything finished so far, read from the archive (and the work folder's unfinished stages)."""
     from optimizers.selftrain import Recipe, StageStore
+    from optimizers.selftrain.eval_rows import count_lines, read_rows
     from optimizers.selftrain.paired import paired_compare
     from optimizers.selftrain.pipeline import SelfTrain
-    from optimizers.selftrain.runs import count_lines, read_rows
 
     store = StageStore(work, archive)
     kept = store.recipe()
@@ -185,7 +185,7 @@ MEASURED_KEYS = ("suite", "generator_seed", "trained_on", "n", "base_mean", "oth
 def ship(data: dict[str, Any]) -> Path:
     """The adapter beside the embedded model's code, with its sha256 and where it came from, so
     ``local_lm()`` serves it by default (``rlmkit/local/adapter.py``); refused unless it wins."""
-    from self_train_report import ships, verdict
+    from first_pass_report import ships, verdict
 
     from optimizers.selftrain import StageStore
     from rlmkit.local.adapter import install_shipped
