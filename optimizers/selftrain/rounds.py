@@ -61,7 +61,7 @@ class MatrixPlan(_Frozen):
     suites: tuple[SuitePlan, ...] = Field(min_length=1)
 
 
-class TestPlan(_Frozen):
+class SealedTestPlan(_Frozen):
     """What ``rlmkit self-train read-test`` runs: each suite on the base and the candidate,
     interleaved example by example, bounded by turns and tokens; wall time is a fault guard."""
 
@@ -78,7 +78,7 @@ class Registry(_Frozen):
     first_arms: tuple[Arm, ...] = Field(min_length=2, description="the base first, then the prompt arm")
     first_adapter: FirstAdapter
     rounds: tuple[Round, ...] = ()
-    test: TestPlan
+    test: SealedTestPlan
 
     @model_validator(mode="after")
     def _arms_named_once(self) -> Registry:
