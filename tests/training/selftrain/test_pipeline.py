@@ -644,7 +644,7 @@ def test_a_recipe_file_names_everything_and_is_checked_before_any_stage(tmp_path
     from optimizers.cli.self_train import read_recipe
     from rlmkit.cli import app
 
-    training = Path(__file__).resolve().parents[2] / "benchmarks" / "training"
+    training = Path(__file__).resolve().parents[3] / "benchmarks" / "training"
     shipped = read_recipe(training / "reading_recipe.toml")
     assert shipped.per_turn and shipped.dpo and shipped.max_seconds
     # a suite's own hint overrides the recipe's, in the command that samples it

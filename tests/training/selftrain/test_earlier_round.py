@@ -85,7 +85,7 @@ def test_a_earlier_round_that_is_not_there_is_refused_before_any_stage(tmp_path)
 def test_the_second_reading_round_samples_through_the_first_rounds_archive():
     from optimizers.cli.self_train import read_recipe
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     recipe = read_recipe(root / "benchmarks" / "training" / "reading_round2.toml")
     first = read_recipe(root / "benchmarks" / "training" / "reading_recipe.toml")
     assert recipe.sample_adapter == "benchmarks/results/reading_recipe"
@@ -99,7 +99,7 @@ def test_the_second_reading_round_samples_through_the_first_rounds_archive():
 def test_the_third_reading_round_trains_on_code_and_leaves_out_the_families_no_arm_answers():
     from optimizers.cli.self_train import read_recipe
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     recipe = read_recipe(root / "benchmarks" / "training" / "reading_round3.toml")
     recipe = recipe.model_copy(update={"runs_from": tuple(str(root / spec) for spec in recipe.runs_from)})
     for spec in recipe.runs_from:
