@@ -24,7 +24,7 @@ from rlmkit.errors import UserError
 def ship_command(
     arm: Annotated[str, typer.Argument(help="A round's adapter arm (round3, round3_sft ...).")],
 ) -> None:
-    """Serve a round's adapter by default, if the gate over the matrix lets it through."""
+    """Serve a round's adapter by default, if its gate passes."""
     from optimizers.selftrain.release import read_results, ship
     from optimizers.selftrain.rounds import read_registry
 
@@ -37,7 +37,7 @@ def ship_command(
 def hold_back_command(
     arm: Annotated[str, typer.Argument(help="The arm whose verdict applies (adapter, round3 ...).")],
 ) -> None:
-    """Mark the shipped adapter held back when the gate fails it: the base serves by default."""
+    """Hold back the shipped adapter its gate fails."""
     from optimizers.selftrain.release import hold_back, read_results
     from optimizers.selftrain.rounds import read_registry
 
@@ -63,7 +63,7 @@ def read_test_command(
     ] = Path("runs/read-test"),
     threads: Annotated[int, typer.Option("--local-threads", min=1, help="llama.cpp threads per arm.")] = 1,
 ) -> None:
-    """Read the sealed test (seeds from 5000) once for a frozen candidate; append to the ledger."""
+    """Read the sealed test once for a frozen candidate."""
     from optimizers.selftrain.rounds import read_registry
     from optimizers.selftrain.sealed_test import Candidate, check_can_read, read_test
     from programs.tasks import real_text

@@ -297,7 +297,7 @@ def register(app: typer.Typer) -> None:
 
     group = typer.Typer(
         cls=_RunByDefault,
-        help="Train the embedded model on its own runs, ship what the gate passes, read the sealed test.",
+        help="Self-train a model; ship an adapter; read the sealed test.",
     )
     group.command("run")(self_train_command)
     group.command("ship")(release.ship_command)
