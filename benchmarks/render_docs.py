@@ -333,9 +333,9 @@ def round_yield(name: str) -> Callable[[], str]:
 
 def self_train() -> str:
     """The embedded model before and after training on its own filtered runs, paired."""
-    import self_train_report
+    import first_pass_report
 
-    return self_train_report.block()
+    return first_pass_report.block()
 
 
 def sessions() -> str:

@@ -84,11 +84,14 @@ def section(data: dict[str, Any]) -> str:
             + ". The next run resumes from the committed snapshots."
         )
         lines.append("")
-    lines += [f"- {condition}" for condition in data.get("conditions", [])]
-    if data.get("conditions"):
-        lines.append("")
     later = data.get("arms_added_later", [])
     lines += [*_table([arm for arm in arms if arm not in later], table), ""]
+    if conditions := data.get("conditions"):  # kept in the results file, summarised in one line
+        lines += [
+            f"*How these runs were made (per-stage commits, load history, cache replays): {len(conditions)} "
+            "notes under `conditions` in `benchmarks/results/reading_matrix.json`.*",
+            "",
+        ]
     first_base = data.get("added_tables_first_base", {})
     beside = data.get("added_beside", {})
     for name, rows in data.get("added_tables", {}).items():

@@ -26,21 +26,22 @@ from typing import Any
 from _bootstrap import RESULTS, ROOT
 
 import provenance
-import reading_matrix
 
-# Every round of the reading recipe, as the held-out matrix knows them; each writes its own
+from optimizers.selftrain.rounds import read_registry
+
+# Every round of the reading recipe, as the rounds registry names them; each writes its own
 # results file, named after its archive.
-ROUNDS = {where.name: where for where in reading_matrix.ROUNDS}
+ROUNDS = {where.name: where for where in read_registry().rounds}
 
 
 def results_file(name: str) -> Path:
-    return RESULTS / f"{ROUNDS[name].archive.name}_yield.json"
+    return RESULTS / f"{Path(ROUNDS[name].archive).name}_yield.json"
 
 
 def compiled(kind: str, trajectories: list[Path], min_score: float | None) -> dict[str, Any]:
     """One compile's counts: rows and examples per family, and what each filter removed."""
     from optimizers.compile import EmptyDatasetError, Filters, compile_dpo, compile_sft, load_runs
-    from optimizers.selftrain.runs import what_was_kept
+    from optimizers.selftrain.eval_rows import what_was_kept
 
     folders = [path for path in trajectories if path.is_dir()]
     if not folders:
@@ -63,16 +64,17 @@ def compiled(kind: str, trajectories: list[Path], min_score: float | None) -> di
 
 def collect(name: str = "reading") -> dict[str, Any]:
     from optimizers.selftrain import earlier_round
+    from optimizers.selftrain.eval_rows import read_rows, sample_counts
     from optimizers.selftrain.recipe import Recipe
-    from optimizers.selftrain.runs import read_rows, sample_counts
     from optimizers.selftrain.stages import StageStore
 
     where = ROUNDS[name]
-    recipe = Recipe.model_validate(json.loads((where.archive / "recipe.json").read_text()))
-    live = StageStore(where.work, where.archive)
+    archive = ROOT / where.archive
+    recipe = Recipe.model_validate(json.loads((archive / "recipe.json").read_text()))
+    live = where.store(ROOT)
     suites, folders = [], []
     with tempfile.TemporaryDirectory() as scratch:
-        store = StageStore(Path(scratch), where.archive)  # reads what the archive holds, as a checkout would
+        store = StageStore(Path(scratch), archive)  # reads what the archive holds, as a checkout would
         kinds = ("sample", "branch") if recipe.branch_samples else ("sample",)
         for kind, plan in [(kind, plan) for kind in kinds for plan in recipe.train]:
             stage = f"{kind}-{plan.label}"

@@ -11,21 +11,15 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 
+from optimizers.cli.compile_plan import CompilePlan, Kind, plan
 from rlmkit.cli.common import console, exit_on_error
 from rlmkit.errors import UserError
-
-
-class Kind(StrEnum):
-    sft = "sft"
-    rl = "rl"
-    dpo = "dpo"
 
 
 def compile_runs(
@@ -115,59 +109,64 @@ def compile_runs(
 
     The dataset folder holds the rows and a manifest saying what went in.
     """
+    with exit_on_error(errors=(UserError, ValueError, OSError)):
+        run_plan(plan(**locals()))
+
+
+def run_plan(p: CompilePlan) -> None:
+    """One compile, as its plan says."""
     from optimizers.compile import Filters, by_signature, compile_dpo, compile_rl, compile_sft, load_runs
     from rlmkit.loading import load
 
-    with exit_on_error(errors=(UserError, ValueError, OSError)):
-        base = Filters() if kind is Kind.sft else Filters.rollouts()
-        filters = dataclasses.replace(
-            base,
-            **_filter_overrides(
-                min_score=min_score,
-                keep_zero_score=keep_zero_score,
-                min_turns=min_turns,
-                max_chars=max_chars,
-                dedupe=dedupe,
-                per_task_cap=per_task_cap,
-                max_answer_ratio=max_answer_ratio,
-                status=status,
-                per_turn=per_turn,
-            ),
-        )
-        common: dict[str, Any] = {
-            "filters": filters,
-            "metric": load(metric) if metric else None,
-            "protocol": protocol,
-            "repair": repair,
-            "tokenizer": _load_tokenizer(tokenizer) if tokenizer else None,
-            "system_prompt": system_prompt_file.read_text(encoding="utf-8") if system_prompt_file else None,
-            "mixed_signatures": mixed_signatures,
-        }
-        compiler, options = {
-            Kind.sft: (compile_sft, {"mode": mode, "subcalls": subcalls}),
-            Kind.rl: (
-                compile_rl,
-                {
-                    "scorer": scorer,
-                    "min_group_size": min_group_size,
-                    "drop_zero_advantage": drop_zero_advantage,
-                },
-            ),
-            Kind.dpo: (compile_dpo, {"mode": mode, "min_margin": min_margin}),
-        }[kind]
-        runset = load_runs(runs)
-        if group_signatures:
-            jobs = [(out / _slug(sig), runs_of) for sig, runs_of in sorted(by_signature(runset.runs).items())]
-        else:
-            jobs = [(out, runset)]
-        for folder, job_runs in jobs:
-            if isinstance(job_runs, list):  # one signature's share: keep the file list for the manifest
-                job_runs = dataclasses.replace(runset, runs=job_runs, duplicate_runs=0)
-            result = compiler(job_runs, **options, **common)
-            manifest = result.write(folder, seed=seed, val_fraction=val_fraction)
-            console.print(escape(result.report.summary()))
-            counts = ", ".join(f"{name}: {n}" for name, n in manifest["counts"].items())
-            console.print(f"wrote {escape(str(folder))} ({escape(counts)})")
+    base = Filters() if p.kind is Kind.sft else Filters.rollouts()
+    filters = dataclasses.replace(
+        base,
+        **_filter_overrides(
+            min_score=p.min_score,
+            keep_zero_score=p.keep_zero_score,
+            min_turns=p.min_turns,
+            max_chars=p.max_chars,
+            dedupe=p.dedupe,
+            per_task_cap=p.per_task_cap,
+            max_answer_ratio=p.max_answer_ratio,
+            status=p.status,
+            per_turn=p.per_turn,
+        ),
+    )
+    common: dict[str, Any] = {
+        "filters": filters,
+        "metric": load(p.metric) if p.metric else None,
+        "protocol": p.protocol,
+        "repair": p.repair,
+        "tokenizer": _load_tokenizer(p.tokenizer) if p.tokenizer else None,
+        "system_prompt": p.system_prompt_file.read_text(encoding="utf-8") if p.system_prompt_file else None,
+        "mixed_signatures": p.mixed_signatures,
+    }
+    compiler, options = {
+        Kind.sft: (compile_sft, {"mode": p.mode, "subcalls": p.subcalls}),
+        Kind.rl: (
+            compile_rl,
+            {
+                "scorer": p.scorer,
+                "min_group_size": p.min_group_size,
+                "drop_zero_advantage": p.drop_zero_advantage,
+            },
+        ),
+        Kind.dpo: (compile_dpo, {"mode": p.mode, "min_margin": p.min_margin}),
+    }[p.kind]
+    runset = load_runs(list(p.runs))
+    if p.group_signatures:
+        jobs = [(p.out / _slug(sig), runs_of) for sig, runs_of in sorted(by_signature(runset.runs).items())]
+    else:
+        jobs = [(p.out, runset)]
+    for folder, job_runs in jobs:
+        if isinstance(job_runs, list):  # one signature's share: keep the file list for the manifest
+            job_runs = dataclasses.replace(runset, runs=job_runs, duplicate_runs=0)
+        result = compiler(job_runs, **options, **common)
+        manifest = result.write(folder, seed=p.seed, val_fraction=p.val_fraction)
+        console.print(escape(result.report.summary()))
+        counts = ", ".join(f"{name}: {n}" for name, n in manifest["counts"].items())
+        console.print(f"wrote {escape(str(folder))} ({escape(counts)})")
 
 
 def _filter_overrides(**options: Any) -> dict[str, Any]:

@@ -1,4 +1,5 @@
 """``rlmkit self-train SUITE...``: a model's own filtered runs fine-tune it; both measured, paired.
+(``ship``, ``hold-back`` and ``read-test``, the release path's verbs, are in ``release.py``.)
 
     rlmkit self-train needle --lm local --samples 4 --out runs/self-train
     rlmkit self-train needle:20000:16 aggregation:20000:8 --held-out multihop:20000:10 --out DIR
@@ -21,6 +22,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer.core import TyperGroup
 
 from rlmkit.cli.common import console, exit_on_error, exit_on_sigterm
 from rlmkit.errors import UserError
@@ -280,5 +282,25 @@ def report_table(rows: list[dict]) -> Table:
     return table
 
 
+class _RunByDefault(TyperGroup):
+    """``rlmkit self-train SUITE...`` runs a round as it always did; a verb's name first (``ship``,
+    ``hold-back``, ``read-test``) runs that verb instead."""
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h")):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
 def register(app: typer.Typer) -> None:
-    app.command("self-train")(self_train_command)
+    from optimizers.cli import release
+
+    group = typer.Typer(
+        cls=_RunByDefault,
+        help="Self-train a model; ship an adapter; read the sealed test.",
+    )
+    group.command("run")(self_train_command)
+    group.command("ship")(release.ship_command)
+    group.command("hold-back")(release.hold_back_command)
+    group.command("read-test")(release.read_test_command)
+    app.add_typer(group, name="self-train")

@@ -20,12 +20,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from optimizers.selftrain.children import children_stopped_on_exit
+from optimizers.selftrain.eval_rows import never_answered, read_rows, replayed_runs, report_row
 from optimizers.selftrain.paired import paired_compare
 from optimizers.selftrain.pipeline import StageFailed, rlmkit_command, shown
 from optimizers.selftrain.recipe import HELD_OUT_SEEDS, SuitePlan
-from optimizers.selftrain.runs import never_answered, read_rows, replayed_runs, report_row
 from optimizers.selftrain.stages import StageStore
+from optimizers.selftrain.subprocesses import subprocesses_stopped_on_exit
 from rlmkit.errors import UserError
 
 # A run scoring this much answered right. Suites give partial credit below it (a count one off, a
@@ -124,7 +124,7 @@ class MatrixRun:
         if not todo:
             return
         arms, plans = zip(*todo, strict=True)
-        with ThreadPoolExecutor(max_workers=len(set(arms))) as pool, children_stopped_on_exit():
+        with ThreadPoolExecutor(max_workers=len(set(arms))) as pool, subprocesses_stopped_on_exit():
             list(pool.map(self._stage, arms, plans))
 
     def _stage(self, arm: Arm, plan: SuitePlan) -> dict[str, Any]:

@@ -17,10 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from optimizers.selftrain import earlier_round
-from optimizers.selftrain.children import children_stopped_on_exit, run_child
-from optimizers.selftrain.paired import paired_compare
-from optimizers.selftrain.recipe import DATASET_ONLY, MEASURED_ONLY, Measurement, Recipe, SuitePlan
-from optimizers.selftrain.runs import (
+from optimizers.selftrain.eval_rows import (
     count_lines,
     never_answered,
     per_example,
@@ -29,7 +26,10 @@ from optimizers.selftrain.runs import (
     sample_counts,
     what_was_kept,
 )
+from optimizers.selftrain.paired import paired_compare
+from optimizers.selftrain.recipe import DATASET_ONLY, MEASURED_ONLY, Measurement, Recipe, SuitePlan
 from optimizers.selftrain.stages import StageStore
+from optimizers.selftrain.subprocesses import run_subprocess, subprocesses_stopped_on_exit
 from rlmkit.errors import RLMKitError
 
 ARMS = ("base", "adapter")
@@ -68,7 +68,7 @@ class SelfTrain:
         train_from: dict[str, Any] | None = None,
     ):
         self.recipe, self.store, self.base_gguf, self.log = recipe, store, Path(base_gguf), log
-        self.runner = runner or run_child
+        self.runner = runner or run_subprocess
         self.train_from = train_from or {
             "base_model": str(self.base_gguf.parent),
             "options": {"gguf_file": self.base_gguf.name},
@@ -112,7 +112,7 @@ class SelfTrain:
         while planned:
             together = 2 if self.recipe.eval_threads and planned[0][0].startswith("eval-base-") else 1
             batch, planned = planned[:together], planned[together:]
-            with ThreadPoolExecutor(max_workers=len(batch)) as pool, children_stopped_on_exit():
+            with ThreadPoolExecutor(max_workers=len(batch)) as pool, subprocesses_stopped_on_exit():
                 for name, record in zip([b[0] for b in batch], pool.map(self._run_one, batch)):
                     done[name] = record
         return done

@@ -19,12 +19,12 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from programs.cli.eval_plan import EvalPlan, plan
 from programs.cli.eval_progress import LiveCounts, ProgressLines
 from programs.tasks import FAMILIES  # plain data and generators: cheap to import for --help
 from rlmkit import events as ev
 from rlmkit.cli.common import EMBEDDED_FLAGS, exit_on_error, lm_from_flag
 from rlmkit.cli.common import console as err
-from rlmkit.errors import UserError
 
 
 def eval_command(
@@ -70,11 +70,19 @@ def eval_command(
         help="The moves the system prompt lists: count (the default; ends on a counted result) or "
         "read (every move prints; the run ends on a value copied from the output).",
     ),
+    max_tokens: int = typer.Option(
+        None,
+        "--max-tokens",
+        min=1,
+        help="Tokens each run may spend, sub-calls included: with --max-iterations, the bound that ends "
+        "a run, the same on a busy machine as on a quiet one.",
+    ),
     max_seconds: float = typer.Option(
         None,
         "--max-seconds",
         min=1.0,
-        help="Wall-time budget of each run, sub-calls included: a run past it stops and scores 0.",
+        help="Wall-time budget of each run, sub-calls included: a run past it stops and scores 0. Set it "
+        "far above a normal run (a fault guard): a verdict should rest on turns and tokens.",
     ),
     hint: bool = typer.Option(
         False,
@@ -162,41 +170,11 @@ def eval_command(
     Prints the mean score (95% CI), cost, tokens and failures.
     """
     with exit_on_error():
-        _run(**locals())
+        _run(plan(**locals()))
 
 
-def _run(
-    *,
-    suite,
-    n,
-    length,
-    seed,
-    knob,
-    lm,
-    api_base,
-    adapter,
-    local_threads,
-    sub_lm,
-    program,
-    moves,
-    max_seconds,
-    hint,
-    hold_unread_answers,
-    max_depth,
-    max_iterations,
-    workers,
-    out,
-    baseline,
-    plain,
-    window_tokens,
-    retry_failed,
-    samples,
-    temperature,
-    lm_cache,
-    branch_from,
-    branch_below,
-    ray,
-) -> None:
+def _run(p: EvalPlan) -> None:
+    """One evaluation, as its plan says."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from programs.evaluate import evaluate, evaluate_plan
@@ -206,85 +184,84 @@ def _run(
     from rlmkit.prompting import Display
 
     # Everything the command line can get wrong fails here, before any model call.
-    knobs = parse_knobs(suite, knob or [])
-    examples = generate(suite, n=n, length=length, seed=seed, **knobs)
-    if hint:
+    knobs = parse_knobs(p.suite, list(p.knob))
+    examples = generate(p.suite, n=p.n, length=p.length, seed=p.seed, **knobs)
+    if p.hint:
         from programs.hints import hinted
 
         examples = [hinted(example) for example in examples]  # a held-out seed is refused here
-    sampling = {"temperature": temperature} if temperature is not None else {}
-    if (adapter is not None or local_threads) and lm not in EMBEDDED_FLAGS:
-        raise UserError("--adapter and --local-threads apply to the embedded model only (--lm local)")
-    if adapter is not None:
-        sampling["adapter"] = adapter
-    if lm_cache is not None:
-        sampling["cache"] = False if lm_cache.strip().lower() == "off" else Path(lm_cache).expanduser()
-    if local_threads:
+    sampling = {"temperature": p.temperature} if p.temperature is not None else {}
+    if p.adapter is not None:
+        sampling["adapter"] = p.adapter
+    if p.lm_cache is not None:
+        sampling["cache"] = False if p.lm_cache.strip().lower() == "off" else Path(p.lm_cache).expanduser()
+    if p.local_threads:
         from rlmkit.local import LocalServerConfig
 
-        sampling.update(config=LocalServerConfig(threads=local_threads, parallel=workers), private=True)
-    root = lm_from_flag(lm, api_base, **sampling)
-    sub = lm_from_flag(sub_lm, api_base, **sampling) if sub_lm else None
+        sampling.update(config=LocalServerConfig(threads=p.local_threads, parallel=p.workers), private=True)
+    root = lm_from_flag(p.lm, p.api_base, **sampling)
+    sub = lm_from_flag(p.sub_lm, p.api_base, **sampling) if p.sub_lm else None
 
-    display = Display(moves=moves)  # an unknown set of moves fails here
-    # the default call cap stays; the time limit is added to it
-    budget = {"budget": Budget(max_calls=DEFAULT_MAX_CALLS, max_seconds=max_seconds)} if max_seconds else {}
+    display = Display(moves=p.moves)  # an unknown set of moves fails here
+    # the default call cap stays; the token bound and the time guard are added to it
+    limits = {"max_tokens": p.max_tokens, "max_seconds": p.max_seconds}
+    budget = {"budget": Budget(max_calls=DEFAULT_MAX_CALLS, **limits)} if any(limits.values()) else {}
 
     def build(name: str):
         return build_program(
-            name, suite, lm=root, sub_lm=sub, max_depth=max_depth, max_iterations=max_iterations,
-            display=display, hold_unread_answers=hold_unread_answers, **budget,
+            name, p.suite, lm=root, sub_lm=sub, max_depth=p.max_depth, max_iterations=p.max_iterations,
+            display=display, hold_unread_answers=p.hold_unread_answers, **budget,
         )  # fmt: skip
 
-    factory, plain_factory = functools.partial(build, program), functools.partial(build, "plain")
+    factory, plain_factory = functools.partial(build, p.program), functools.partial(build, "plain")
 
     factory()  # a bad program/suite pairing or knob fails now, not in every worker
     # the baseline's window (the model's own unless given) is known now, or its error is raised now
-    baseline_program = baseline_for(suite, lm=root, window_tokens=window_tokens) if baseline else False
+    baseline_program = baseline_for(p.suite, lm=root, window_tokens=p.window_tokens) if p.baseline else False
     config = {
-        "suite": suite,
-        "length": length,
-        "seed": seed,
+        "suite": p.suite,
+        "length": p.length,
+        "seed": p.seed,
         "knobs": knobs,
-        "program": program,
-        "lm": lm,
-        "api_base": api_base,
-        "sub_lm": sub_lm,
-        "max_depth": max_depth,
-        "max_iterations": max_iterations,
-        "window_tokens": baseline_program.window_tokens if baseline_program else window_tokens,
+        "program": p.program,
+        "lm": p.lm,
+        "api_base": p.api_base,
+        "sub_lm": p.sub_lm,
+        "max_depth": p.max_depth,
+        "max_iterations": p.max_iterations,
+        "window_tokens": baseline_program.window_tokens if baseline_program else p.window_tokens,
     }
-    if temperature is not None:  # only when set: older run folders keep their config hash
-        config["temperature"] = temperature
-    if moves != Display.moves:  # likewise
-        config["moves"] = moves
-    if hold_unread_answers:
+    if p.temperature is not None:  # only when set: older run folders keep their config hash
+        config["temperature"] = p.temperature
+    if p.moves != Display.moves:  # likewise
+        config["moves"] = p.moves
+    if p.hold_unread_answers:
         config["hold_unread_answers"] = True
-    if hint:
+    if p.hint:
         config["hint"] = True
-    if max_seconds:
-        config["max_seconds"] = max_seconds
-    if lm in EMBEDDED_FLAGS:
-        config.update(_adapter_config(adapter))
+    if p.max_seconds:
+        config["max_seconds"] = p.max_seconds
+    if p.max_tokens:
+        config["max_tokens"] = p.max_tokens
+    if p.lm in EMBEDDED_FLAGS:
+        config.update(_adapter_config(p.adapter))
     branching = None
-    if branch_from:
+    if p.branch_from:
         from programs.branching import BranchPlan
         from rlmkit.run.replay import ReplayedPrefix
 
-        if baseline or plain:
-            raise UserError("--branch-from continues the program's runs: drop --baseline and --plain")
-        branching = BranchPlan.read(branch_from, examples, config, below=branch_below, samples=samples)
+        branching = BranchPlan.read(p.branch_from, examples, config, below=p.branch_below, samples=p.samples)
         if not branching.origins:  # every run right, or answered in one turn: a result, not an error
             err.print(
-                f"no run of {branch_from} scored below {branch_below} after two turns or more: "
+                f"no run of {p.branch_from} scored below {p.branch_below} after two turns or more: "
                 "nothing to continue"
             )
             return
         root = ReplayedPrefix(root, branching.branches())  # build() reads root and sub when called
         sub = ReplayedPrefix(sub, branching.branches()) if sub else None
         config = branching.config
-    default_out = Path(f"{branch_from.rstrip('/')}-continued") if branch_from else None
-    out = Path(out) if out else default_out or Path("runs") / f"eval-{suite}-{length}-s{seed}"
+    default_out = Path(f"{p.branch_from.rstrip('/')}-continued") if p.branch_from else None
+    out = Path(p.out) if p.out else default_out or Path("runs") / f"eval-{p.suite}-{p.length}-s{p.seed}"
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
@@ -296,9 +273,9 @@ def _run(
         TimeRemainingColumn(),
     )
     with Progress(*columns, console=err) as progress:
-        what = f"{len(branching.origins)} runs continued" if branching else f"x{n}"
+        what = f"{len(branching.origins)} runs continued" if branching else f"x{p.n}"
         task = progress.add_task(
-            f"{suite} {what}" + (f" x{samples} samples" if samples > 1 else ""),
+            f"{p.suite} {what}" + (f" x{p.samples} samples" if p.samples > 1 else ""),
             total=None,
             correct=0,
             cost=0.0,
@@ -336,28 +313,28 @@ def _run(
         runs = (
             functools.partial(evaluate_plan, factory, branching.plan, runner=branching.runner())
             if branching
-            else functools.partial(evaluate, factory, examples, samples=samples)
+            else functools.partial(evaluate, factory, examples, samples=p.samples)
         )
         try:
             result = runs(
-                workers=workers,
+                workers=p.workers,
                 out_dir=out,
                 config=config,
                 baseline=baseline_program,
-                plain=plain_factory if plain else False,
-                retry_failed=retry_failed,
+                plain=plain_factory if p.plain else False,
+                retry_failed=p.retry_failed,
                 on_result=on_result,
                 on_start=on_start,
-                ray=ray,
+                ray=p.ray,
             )
         finally:
             stop_live()
     Console(width=max(Console().width, 130)).print(
-        result.table(title=f"rlmkit eval {suite} (n={n}, length={length:,}, seed={seed})")
+        result.table(title=f"rlmkit eval {p.suite} (n={p.n}, length={p.length:,}, seed={p.seed})")
     )
     summary = {
         "config": config,
-        "samples": samples,
+        "samples": p.samples,
         "summary": result.summary(),
         "plain": result.plain.summary() if result.plain else None,
         "baseline": result.baseline.summary() if result.baseline else None,

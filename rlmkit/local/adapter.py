@@ -80,26 +80,6 @@ def held_back() -> dict | None:
     return (record or {}).get("held_back")
 
 
-def install_shipped(gguf: Path, record: dict) -> Path:
-    """Ship ``gguf`` beside the embedded model with ``record`` (what it was trained on and the
-    gate it passed), its file name, size and sha256 added: ``local_lm()`` serves it by default
-    from then on. Whatever shipped before is replaced, its record with it."""
-    import shutil
-
-    target = SHIPPED_ADAPTER.with_suffix(".gguf")
-    shutil.copyfile(gguf, target)
-    data = target.read_bytes()
-    record = {
-        "file": target.name,
-        "sha256": hashlib.sha256(data).hexdigest(),
-        "bytes": len(data),
-        **{key: value for key, value in record.items() if key not in ("file", "sha256", "bytes")},
-    }
-    SHIPPED_ADAPTER.write_text(json.dumps(record, indent=1) + "\n")
-    shipped_adapter.cache_clear()
-    return target
-
-
 @cache
 def shipped_adapter() -> Path | None:
     """The adapter this build ships for the embedded model, verified, or None."""

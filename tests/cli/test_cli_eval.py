@@ -181,3 +181,20 @@ def test_lm_cache_gives_a_measurement_its_own_replies_or_none(server, tmp_path, 
     assert "(1 of 1 calls from the cache)" in shared.output  # on each run's line of the log
     rows = [json.loads(line) for line in (tmp_path / "fourth" / "results.jsonl").read_text().splitlines()]
     assert [row["cached_calls"] for row in rows] == [1, 1, 1]
+
+
+def test_an_eval_plan_refuses_flags_that_do_not_fit_before_any_model_starts():
+    import pytest
+
+    from programs.cli.eval_plan import plan
+    from rlmkit.errors import UserError
+
+    assert plan(suite="needle", max_tokens=5000, knob=None).knob == ()
+    with pytest.raises(UserError, match="--n: Input should be greater than or equal to 1"):
+        plan(suite="needle", n=0)
+    with pytest.raises(UserError, match="apply to the embedded model only"):
+        plan(suite="needle", lm="openai/x", adapter="a.gguf")
+    with pytest.raises(UserError, match="--branch-from continues the program's runs"):
+        plan(suite="needle", branch_from="runs/x", plain=True)
+    with pytest.raises(ValueError):
+        plan(suite="needle").model_copy(update={"n": 3}).__setattr__("n", 4)  # frozen

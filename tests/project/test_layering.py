@@ -277,3 +277,15 @@ def test_nothing_built_on_the_runtime_subclasses_the_rlm_module():
         and any(ast.unparse(base).split(".")[-1] == "RLM" for base in node.bases)
     ]
     assert offenders == []
+
+
+def test_tests_of_product_code_import_no_benchmark_script():
+    """The release path is product code: the tests of ``optimizers/`` (tests/training) reach it
+    without putting a benchmark folder on ``sys.path``; only tests/benchmarks run benchmark scripts."""
+    reaching = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "tests" / "training").rglob("*.py"))
+        if '"benchmarks" / "training"' in (text := path.read_text())
+        and ("sys.path" in text or "syspath_prepend" in text)
+    ]
+    assert reaching == []

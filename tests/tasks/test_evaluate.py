@@ -111,7 +111,7 @@ def test_a_run_its_model_never_answered_runs_again_on_resume_and_its_new_row_win
     assert result.failures == {"max_iterations": 1} and result.rows[0].score == 1.0
     lines = (tmp_path / "results.jsonl").read_text().splitlines()
     assert len(lines) == 4  # appended, never rewritten: a kill mid-resume loses nothing
-    from optimizers.selftrain.runs import read_rows
+    from optimizers.selftrain.eval_rows import read_rows
 
     rows = {row["id"]: row for row in read_rows(tmp_path)}
     assert len(read_rows(tmp_path)) == 3 and rows[EXAMPLES[0].id]["status"] == "ok"

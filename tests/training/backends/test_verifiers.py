@@ -25,7 +25,7 @@ from optimizers.compile.schema import ChatMessage, RewardSpec, RLRow
 from rlmkit.errors import ConfigError
 from rlmkit.testing.server import ScriptedServer, is_root_request
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 VENV_PYTHON = Path(os.environ.get("RLMKIT_VERIFIERS_PYTHON") or REPO / ".venvs/verifiers-v1/bin/python")
 REPLAY = {"example_fn": "programs.tasks.replay:example_of", "inputs_fn": "programs.tasks.replay:inputs_of"}
 

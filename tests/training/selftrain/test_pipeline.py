@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -360,154 +359,6 @@ def test_a_shipped_adapter_is_the_default_only_while_its_file_matches_its_record
     adapters.shipped_adapter.cache_clear()
 
 
-def test_an_adapter_its_gate_holds_back_is_served_only_by_name(tmp_path, monkeypatch):
-    import hashlib
-
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks" / "training"))
-    import reading_matrix
-    import reading_matrix_shipping
-
-    from rlmkit.local import adapter as adapters
-
-    monkeypatch.delenv(adapters.ENV, raising=False)
-    monkeypatch.setattr(adapters, "SHIPPED_ADAPTER", tmp_path / "shipped_adapter.json")
-    adapters.shipped_adapter.cache_clear()
-    with pytest.raises(LocalModelError, match="ships no adapter"):
-        adapters.resolve_adapter("shipped")
-    file = write_tiny_gguf(tmp_path / "shipped_adapter.gguf", "qwen2", blocks=1)
-    record = {"file": file.name, "sha256": hashlib.sha256(file.read_bytes()).hexdigest()}
-    adapters.SHIPPED_ADAPTER.write_text(json.dumps(record))
-    adapters.shipped_adapter.cache_clear()
-    assert adapters.resolve_adapter() == file
-    verdict = {"adapter": {"failures": ["no real-text suite gains"]}}
-    failing = {"date": "today", "commit": "abc", "gate": verdict}
-    # another adapter than the one the `adapter` arm measured: its verdict is not this one's
-    assert not reading_matrix.hold_back_shipped(failing) and adapters.held_back() is None
-    assert not reading_matrix.left_to_run(lambda name: True)("eval-adapter-needle-20k")
-    monkeypatch.setattr(reading_matrix_shipping, "FIRST_ADAPTER_SHA256", record["sha256"])
-    assert reading_matrix.left_to_run(lambda name: True)("eval-adapter-needle-20k")
-    passing = {"date": "today", "commit": "abc", "gate": {"adapter": {"failures": []}}}
-    assert not reading_matrix.hold_back_shipped(passing)  # a partial pass changes nothing
-    assert reading_matrix.hold_back_shipped(failing)
-    assert not reading_matrix.hold_back_shipped(failing)  # the same verdict again: no rewrite
-    assert adapters.held_back()["failures"] == ["no real-text suite gains"]
-    assert adapters.resolve_adapter() is None  # the default is the base model now
-    assert adapters.resolve_adapter("shipped") == file  # still there, by name
-    monkeypatch.setenv(adapters.ENV, "shipped")
-    assert adapters.resolve_adapter() == file
-    adapters.shipped_adapter.cache_clear()
-
-
-def test_the_reading_adapter_ships_only_through_its_gate_with_what_it_was_taught(tmp_path, monkeypatch):
-    import hashlib
-
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks" / "training"))
-    import reading_matrix
-
-    from optimizers.selftrain.matrix import Arm
-    from rlmkit.local import adapter as adapters
-
-    recipe = Recipe(
-        train=(SuitePlan(suite="needle", n=2, hint=True), SuitePlan(suite="prose", n=2)), dpo=True
-    )
-    archive = tmp_path / "archive"
-    store = StageStore(tmp_path / "work", archive)
-    store.keep_recipe(recipe.model_dump(mode="json"))
-    first = reading_matrix.ROUNDS[0]
-    monkeypatch.setattr(reading_matrix, "ROUNDS", (replace(first, work=tmp_path / "work", archive=archive),))
-    monkeypatch.setattr(adapters, "SHIPPED_ADAPTER", tmp_path / "shipped_adapter.json")
-    assert list(reading_matrix.candidates()) == ["adapter"]  # no adapter stage yet: no arm
-    for plan in recipe.train:
-        store.run(
-            f"sample-{plan.label}",
-            lambda f: {"generator_seed": 0, "examples": 2, "runs": 8, "scored_above_0": 3},
-        )
-    sft = {"rows": 5, "examples": 3, "per_family": {"needle": {"rows": 5, "examples": 3}},
-           "runs_dropped": {"zero_score": 4}, "turns_dropped": {"turn:code_failed": 2}}  # fmt: skip
-    store.run("dataset", lambda f: {"sft": sft, "dpo": {"rows": 2}})
-    trained = {"rows": 5, "steps": 5, "precision": "bf16", "train_runtime_s": 9.0}
-    store.run("train", lambda f: trained)
-
-    def adapter(source, blocks):
-        def made(folder):
-            write_tiny_gguf(folder / "adapter.gguf", "qwen2", blocks=blocks)
-            return {"from": source, "base": "base.gguf"}
-
-        return made
-
-    # the SFT adapter is an arm as soon as it is made, before DPO trains on from it
-    store.run("adapter-sft", adapter("train", 1))
-    assert list(reading_matrix.candidates()) == ["adapter", "reading_sft"]
-    store.run("train-dpo", lambda f: trained)
-    store.run("adapter", adapter("train-dpo", 2))
-    assert reading_matrix.candidates()["reading"] == ("needle", "prose")
-    arms = reading_matrix.matrix().arms
-    # the base runs again beside them from the first reading arm on: the base they are judged against
-    assert [arm.name for arm in arms][-3:] == ["reading_sft", "base_again", "reading"]
-    assert arms[-3].adapter != arms[-1].adapter and arms[-2] == Arm(name="base_again")
-    row = {"suite": "needle-20k", "n": 20, "versus_base": {"reading": {"gain": 0.3, "ci95": [0.1, 0.5]}}}
-    first_base = {
-        "suite": "needle-20k",
-        "n": 20,
-        "versus_base": {"reading": {"gain": 0.9, "ci95": [0.7, 1.0]}},
-    }
-    data = {"date": "today", "commit": "abc", "table": [first_base], "added_tables": {"reading": [row]}}
-    for verdict in (None, {"ships": False, "failures": ["needle-20k: below the base"]}):
-        with pytest.raises(SystemExit, match="does not ship"):
-            reading_matrix.ship({**data, "gate": {"reading": verdict}}, "reading")
-    assert not adapters.SHIPPED_ADAPTER.exists()
-    shipped = reading_matrix.ship({**data, "gate": {"reading": {"ships": True, "failures": []}}}, "reading")
-    record = adapters.shipped_record()
-    assert record["sha256"] == hashlib.sha256(shipped.read_bytes()).hexdigest() and "held_back" not in record
-    assert record["rows"] == 5 and record["examples"] == 3 and record["dpo_pairs"] == 2
-    assert [(s["suite"], s["hinted"]) for s in record["trained_on"]] == [("needle", True), ("prose", False)]
-    assert record["runs_from"] == [] and record["sampled_through"] is None  # a first round's own runs
-    assert record["filters"]["runs_dropped"] == {"zero_score": 4} and record["gate"]["ships"]
-    assert record["measured"] == [{"suite": "needle-20k", "n": 20, "gain": 0.3, "ci95": [0.1, 0.5]}]
-    assert set(record["training"]) == {"sft", "dpo"}
-    assert adapters.resolve_adapter() == shipped  # served by default from now on
-    adapters.shipped_adapter.cache_clear()
-    # the SFT adapter ships by the same gate, its record without the DPO it never had
-    data["added_tables"]["reading_sft"] = [
-        {**row, "versus_base": {"reading_sft": {"gain": 0.2, "ci95": [0.05, 0.4]}}}
-    ]
-    sft = reading_matrix.ship(
-        {**data, "gate": {"reading_sft": {"ships": True, "failures": []}}}, "reading_sft"
-    )
-    assert adapters.shipped_record()["measured"][0]["gain"] == 0.2
-    record = adapters.shipped_record()
-    final = hashlib.sha256((store.output("adapter") / "adapter.gguf").read_bytes()).hexdigest()
-    assert record["sha256"] == hashlib.sha256(sft.read_bytes()).hexdigest() != final
-    assert set(record["training"]) == {"sft"} and record["dpo_pairs"] == 0
-    with pytest.raises(SystemExit, match="reading_sft, reading\\)"):
-        reading_matrix.ship({**data, "gate": {}}, "adapter")
-    adapters.shipped_adapter.cache_clear()
-
-
-def test_a_matrix_run_measures_only_the_arms_and_suites_named(monkeypatch):
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks" / "training"))
-    import reading_matrix
-
-    from optimizers.selftrain.matrix import Arm, Matrix
-
-    matrix = Matrix(
-        suites=(SuitePlan(suite="needle", length=20_000, n=2), SuitePlan(suite="prose", length=60_000, n=2)),
-        arms=(Arm(name="base"), Arm(name="reading_sft", adapter="a.gguf")),
-    )
-    only = reading_matrix.selected(matrix, "reading_sft", None)
-    assert [name for name in ("eval-reading_sft-needle-20k", "eval-reading_sft-prose-60k") if only(name)] == [
-        "eval-reading_sft-needle-20k",
-        "eval-reading_sft-prose-60k",
-    ]
-    assert not only("eval-base-needle-20k")
-    only = reading_matrix.selected(matrix, None, "prose")
-    assert only("eval-base-prose-60k") and not only("eval-base-needle-20k")
-    with pytest.raises(SystemExit, match="no arm reading in the matrix: base, reading_sft"):
-        reading_matrix.selected(matrix, "reading", None)
-    with pytest.raises(SystemExit, match="no suite source"):
-        reading_matrix.selected(matrix, None, "source")
-
-
 def test_an_eval_folder_knows_its_adapter_by_content_not_path(tmp_path, monkeypatch):
     """A run folder's identity holds the adapter's name and hash: a copy of the same adapter
     elsewhere (the work folder moved, an absolute path for a relative one) resumes its runs; a
@@ -557,12 +408,12 @@ def test_a_stopped_self_train_stops_the_stage_command_it_runs(tmp_path):
         "from pathlib import Path\n"
         "from rlmkit.cli.common import exit_on_sigterm\n"
         "from optimizers.selftrain import Recipe, StageStore, SuitePlan\n"
-        "from optimizers.selftrain.children import run_child\n"
+        "from optimizers.selftrain.subprocesses import run_subprocess\n"
         "from optimizers.selftrain.pipeline import SelfTrain\n"
         "exit_on_sigterm()\n"
         "recipe = Recipe(train=(SuitePlan(suite='needle', length=2_000, n=1),))\n"
         f"store = StageStore(Path({str(tmp_path / 'work')!r}))\n"
-        f"stage = lambda command: run_child([sys.executable, '-c', {sleeper!r}])\n"
+        f"stage = lambda command: run_subprocess([sys.executable, '-c', {sleeper!r}])\n"
         "SelfTrain(recipe, store, Path('base.gguf'), log=lambda _: None, runner=stage).run()\n"
     )
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
@@ -793,7 +644,7 @@ def test_a_recipe_file_names_everything_and_is_checked_before_any_stage(tmp_path
     from optimizers.cli.self_train import read_recipe
     from rlmkit.cli import app
 
-    training = Path(__file__).resolve().parents[2] / "benchmarks" / "training"
+    training = Path(__file__).resolve().parents[3] / "benchmarks" / "training"
     shipped = read_recipe(training / "reading_recipe.toml")
     assert shipped.per_turn and shipped.dpo and shipped.max_seconds
     # a suite's own hint overrides the recipe's, in the command that samples it

@@ -1,9 +1,8 @@
 """The embedded model trained on its own runs: the self-training recipe's first pass, measured.
 
-    nice -n 5 python benchmarks/training/self_train.py      # run or resume every stage, then report
-    nice -n 5 python benchmarks/training/self_train.py --stages eval-base-needle  # one stage only
-    python benchmarks/training/self_train.py --report-only  # the results file and docs from the archive
-    python benchmarks/training/self_train.py --report-only --ship  # and serve the adapter if it wins
+    nice -n 5 python benchmarks/training/first_pass.py      # run or resume every stage, then report
+    nice -n 5 python benchmarks/training/first_pass.py --stages eval-base-needle  # one stage only
+    python benchmarks/training/first_pass.py --report-only  # the results file and docs from the archive
 
 It runs ``rlmkit self-train`` with the recipe below (work in ``.selftrain/work``, each finished
 stage packed into ``benchmarks/results/self_train/``, which is committed), then the demo's own
@@ -91,9 +90,9 @@ def demo_stage(arm: str, adapter: Path) -> Any:
 def collect(work: Path = WORK, archive: Path = ARCHIVE) -> dict[str, Any]:
     """Everything finished so far, read from the archive (and the work folder's unfinished stages)."""
     from optimizers.selftrain import Recipe, StageStore
+    from optimizers.selftrain.eval_rows import count_lines, read_rows
     from optimizers.selftrain.paired import paired_compare
     from optimizers.selftrain.pipeline import SelfTrain
-    from optimizers.selftrain.runs import count_lines, read_rows
 
     store = StageStore(work, archive)
     kept = store.recipe()
@@ -148,11 +147,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--report-only", action="store_true", help="only rewrite the results file and docs")
     parser.add_argument("--no-demo", action="store_true", help="skip the demo's seeds")
     parser.add_argument(
-        "--ship",
-        action="store_true",
-        help="after the report: serve the adapter by default, if the results pass the rule",
-    )
-    parser.add_argument(
         "--stages",
         help="only the recipe's stages starting with these (comma-separated), e.g. to run two "
         "unfinished stages as two processes side by side; implies --no-demo",
@@ -174,58 +168,6 @@ def main(argv: list[str] | None = None) -> None:
     import render_docs
 
     render_docs.render_pages()
-    if args.ship:
-        print(f"shipped {ship(data)}")
-
-
-# What the shipped adapter's record keeps of each paired measurement.
-MEASURED_KEYS = ("suite", "generator_seed", "trained_on", "n", "base_mean", "other_mean", "gain", "ci95")
-
-
-def ship(data: dict[str, Any]) -> Path:
-    """The adapter beside the embedded model's code, with its sha256 and where it came from, so
-    ``local_lm()`` serves it by default (``rlmkit/local/adapter.py``); refused unless it wins."""
-    from self_train_report import ships, verdict
-
-    from optimizers.selftrain import StageStore
-    from rlmkit.local.adapter import install_shipped
-
-    if not ships(data):
-        raise SystemExit(f"the adapter does not ship: {verdict(data)}")
-    adapter = StageStore(WORK, ARCHIVE).output("adapter") / "adapter.gguf"
-    recipe, stages = data["recipe"], data["stages"]
-    record = {
-        "base": stages["adapter"]["base"],
-        "trained_on": trained_on(recipe, stages),
-        "rows": stages["train"]["rows"],
-        "measured": [{key: row.get(key) for key in MEASURED_KEYS} for row in data["comparison"]],
-        "results": f"benchmarks/results/{RESULTS.name} at {data['commit']}",
-    }
-    return install_shipped(adapter, record)
-
-
-def trained_on(recipe: dict[str, Any], stages: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per trained suite: the generator seed sampled, how many of its examples were sampled, and
-    which examples the training rows came from (read from the compiled dataset itself)."""
-    from optimizers.selftrain import StageStore
-
-    rows = StageStore(WORK, ARCHIVE).output("dataset") / "sft" / "train.jsonl"
-    ids = sorted(
-        {json.loads(line)["task_id"].split("/")[-1] for line in rows.read_text().splitlines() if line}
-    )
-    out = []
-    for plan in recipe["train"]:
-        sample = stages[f"sample-{plan['suite']}-{plan['length'] // 1000}k"]
-        out.append(
-            {
-                "suite": plan["suite"],
-                "length": plan["length"],
-                "generator_seed": sample["generator_seed"],
-                "examples_sampled": sample["examples"],
-                "examples_in_training_rows": [i for i in ids if i.startswith(f"{plan['suite']}-")],
-            }
-        )
-    return out
 
 
 if __name__ == "__main__":

@@ -85,7 +85,7 @@ def test_a_earlier_round_that_is_not_there_is_refused_before_any_stage(tmp_path)
 def test_the_second_reading_round_samples_through_the_first_rounds_archive():
     from optimizers.cli.self_train import read_recipe
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     recipe = read_recipe(root / "benchmarks" / "training" / "reading_round2.toml")
     first = read_recipe(root / "benchmarks" / "training" / "reading_recipe.toml")
     assert recipe.sample_adapter == "benchmarks/results/reading_recipe"
@@ -99,7 +99,7 @@ def test_the_second_reading_round_samples_through_the_first_rounds_archive():
 def test_the_third_reading_round_trains_on_code_and_leaves_out_the_families_no_arm_answers():
     from optimizers.cli.self_train import read_recipe
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     recipe = read_recipe(root / "benchmarks" / "training" / "reading_round3.toml")
     recipe = recipe.model_copy(update={"runs_from": tuple(str(root / spec) for spec in recipe.runs_from)})
     for spec in recipe.runs_from:
@@ -166,46 +166,51 @@ def test_the_dataset_compiles_the_earlier_rounds_runs_beside_its_own(tmp_path):
         )
 
 
-def test_a_second_rounds_adapters_are_arms_beside_a_base_of_their_own(tmp_path, monkeypatch):
+def test_a_second_rounds_adapters_are_arms_beside_a_base_of_their_own(tmp_path):
     """Once its adapter stages finish, a later round's adapters join the matrix after the first
     round's, with their own base arm beside them; the gate judges them on every family either
     round sampled."""
-    from dataclasses import replace
-
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks" / "training"))
-    import reading_matrix
-
     from optimizers.backends.testing import write_tiny_gguf
+    from optimizers.selftrain.rounds import Registry
 
     first_archive, second_archive = tmp_path / "r1-archive", tmp_path / "r2-archive"
     first = Recipe(train=(SuitePlan(suite="needle", n=2),))
-    second = Recipe(train=(SuitePlan(suite="source", length=50_000, n=2),), runs_from=(str(first_archive),))
+    second = Recipe(train=(SuitePlan(suite="source", length=50_000, n=2),), runs_from=("r1-archive",))
     stores = []
-    for recipe, archive, work in ((first, first_archive, "r1"), (second, second_archive, "r2")):
-        store = StageStore(tmp_path / work, archive)
+    for recipe, archive, work in ((first, first_archive, "reading"), (second, second_archive, "round2")):
+        store = StageStore(tmp_path / ".selftrain" / work, archive)
         store.keep_recipe(recipe.model_dump(mode="json"))
         store.run(f"sample-{recipe.train[0].label}", lambda folder: {"runs": 4})
         stores.append(store)
-    one, two = reading_matrix.ROUNDS[:2]
-    monkeypatch.setattr(
-        reading_matrix,
-        "ROUNDS",
-        (
-            replace(one, work=tmp_path / "r1", archive=first_archive),
-            replace(two, work=tmp_path / "r2", archive=second_archive),
-        ),
-    )
+    rounds = Registry.model_validate(
+        {
+            "results": "r.json",
+            "matrix": {"max_seconds": 240, "suites": [{"suite": "needle", "n": 20}]},
+            "first_arms": [{"name": "base"}, {"name": "prompt", "moves": "read"}],
+            "first_adapter": {"arm": "adapter", "sha256": "ab" * 32, "trained_families": ["needle"]},
+            "rounds": [
+                {"name": "reading", "recipe": "a.toml", "archive": "r1-archive", "arm": "reading",
+                 "base": "base_again"},
+                {"name": "round2", "recipe": "b.toml", "archive": "r2-archive", "arm": "round2",
+                 "base": "base_round2"},
+            ],
+            "test": {"suites": [{"suite": "needle", "n": 2}]},
+        }
+    )  # fmt: skip
 
     def made(blocks):
         return lambda folder: write_tiny_gguf(folder / "adapter.gguf", "qwen2", blocks=blocks) and {}
 
-    assert [arm.name for arm in reading_matrix.matrix().arms] == ["base", "prompt", "adapter"]
+    def arms():
+        return [arm.name for arm in rounds.matrix_plan(Path("s.gguf"), tmp_path).arms]
+
+    assert arms() == ["base", "prompt", "adapter"]
     stores[0].run("adapter", made(1))
     stores[1].run("adapter-sft", made(2))
-    names = [arm.name for arm in reading_matrix.matrix().arms]
-    assert names == ["base", "prompt", "adapter", "reading", "base_again", "round2_sft", "base_round2"]
-    assert reading_matrix.candidates()["round2_sft"] == ("source", "needle")
-    assert reading_matrix.first_arm("base") and not reading_matrix.first_arm("base_round2")
+    assert arms() == ["base", "prompt", "adapter", "reading", "base_again", "round2_sft", "base_round2"]
+    # a round's runs_from names the earlier archive relative to the checkout
+    assert rounds.candidates(tmp_path)["round2_sft"] == ("source", "needle")
+    assert rounds.first_arm("base") and not rounds.first_arm("base_round2")
 
 
 def test_an_earlier_rounds_runs_can_be_taken_for_some_families_only(tmp_path):

@@ -17,7 +17,7 @@ RESULTS = RESULTS / "self_train.json"
 
 def block() -> str:
     if not RESULTS.exists():
-        return "Not measured yet: run `python benchmarks/training/self_train.py`."
+        return "Not measured yet: run `python benchmarks/training/first_pass.py`."
     return section(json.loads(RESULTS.read_text()))
 
 

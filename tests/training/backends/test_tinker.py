@@ -77,7 +77,7 @@ def test_rl_plays_the_rlm_loop_through_tinker_sampling(tmp_path, tokenizer, omit
             prompt=[USER],
             answer="3",
             example={"inputs": {"context": "1 2"}},
-            reward=RewardSpec(scorer="tests.training.test_backend_tinker:varied_score"),
+            reward=RewardSpec(scorer="tests.training.backends.test_tinker:varied_score"),
             meta={"signature": "context -> answer: int", "protocol": "submit"},
         )
         for i in range(2)

@@ -17,7 +17,7 @@ SCORED: list[tuple[dict, object]] = []
 
 
 def score(example, prediction) -> float:
-    """The task scorer the rows name ("tests.training.test_backend_trl_grpo:score")."""
+    """The task scorer the rows name ("tests.training.backends.test_trl_grpo:score")."""
     SCORED.append((dict(example), prediction))
     if prediction.answer is None:  # a failed run: partial credit from its (random) trajectory, so the
         # group's rewards differ and GRPO has a non-zero advantage to learn from
@@ -42,7 +42,7 @@ def rl_row(n: int) -> RLRow:
         prompt=prompt,
         answer=json.dumps(sum(range(n))),
         example={"n": n},
-        reward=RewardSpec(scorer="tests.training.test_backend_trl_grpo:score"),
+        reward=RewardSpec(scorer="tests.training.backends.test_trl_grpo:score"),
         meta={"signature": "context, question -> answer: int", "protocol": "submit"},
     )
 
@@ -55,7 +55,7 @@ def job_for(tmp_path, model, **update) -> TrainJob:
         "max_completion_tokens": 8,
         "max_turns": 2,
         "options": {
-            "inputs_fn": "tests.training.test_backend_trl_grpo:numbers_input",
+            "inputs_fn": "tests.training.backends.test_trl_grpo:numbers_input",
             "trainer": {"temperature": 1.0},
         },
     }

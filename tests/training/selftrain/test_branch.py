@@ -11,7 +11,7 @@ import pytest
 from optimizers.selftrain import Recipe, StageStore, SuitePlan
 from optimizers.selftrain.pipeline import SelfTrain
 from rlmkit.testing.server import ScriptedServer
-from tests.training.test_selftrain import LOOK, SUBMIT, ScriptedRunner
+from tests.training.selftrain.test_pipeline import LOOK, SUBMIT, ScriptedRunner
 
 WRONG = '```repl\nSUBMIT(answer=["0"])\n```'
 
