@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import dspy
 
 from rlmkit.errors import ConfigError
 from rlmkit.signature import describe_outputs
@@ -142,7 +145,25 @@ class Display:
             raise ConfigError(f"unknown moves {self.moves!r}; choose one of {list(MOVES)}")
 
 
-def describe_input(name: str, value: Any, display: Display) -> str:
+class FinishForm(Protocol):
+    """How a protocol writes its finishing move (``rlmkit.protocols``; they import these texts)."""
+
+    def render_finish(self, outputs: dict[str, str]) -> str: ...
+
+    def finish_example(self, outputs: dict[str, str], value: str) -> str: ...
+
+
+class CellReport(Protocol):
+    """What the model reads of a cell: a sandbox's ``CellResult``."""
+
+    stdout: str
+    stderr: str
+    timed_out: bool
+    restarted: bool
+    error: str | None
+
+
+def describe_input(name: str, value: object, display: Display) -> str:
     if isinstance(value, str):
         kind, size = "str", f"{len(value):,} characters"
         text = value
@@ -167,6 +188,7 @@ def describe_input(name: str, value: Any, display: Display) -> str:
     return f"- `{name}` ({kind}, {size}). Preview: {text[:half]!r} ... {text[-half:]!r}"
 
 
+# Any: a demo is a dspy.Example or a plain dict, read through .items()
 def render_demos(demos: list[Any], display: Display) -> str:
     if not demos:
         return ""
@@ -227,7 +249,7 @@ MOVES = {"count": REPL_MOVES, "read": READING_MOVES}
 _FINISHED_WITH = {"count": "result", "read": '"the answer, copied from the output"'}
 
 
-def finish_move(protocol: Any, output_fields: dict[str, str], moves: str = "count") -> str:
+def finish_move(protocol: FinishForm, output_fields: dict[str, str], moves: str = "count") -> str:
     """The moves' finishing one, in the protocol's own form: with the variable ``result`` (the
     count moves) or a value copied from the output (the reading moves). (optimizers/compile
     re-renders it when it turns a run into another protocol's data.)"""
@@ -236,8 +258,8 @@ def finish_move(protocol: Any, output_fields: dict[str, str], moves: str = "coun
 
 def system_prompt(
     *,
-    protocol: Any,
-    signature: Any,
+    protocol: FinishForm,
+    signature: type[dspy.Signature],
     instructions: str,
     function_docs: list[str],
     demos: list[Any],
@@ -258,9 +280,9 @@ def system_prompt(
 
 def task_message(
     *,
-    inputs: dict[str, Any],
+    inputs: dict[str, object],
     aliases: dict[str, str],
-    signature: Any,
+    signature: type[dspy.Signature],
     display: Display,
     max_iterations: int,
     earlier: str = "",
@@ -286,7 +308,7 @@ def feedback_message(outputs: list[str], *, turn: int, max_iterations: int, limi
     return f"REPL output:\n{bounded(body, limit)}\n\n[turn {turn + 1} of {max_iterations} done]"
 
 
-def cell_output(cell: Any, *, number: int | None = None) -> str:
+def cell_output(cell: CellReport, *, number: int | None = None) -> str:
     """What the model reads of one cell (a sandbox CellResult); ``number`` labels one of several blocks."""
     parts = [f"[block {number}]"] if number is not None else []
     if cell.stdout:
@@ -322,7 +344,7 @@ SESSION_VARIABLES_LEFT_OUT = "- ({count} older variables are not listed here: SH
 def session_notes(
     *,
     variables: dict[str, str],
-    history: list[tuple[dict[str, Any], dict[str, Any]]],
+    history: list[tuple[dict[str, object], dict[str, object]]],  # earlier calls: inputs, outputs
     restored: str | None,
     lost: dict[str, str],
     limit: int,

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from rlmkit.trajectory import Usage
+from rlmkit.trajectory import ChatMessage, Usage
 
 
 @dataclass
@@ -45,7 +45,7 @@ class ModelTraits:
     stop: tuple[str, ...] = field(
         default=(), metadata={"help": "stop strings sent with every call, before the run's own"}
     )
-    preset: dict | None = field(
+    preset: dict[str, object] | None = field(
         default=None,
         metadata={"help": "a program tuned for this model (instructions, demos, knobs, provenance)"},
     )
@@ -73,7 +73,7 @@ class ModelTraits:
                 raise ValueError(f"{name} must be a positive int or None, got {value!r}")
 
 
-def settings_free_description(model: str, transport: str) -> dict:
+def settings_free_description(model: str, transport: str) -> dict[str, object]:
     """``describe()`` of a model whose settings are not rlmkit's to show (its own decide)."""
     return {"model": model, "params": {}, "transport": transport, "cache": None}
 
@@ -82,15 +82,20 @@ def settings_free_description(model: str, transport: str) -> dict:
 class Model(Protocol):
     """A chat model a run can call: a name, its traits, one async call, a loggable description."""
 
-    model: str
-    traits: ModelTraits
+    @property
+    def model(self) -> str:
+        """The model's name, as trajectories record it."""
+        ...
 
-    async def acomplete(self, messages: list[dict], **options: Any) -> Completion:
+    @property
+    def traits(self) -> ModelTraits: ...
+
+    async def acomplete(self, messages: list[ChatMessage], **options: Any) -> Completion:
         """One reply to ``messages``; ``options`` are ``rollout_id``, ``max_tokens`` and ``stop``,
         which a model whose own settings decide may ignore."""
         ...
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, object]:
         """What this model is, safe to log (never a key): model, params, transport, cache."""
         ...
 

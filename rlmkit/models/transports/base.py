@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from rlmkit.errors import LMError
+from rlmkit.trajectory import ChatMessage
 
 PLACEHOLDER_KEY = "no-key"  # OpenAI-compatible servers without auth still need some key sent
 
@@ -21,7 +22,7 @@ PLACEHOLDER_KEY = "no-key"  # OpenAI-compatible servers without auth still need 
 class ModelRequest:
     """What is sent: the messages, the model's name for this transport, and how to sample."""
 
-    messages: list[dict]
+    messages: list[ChatMessage]
     model: str
     params: dict[str, Any] = field(default_factory=dict)  # temperature, top_p, seed, ...
     max_tokens: int | None = None
