@@ -81,7 +81,7 @@ class RunStarted(Event):
     """A run begins (``depth`` > 0: a child run made by ``rlm_query``)."""
 
     meta: RunMeta
-    spec: RunSpec  # models, settings, signature
+    spec: RunSpec[Model]  # models, settings, signature
     inputs: dict[str, object]
     starts = True
 

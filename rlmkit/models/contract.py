@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypedDict, runtime_checkable
 
 from rlmkit.trajectory import ChatMessage, Usage
 
@@ -35,6 +35,15 @@ class Completion:
         return cls(text, model, Usage(calls=1), False, time.perf_counter() - started)
 
 
+class Preset(TypedDict, total=False):
+    """A program tuned for a model (``local/tuned_program.json``): what a run without its own uses."""
+
+    instructions: str
+    demos: list[dict[str, str]]  # each an example's fields, inputs and outputs, as text
+    knobs: dict[str, object]  # RunSettings fields
+    provenance: dict[str, object]  # the command, seeds, date and scores that chose it
+
+
 @dataclass(frozen=True)
 class ModelTraits:
     """What a run may assume about a model, read once instead of probed per attribute."""
@@ -45,7 +54,7 @@ class ModelTraits:
     stop: tuple[str, ...] = field(
         default=(), metadata={"help": "stop strings sent with every call, before the run's own"}
     )
-    preset: dict[str, object] | None = field(
+    preset: Preset | None = field(
         default=None,
         metadata={"help": "a program tuned for this model (instructions, demos, knobs, provenance)"},
     )
@@ -100,4 +109,4 @@ class Model(Protocol):
         ...
 
 
-__all__ = ["Completion", "Model", "ModelTraits", "settings_free_description"]
+__all__ = ["Completion", "Model", "ModelTraits", "Preset", "settings_free_description"]

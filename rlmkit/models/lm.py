@@ -30,7 +30,7 @@ from typing import Any
 
 from rlmkit.concurrency.sync_loop import run_sync
 from rlmkit.errors import LMConfigError, LMError, LMUnavailableError, UserError
-from rlmkit.models.contract import Completion, ModelTraits
+from rlmkit.models.contract import Completion, ModelTraits, Preset
 from rlmkit.models.lm_cache import cache_key, current_rollout_id, default_cache_dir, open_cache
 from rlmkit.models.lm_limits import ConcurrencyLimit
 from rlmkit.models.prices import call_cost
@@ -79,7 +79,7 @@ class LM:
         transport: str | Transport | None = None,
         input_chars: int | None = None,
         window_tokens: int | None = None,
-        preset: dict | None = None,
+        preset: Preset | None = None,
         **kwargs: Any,
     ):
         if not isinstance(model, str) or not model.strip():
