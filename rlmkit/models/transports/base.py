@@ -9,6 +9,7 @@ status, whether the server was never reached, and how long the server asked us t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -71,7 +72,7 @@ class Transport(Protocol):
     async def complete(self, request: ModelRequest) -> ModelReply: ...
 
 
-def retry_after_s(headers: Any) -> float | None:
+def retry_after_s(headers: Mapping[str, str] | None) -> float | None:
     """Seconds from ``retry-after-ms`` / ``retry-after`` headers (an HTTP date is ignored)."""
     if not headers:
         return None
