@@ -188,8 +188,7 @@ def describe_input(name: str, value: object, display: Display) -> str:
     return f"- `{name}` ({kind}, {size}). Preview: {text[:half]!r} ... {text[-half:]!r}"
 
 
-# Any: a demo is a dspy.Example or a plain dict, read through .items()
-def render_demos(demos: list[Any], display: Display) -> str:
+def render_demos(demos: list[Any], display: Display) -> str:  # Any: dspy.Examples or dicts, read by .items()
     if not demos:
         return ""
     parts = []

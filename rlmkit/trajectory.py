@@ -25,9 +25,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-
-# Any: a signature's outputs and a task's tags are whatever the user declares
-from typing import Any, Literal, TypedDict, TypeVar, overload
+from typing import Any, Literal, TypedDict, TypeVar, overload  # Any: outputs, tags: the user's values
 
 from pydantic import BaseModel, Field
 
