@@ -137,6 +137,7 @@ class Spending:
         own, outer = self._own_seconds_left(), self._outer_seconds_left()
         if self.within is not None and outer is not None and (own is None or outer <= own):
             return self.within.past_deadline()
+        assert self.budget.max_seconds is not None, "past a deadline that was never set"
         return BudgetExceeded(
             f"{self.name} exceeded: seconds used {round(self.elapsed, 3)} of {self.budget.max_seconds}",
             kind="seconds",
@@ -157,7 +158,7 @@ class Spending:
 
     def _check_locked(self, *, next_call: bool) -> None:
         limit = self.budget
-        over = []
+        over: list[tuple[str, float, float]] = []
         if limit.max_calls is not None and (
             self.calls >= limit.max_calls if next_call else self.calls > limit.max_calls
         ):

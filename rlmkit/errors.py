@@ -11,7 +11,11 @@ cannot swallow the signal that the run is over.
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # a failed run's record, for readers and tools (nothing here reads it)
+    from rlmkit.trajectory import Trajectory
 
 # The distribution's name. ``rlmkit`` on the package index is an unrelated project, so
 # nothing may tell a user to install that; the import name and the command stay ``rlmkit``.
@@ -56,7 +60,7 @@ class ConfigError(UserError):
 class SessionFileError(UserError):
     """A session directory that cannot be loaded (corrupt, foreign, newer); ``path`` names the file."""
 
-    def __init__(self, message: str, *, path: Any):
+    def __init__(self, message: str, *, path: str | os.PathLike[str]):
         super().__init__(f"{path}: {message}")
         self.path = path
 
@@ -73,7 +77,7 @@ class SessionClosedError(UserError):
 class LMError(RLMKitError):
     """A model call failed. ``model`` names the model; never includes API keys."""
 
-    trajectory: Any = None  # set when the failure ended a run: everything finished before it
+    trajectory: Trajectory | None = None  # set when the failure ended a run: everything finished before it
 
     def __init__(self, message: str, *, model: str | None = None, status: int | None = None):
         super().__init__(message)
@@ -103,7 +107,7 @@ class LocalModelError(LMError):
 class RunError(RLMKitError):
     """A run ended without a valid answer. ``trajectory`` holds everything finished so far."""
 
-    def __init__(self, message: str, *, trajectory: Any = None):
+    def __init__(self, message: str, *, trajectory: Trajectory | None = None):
         super().__init__(message)
         self.trajectory = trajectory
 
@@ -111,7 +115,9 @@ class RunError(RLMKitError):
 class BudgetExceeded(RunError):
     """A limit of the shared Budget was reached (``kind``: calls, tokens, cost, seconds, depth)."""
 
-    def __init__(self, message: str, *, kind: str, limit: float, used: float, trajectory: Any = None):
+    def __init__(
+        self, message: str, *, kind: str, limit: float, used: float, trajectory: Trajectory | None = None
+    ):
         super().__init__(message, trajectory=trajectory)
         self.kind = kind
         self.limit = limit
@@ -139,7 +145,7 @@ class PrefixNotReproduced(RunError):
 class Finish(BaseException):  # noqa: N818 - a signal, not an error
     """Raised inside the REPL to end a cell once an answer is submitted."""
 
-    def __init__(self, value: Any = None):
+    def __init__(self, value: object = None):  # the submitted answer, whatever the model gave
         super().__init__("finish")
         self.value = value
 

@@ -27,9 +27,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from rlmkit.trajectory import CodeBlock, Message, RunMeta, SubCall, Trajectory, Turn
+from rlmkit.trajectory import ChatMessage, CodeBlock, Message, RunMeta, SubCall, Trajectory, Turn
 
 if TYPE_CHECKING:  # the run's types, named for readers and tools; the run imports this module
     import dspy
@@ -41,6 +41,8 @@ if TYPE_CHECKING:  # the run's types, named for readers and tools; the run impor
 log = logging.getLogger("rlmkit")
 
 Listener = Callable[["Event"], None]
+# made once per call tree from its first event: its listeners, if it has any
+Instrumentation = Callable[["RunStarted"], "Listener | list[Listener] | None"]
 
 
 # -- the events ----------------------------------------------------------------------------
@@ -63,6 +65,10 @@ class Event:
     def key(self) -> tuple[str, object]:
         raise NotImplementedError
 
+    def end(self, error: BaseException | None) -> Event:
+        """A start event's end event (the dispatcher closes what an error left open with it)."""
+        raise NotImplementedError
+
     def __repr__(self) -> str:  # short: a RunStarted holds the inputs, a ModelRequest the whole prompt
         return (
             f"{type(self).__name__}(span_id={self.span_id!r}, parent_id={self.parent_id!r}, "
@@ -75,7 +81,7 @@ class RunStarted(Event):
     """A run begins (``depth`` > 0: a child run made by ``rlm_query``)."""
 
     meta: RunMeta
-    spec: RunSpec  # models, settings, signature
+    spec: RunSpec[Model]  # models, settings, signature
     inputs: dict[str, object]
     starts = True
 
@@ -176,7 +182,7 @@ class ModelRequest(Event):
 
     owner: Turn | SubCall
     lm: Model
-    messages: list[dict[str, Any]]
+    messages: list[ChatMessage]
     starts = True
     leaf = True
 
@@ -257,8 +263,12 @@ class Span:
 
     def __init__(self, span_id: str, parent: Span | None, start: Event, dispatcher: Dispatcher):
         self.id, self.parent, self.start, self.dispatcher = span_id, parent, start, dispatcher
-        self.token: Token | None = None  # a tree's first span resets the context variable with it
+        self.token: Token[Span | None] | None = (
+            None  # a tree's first span resets the context variable with it
+        )
         self.children: list[Span] | None = None
+        self.session_id: str
+        self.session_call: int | None
         outer = (parent.session_id, parent.session_call) if parent is not None else ("", None)
         if type(start) is RunStarted:
             self.run_id, self.depth = start.meta.run_id, start.meta.depth
@@ -274,7 +284,7 @@ class Span:
 
 _active: ContextVar[Span | None] = ContextVar("rlmkit_active_span", default=None)
 _listeners: ContextVar[tuple[Listener, ...]] = ContextVar("rlmkit_listeners", default=())
-_instrumentations: list[Callable[[RunStarted], Any]] = []  # process-wide: DSPy's, OpenTelemetry
+_instrumentations: list[Instrumentation] = []  # process-wide: DSPy's, OpenTelemetry
 _ids = itertools.count(1)
 
 
@@ -294,10 +304,11 @@ class Dispatcher:
 
     def __init__(self, listeners: list[Listener]):
         self.listeners = listeners
-        self.open: dict[Any, Span] = {}
+        self.open: dict[tuple[str, object], Span] = {}
 
     def dispatch(self, event: Event, current: Span | None) -> None:
         event.time = time.time()
+        span: Span | None
         if event.starts:
             span = Span(str(next(_ids)), current, event, self)
             if current is not None:
@@ -314,8 +325,9 @@ class Dispatcher:
             span = self.open.pop(event.key(), None)
             if span is None:
                 return  # an end without its start (already closed): nothing to report
-            if span.children:
-                self._close_children(span, event.error)
+            if span.children:  # an end event's error (None on success) ends what it left open
+                error: BaseException | None = getattr(event, "error", None)
+                self._close_children(span, error)
             if span.token is not None:
                 _active.reset(span.token)
             elif not span.start.leaf:
@@ -382,7 +394,7 @@ def listen(listener: Listener) -> Iterator[None]:
         _listeners.reset(token)
 
 
-def instrument(make: Callable[[RunStarted], Listener | list[Listener] | None]) -> Callable[[], None]:
+def instrument(make: Instrumentation) -> Callable[[], None]:
     """Add a process-wide listener factory (called once per call tree, with its first event);
     returns its remover."""
     _instrumentations.append(make)

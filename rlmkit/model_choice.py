@@ -16,7 +16,6 @@ import functools
 import logging
 import os
 import sys
-from typing import Any
 
 from rlmkit.errors import UserError
 from rlmkit.models.contract import Model
@@ -33,16 +32,17 @@ PROVIDER_DEFAULTS = (
     ("GEMINI_API_KEY", "gemini/gemini-2.5-flash"),
 )
 
-_configured: LM | None = None
+_configured: Model | None = None
 
 
-def configure(lm: LM | Any | str | None) -> None:
-    """Set (or with None, clear) the LM that rlmkit uses when none is passed."""
+def configure(lm: object) -> None:
+    """Set (or with None, clear) the LM that rlmkit uses when none is passed: anything
+    ``resolve_lm`` takes."""
     global _configured
     _configured = None if lm is None else resolve_lm(lm)
 
 
-def resolve_lm(lm: Model | Any | str | None) -> Model:
+def resolve_lm(lm: object) -> Model:
     """An rlmkit LM from an LM, a dspy.LM, a model string, or None (the configured default);
     any other DSPy LM (a ``dspy.BaseLM``) or a callable, wrapped to be called as itself."""
     if isinstance(lm, (LM, DSPyLM, DirectDSPyLM)) or isinstance(lm, Model):  # the contract: as is
@@ -78,7 +78,8 @@ def embedded_lm() -> LM:
 
     log.warning("rlmkit: no LM configured; using the embedded local model (Qwen2.5-Coder-1.5B). "
                 "Pass lm=... or call rlmkit.configure(...) to use another.")  # fmt: skip
-    return local_lm()
+    lm: LM = local_lm()
+    return lm
 
 
 def window_tokens_of(lm: Model) -> int | None:

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import dspy
 
 from rlmkit.errors import ConfigError
 from rlmkit.signature import describe_outputs
@@ -142,7 +145,25 @@ class Display:
             raise ConfigError(f"unknown moves {self.moves!r}; choose one of {list(MOVES)}")
 
 
-def describe_input(name: str, value: Any, display: Display) -> str:
+class FinishForm(Protocol):
+    """How a protocol writes its finishing move (``rlmkit.protocols``; they import these texts)."""
+
+    def render_finish(self, outputs: dict[str, str]) -> str: ...
+
+    def finish_example(self, outputs: dict[str, str], value: str) -> str: ...
+
+
+class CellReport(Protocol):
+    """What the model reads of a cell: a sandbox's ``CellResult``."""
+
+    stdout: str
+    stderr: str
+    timed_out: bool
+    restarted: bool
+    error: str | None
+
+
+def describe_input(name: str, value: object, display: Display) -> str:
     if isinstance(value, str):
         kind, size = "str", f"{len(value):,} characters"
         text = value
@@ -167,7 +188,7 @@ def describe_input(name: str, value: Any, display: Display) -> str:
     return f"- `{name}` ({kind}, {size}). Preview: {text[:half]!r} ... {text[-half:]!r}"
 
 
-def render_demos(demos: list[Any], display: Display) -> str:
+def render_demos(demos: list[Any], display: Display) -> str:  # Any: dspy.Examples or dicts, read by .items()
     if not demos:
         return ""
     parts = []
@@ -232,7 +253,7 @@ MOVES = {"count": REPL_MOVES, "read": READING_MOVES}
 _COPIED = 'found = "the answer, copied from the output"; '
 
 
-def finish_move(protocol: Any, output_fields: dict[str, str], moves: str = "count") -> str:
+def finish_move(protocol: FinishForm, output_fields: dict[str, str], moves: str = "count") -> str:
     """The moves' finishing one, in the protocol's own form: a value copied from the output,
     submitted through the variable ``found``. The same for every set of moves (``moves`` is
     accepted for callers that name theirs). optimizers/compile re-renders it when it turns a run
@@ -242,8 +263,8 @@ def finish_move(protocol: Any, output_fields: dict[str, str], moves: str = "coun
 
 def system_prompt(
     *,
-    protocol: Any,
-    signature: Any,
+    protocol: FinishForm,
+    signature: type[dspy.Signature],
     instructions: str,
     function_docs: list[str],
     demos: list[Any],
@@ -264,9 +285,9 @@ def system_prompt(
 
 def task_message(
     *,
-    inputs: dict[str, Any],
+    inputs: dict[str, object],
     aliases: dict[str, str],
-    signature: Any,
+    signature: type[dspy.Signature],
     display: Display,
     max_iterations: int,
     earlier: str = "",
@@ -292,7 +313,7 @@ def feedback_message(outputs: list[str], *, turn: int, max_iterations: int, limi
     return f"REPL output:\n{bounded(body, limit)}\n\n[turn {turn + 1} of {max_iterations} done]"
 
 
-def cell_output(cell: Any, *, number: int | None = None) -> str:
+def cell_output(cell: CellReport, *, number: int | None = None) -> str:
     """What the model reads of one cell (a sandbox CellResult); ``number`` labels one of several blocks."""
     parts = [f"[block {number}]"] if number is not None else []
     if cell.stdout:
@@ -328,7 +349,7 @@ SESSION_VARIABLES_LEFT_OUT = "- ({count} older variables are not listed here: SH
 def session_notes(
     *,
     variables: dict[str, str],
-    history: list[tuple[dict[str, Any], dict[str, Any]]],
+    history: list[tuple[dict[str, object], dict[str, object]]],  # earlier calls: inputs, outputs
     restored: str | None,
     lost: dict[str, str],
     limit: int,

@@ -30,7 +30,7 @@ from rlmkit.protocols import Protocol
 from rlmkit.run import mcp_tools
 from rlmkit.run.entry import CallOptions, call_sync
 from rlmkit.run.inputs import RunInputs
-from rlmkit.run.spec import Children, RunSpec
+from rlmkit.run.spec import Children, ModelChoice, RunSpec
 from rlmkit.run.start import run_tree
 from rlmkit.run.typed_subcalls import make_typed_subcalls
 from rlmkit.sandbox.base import SandboxLimits
@@ -289,7 +289,7 @@ class RLM(DSPyRLMSurface, dspy.Module):
         """``inputs`` as a run takes them, checked before any model call (``MissingInputError``)."""
         return RunInputs.check(self.signature, inputs, self.settings.display)
 
-    def run_spec(self) -> RunSpec:
+    def run_spec(self) -> RunSpec[ModelChoice]:
         """What a top-level call of this RLM runs: its program, its models (resolved as the run
         starts), its knobs, and what its ``rlm_query`` children are made from (``RunSpec.child``)."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any  # Any: a saved program's state is plain JSON, read back field by field
 
 from rlmkit.budget import DEFAULT_MAX_CALLS, Budget, Spending
 from rlmkit.errors import ConfigError, UserError
@@ -84,7 +84,7 @@ class RunSettings:
         """A child run's settings: the same knobs, its own protocol object (a protocol is mutable)."""
         return self.replace(protocol=dataclasses.replace(self.protocol))
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> dict[str, object]:
         """The numeric knobs, as ``RunMeta.limits`` records them next to the budget's limits."""
         return {
             f.name: getattr(self, f.name)
@@ -108,7 +108,9 @@ class RunSettings:
             value = getattr(self, f.name)
             if isinstance(value, Protocol):
                 state[f.name], state["finish_prompt"] = value.name, value.finish_prompt
-            elif dataclasses.is_dataclass(value):  # the sandbox's limits, the budget's (never a spending)
+            elif dataclasses.is_dataclass(value) and not isinstance(
+                value, type
+            ):  # the sandbox's limits, the budget's (never a spending)
                 state[f.name] = dataclasses.asdict(value)
             else:
                 state[f.name] = value
@@ -124,7 +126,7 @@ class RunSettings:
             if isinstance(current, Protocol):
                 value = get_protocol(value)
                 value.finish_prompt = state.get("finish_prompt", value.finish_prompt)
-            elif dataclasses.is_dataclass(current):
+            elif dataclasses.is_dataclass(current) and not isinstance(current, type):
                 value = type(current)(**value)
             changes[f.name] = value
         return self.replace(**changes)

@@ -25,16 +25,27 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, TypeVar, overload  # Any: outputs, tags: the user's values
 
 from pydantic import BaseModel, Field
 
 SCHEMA_VERSION = 1
+M = TypeVar("M")  # a rendered message: a Message, or a caller's own form of one
 log = logging.getLogger("rlmkit")
 PREVIEW_CHARS = 200
 
 
 class Message(BaseModel):
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+    def chat(self) -> ChatMessage:
+        return {"role": self.role, "content": self.content}
+
+
+class ChatMessage(TypedDict):
+    """One message as a model reads it (``Message.chat()``): what ``Model.acomplete`` is sent."""
+
     role: Literal["system", "user", "assistant"]
     content: str
 
@@ -113,15 +124,16 @@ class Turn(BaseModel):
     blocks: list[CodeBlock] = Field(default_factory=list)
     feedback: str | None = None  # what the model is told after this turn (the next user message)
     final: bool = False  # this turn ended the run
-    held: dict[str, Any] | None = (
+    held: dict[str, object] | None = (
         None  # an answer given before its turn's output was read (hold_unread_answers)
     )
 
-    def prompt(self, before: list, new: list | None = None) -> list:
+    def prompt(self, before: list[M], new: list[M] | None = None) -> list[M | Message]:
+        kept: list[M | Message] = list(before[: self.keep])
         """The messages this turn sent, from ``before`` (the previous turn's messages and its
         reply): the first ``keep`` of them, then this turn's new ones. The one rule for rebuilding
         a prompt; ``new`` is the new messages as a caller renders them (a compiler's dicts)."""
-        return before[: self.keep] + (list(self.new_messages) if new is None else new)
+        return kept + (list(self.new_messages) if new is None else new)
 
 
 class Compaction(BaseModel):
@@ -147,7 +159,7 @@ class RunMeta(BaseModel):
     sandbox: str
     model: str | None = None
     sub_model: str | None = None
-    limits: dict[str, Any] = Field(default_factory=dict)
+    limits: dict[str, object] = Field(default_factory=dict)
     inputs: list[VariableInfo] = Field(default_factory=list)
     task: dict[str, Any] = Field(default_factory=dict)  # free-form: suite, example id, seed ...
     created: float = Field(default_factory=time.time)
@@ -225,10 +237,15 @@ class Trajectory(BaseModel):
     def __len__(self) -> int:
         return len(self.turns)
 
-    def __getitem__(self, index: int | slice) -> Any:
+    @overload
+    def __getitem__(self, index: int) -> dict[str, str]: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, str]]: ...
+    def __getitem__(self, index: int | slice) -> dict[str, str] | list[dict[str, str]]:
         return self.steps()[index]
 
-    def __iter__(self) -> Iterator[dict[str, str]]:  # type: ignore[override] - steps, not pydantic's fields
+    # pydantic's BaseModel iterates its fields; a trajectory iterates its steps, as dspy's does
+    def __iter__(self) -> Iterator[dict[str, str]]:  # type: ignore[override]
         return iter(self.steps())
 
     def __bool__(self) -> bool:
@@ -250,7 +267,7 @@ def bounded(text: str, limit: int) -> str:
     return f"{text[:half]}\n... [{cut:,} characters cut] ...\n{text[-half:]}"
 
 
-def drop_torn_tail(path: str | os.PathLike) -> int:
+def drop_torn_tail(path: str | os.PathLike[str]) -> int:
     """Cut a half-written last line (a killed writer's) off a JSONL file before appending to it,
     so the next record is not glued onto it. Returns the bytes dropped."""
     path = Path(path)
@@ -280,7 +297,7 @@ class TrajectoryLog:
     run's id to the error, which is also logged once as a warning.
     """
 
-    def __init__(self, directory: str | os.PathLike):
+    def __init__(self, directory: str | os.PathLike[str]):
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
@@ -289,7 +306,7 @@ class TrajectoryLog:
     def path(self, run_id: str) -> Path:
         return self.dir / f"{run_id}.jsonl"
 
-    def _append(self, run_id: str, record: dict[str, Any]) -> None:
+    def _append(self, run_id: str, record: dict[str, object]) -> None:
         line = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
         with self._lock:
             if run_id in self.failed:  # a later line after a lost one would leave a gap
@@ -340,7 +357,7 @@ class TrajectoryLog:
         return [traj for path in sorted(self.dir.glob("*.jsonl")) for traj in read_runs(path)[0]]
 
 
-def read_runs(path: str | os.PathLike) -> tuple[list[Trajectory], int]:
+def read_runs(path: str | os.PathLike[str]) -> tuple[list[Trajectory], int]:
     """Read the runs in one JSONL file. Returns (runs, number of unreadable lines)."""
     runs: dict[str, Trajectory] = {}
     bad = 0

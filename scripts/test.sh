@@ -93,6 +93,9 @@ export RLMKIT_REQUIRE_PEERS=1
 # Lint and format are kept, not promised: a long line or an unformatted file fails the run.
 "$py" -m ruff check .
 "$py" -m ruff format --check .
+# Types are kept too: mypy --strict on rlmkit/ (its configuration is in pyproject.toml; the cache in
+# .mypy_cache makes a re-run take seconds).
+"$py" -m mypy
 # The sandbox as most users run it: its security tests and the hostile cases again as an
 # unprivileged user, whose worker confines itself in a user namespace instead of a uid of its own.
 # That user must reach the interpreter and this checkout: each folder above them gets o+x (enter,

@@ -34,7 +34,7 @@ def load_paths(paths: list[Path]) -> Any:
         if isinstance(loaded, dict):
             files.update({str(path / name): text for name, text in loaded.items()})
         else:
-            files[str(path)] = loaded
+            files[str(path)] = str(loaded)  # a file: its text
     return files
 
 

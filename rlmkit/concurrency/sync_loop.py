@@ -12,7 +12,9 @@ import contextvars
 import os
 import threading
 from collections.abc import Coroutine
-from typing import Any
+from typing import TypeVar
+
+T = TypeVar("T")
 
 CANCEL_WAIT_S = 30.0  # how long Ctrl-C waits for a cancelled call to close what it holds
 _loop_lock = threading.Lock()
@@ -37,7 +39,7 @@ def shared_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
-def run_sync(coro: Coroutine[Any, Any, Any]) -> Any:
+def run_sync(coro: Coroutine[object, object, T]) -> T:
     """Run ``coro`` to completion from sync code and return its result.
 
     Ctrl-C (KeyboardInterrupt) while it waits cancels ``coro`` and waits for it to end (a run
@@ -62,19 +64,20 @@ def run_sync(coro: Coroutine[Any, Any, Any]) -> Any:
             except BaseException:  # noqa: BLE001, S110 - its CancelledError: the call is over
                 pass
             raise
-    box: dict[str, Any] = {}
+    values: list[T] = []
+    errors: list[BaseException] = []
 
     def target() -> None:
         try:
-            box["value"] = asyncio.run(coro)
+            values.append(asyncio.run(coro))
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-            box["error"] = exc
+            errors.append(exc)
 
     thread = threading.Thread(
         target=contextvars.copy_context().run, args=(target,), name="rlmkit-sync-call", daemon=True
     )
     thread.start()
     thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+    if errors:
+        raise errors[0]
+    return values[0]

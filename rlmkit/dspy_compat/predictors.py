@@ -17,6 +17,7 @@ from typing import Any
 import dspy
 
 from rlmkit.models.contract import Completion, ModelTraits, settings_free_description
+from rlmkit.trajectory import ChatMessage
 
 log = logging.getLogger("rlmkit")
 
@@ -69,7 +70,7 @@ class ActionLM:
     def describe(self) -> dict:
         return settings_free_description(self.model, "predictor")
 
-    async def acomplete(self, messages: list[dict], **_: Any) -> Completion:
+    async def acomplete(self, messages: list[ChatMessage], **_: Any) -> Completion:
         started = time.perf_counter()
         self.turn += 1
         inputs = {

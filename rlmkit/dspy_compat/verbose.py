@@ -5,14 +5,13 @@ spec is verbose."""
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from rlmkit import events as ev
 
 log = logging.getLogger("rlmkit")
 
 
-def verbose_listener(start: ev.RunStarted) -> Any:
+def verbose_listener(start: ev.RunStarted) -> ev.Listener | None:
     if not getattr(start.spec, "verbose", False):
         return None
 

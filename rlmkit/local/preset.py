@@ -12,12 +12,14 @@ import json
 from functools import cache
 from pathlib import Path
 
+from rlmkit.models.contract import Preset
+
 SHIPPED_PROGRAM = Path(__file__).with_name("tuned_program.json")
 PRESET_KEYS = {"instructions", "demos", "knobs", "provenance"}
 
 
 @cache
-def shipped_program() -> dict | None:
+def shipped_program() -> Preset | None:
     """The shipped program, or None when this build has none."""
     if not SHIPPED_PROGRAM.exists():
         return None
@@ -25,4 +27,5 @@ def shipped_program() -> dict | None:
     unknown = set(program) - PRESET_KEYS
     if unknown:
         raise ValueError(f"{SHIPPED_PROGRAM}: unknown keys {sorted(unknown)}")
-    return program
+    shipped: Preset = program  # JSON, its keys checked above
+    return shipped

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypedDict, runtime_checkable
 
-from rlmkit.trajectory import Usage
+from rlmkit.trajectory import ChatMessage, Usage
 
 
 @dataclass
@@ -35,6 +35,15 @@ class Completion:
         return cls(text, model, Usage(calls=1), False, time.perf_counter() - started)
 
 
+class Preset(TypedDict, total=False):
+    """A program tuned for a model (``local/tuned_program.json``): what a run without its own uses."""
+
+    instructions: str
+    demos: list[dict[str, str]]  # each an example's fields, inputs and outputs, as text
+    knobs: dict[str, object]  # RunSettings fields
+    provenance: dict[str, object]  # the command, seeds, date and scores that chose it
+
+
 @dataclass(frozen=True)
 class ModelTraits:
     """What a run may assume about a model, read once instead of probed per attribute."""
@@ -45,7 +54,7 @@ class ModelTraits:
     stop: tuple[str, ...] = field(
         default=(), metadata={"help": "stop strings sent with every call, before the run's own"}
     )
-    preset: dict | None = field(
+    preset: Preset | None = field(
         default=None,
         metadata={"help": "a program tuned for this model (instructions, demos, knobs, provenance)"},
     )
@@ -73,7 +82,7 @@ class ModelTraits:
                 raise ValueError(f"{name} must be a positive int or None, got {value!r}")
 
 
-def settings_free_description(model: str, transport: str) -> dict:
+def settings_free_description(model: str, transport: str) -> dict[str, object]:
     """``describe()`` of a model whose settings are not rlmkit's to show (its own decide)."""
     return {"model": model, "params": {}, "transport": transport, "cache": None}
 
@@ -82,17 +91,22 @@ def settings_free_description(model: str, transport: str) -> dict:
 class Model(Protocol):
     """A chat model a run can call: a name, its traits, one async call, a loggable description."""
 
-    model: str
-    traits: ModelTraits
+    @property
+    def model(self) -> str:
+        """The model's name, as trajectories record it."""
+        ...
 
-    async def acomplete(self, messages: list[dict], **options: Any) -> Completion:
+    @property
+    def traits(self) -> ModelTraits: ...
+
+    async def acomplete(self, messages: list[ChatMessage], **options: Any) -> Completion:
         """One reply to ``messages``; ``options`` are ``rollout_id``, ``max_tokens`` and ``stop``,
         which a model whose own settings decide may ignore."""
         ...
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, object]:
         """What this model is, safe to log (never a key): model, params, transport, cache."""
         ...
 
 
-__all__ = ["Completion", "Model", "ModelTraits", "settings_free_description"]
+__all__ = ["Completion", "Model", "ModelTraits", "Preset", "settings_free_description"]

@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 from rlmkit.models.contract import Completion, ModelTraits, settings_free_description
-from rlmkit.trajectory import Usage
+from rlmkit.trajectory import ChatMessage, Usage
 
 FIELD = re.compile(r"^\[\[ ## (\w+) ## \]\]\s*$", re.MULTILINE)
 
@@ -51,7 +51,7 @@ class DSPyLM:
     def __deepcopy__(self, memo: dict) -> DSPyLM:
         return self
 
-    async def acomplete(self, messages: list[dict], **_: Any) -> Completion:
+    async def acomplete(self, messages: list[ChatMessage], **_: Any) -> Completion:
         """One call; rlmkit's per-call caps (max_tokens, stop) are not sent: the LM's own apply."""
         started = time.perf_counter()
         before = len(getattr(self.lm, "history", None) or [])

@@ -30,7 +30,7 @@ from typing import Any
 
 from rlmkit.concurrency.sync_loop import run_sync
 from rlmkit.errors import LMConfigError, LMError, LMUnavailableError, UserError
-from rlmkit.models.contract import Completion, ModelTraits
+from rlmkit.models.contract import Completion, ModelTraits, Preset
 from rlmkit.models.lm_cache import cache_key, current_rollout_id, default_cache_dir, open_cache
 from rlmkit.models.lm_limits import ConcurrencyLimit
 from rlmkit.models.prices import call_cost
@@ -45,7 +45,7 @@ from rlmkit.models.transports import (
     make_transport,
     model_requests_allowed,
 )
-from rlmkit.trajectory import Usage
+from rlmkit.trajectory import ChatMessage, Usage
 
 log = logging.getLogger("rlmkit")
 
@@ -72,14 +72,14 @@ class LM:
         temperature: float | None = None,
         max_tokens: int | None = None,
         stop: str | list[str] | None = None,
-        cache: bool | str | os.PathLike = True,
+        cache: bool | str | os.PathLike[str] = True,
         max_concurrency: int = 16,
         num_retries: int = 4,
         timeout: float = 120.0,
         transport: str | Transport | None = None,
         input_chars: int | None = None,
         window_tokens: int | None = None,
-        preset: dict | None = None,
+        preset: Preset | None = None,
         **kwargs: Any,
     ):
         if not isinstance(model, str) or not model.strip():
@@ -164,7 +164,7 @@ class LM:
     # -- calls ---------------------------------------------------------------------
     def complete(
         self,
-        messages: list[dict],
+        messages: list[ChatMessage],
         *,
         rollout_id: int | None = None,
         max_tokens: int | None = None,
@@ -177,7 +177,7 @@ class LM:
 
     async def acomplete(
         self,
-        messages: list[dict],
+        messages: list[ChatMessage],
         *,
         rollout_id: int | None = None,
         max_tokens: int | None = None,
@@ -205,7 +205,7 @@ class LM:
     # -- the parts every call shares (no I/O but the cache) ----------------------------
     def _prepare(
         self,
-        messages: list[dict],
+        messages: list[ChatMessage],
         rollout_id: int | None,
         max_tokens: int | None,
         stop: str | list[str] | None,

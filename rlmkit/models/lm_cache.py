@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rlmkit.errors import ConfigError
+from rlmkit.trajectory import ChatMessage
 
 # Request parameters that only say how to reach the model, never what it answers.
 TRANSPORT_PARAMS = frozenset({"api_base", "base_url", "api_key", "timeout", "num_retries", "extra_headers"})
@@ -50,7 +51,9 @@ def default_cache_dir() -> Path:
     return Path(configured).expanduser() if configured else Path.home() / ".cache" / "rlmkit" / "lm"
 
 
-def cache_key(model: str, messages: list[dict], params: dict[str, Any], rollout_id: int | None = None) -> str:
+def cache_key(
+    model: str, messages: list[ChatMessage], params: dict[str, Any], rollout_id: int | None = None
+) -> str:
     """A sha256 over a canonical JSON of what determines the answer."""
     sampling = {k: v for k, v in params.items() if k not in TRANSPORT_PARAMS and v is not None}
     payload = {"model": model, "messages": messages, "params": sampling, "rollout_id": rollout_id}
@@ -58,7 +61,7 @@ def cache_key(model: str, messages: list[dict], params: dict[str, Any], rollout_
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def open_cache(directory: str | os.PathLike) -> Any:
+def open_cache(directory: str | os.PathLike[str]) -> Any:
     """One diskcache.Cache per directory per process; a clear ConfigError if it cannot be used."""
     path = Path(directory).expanduser().resolve()
     with _open_lock:

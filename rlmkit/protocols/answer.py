@@ -23,7 +23,7 @@ class AnswerProtocol(Protocol):
     answer_now: str = ANSWER_TEXTS.answer_now
     prelude: str = 'answer = {"content": None, "ready": False}\n'
     code_words: ClassVar[tuple[str, ...]] = ("answer[",)
-    code_marker: ClassVar[re.Pattern] = re.compile(r"answer\[")
+    code_marker: ClassVar[re.Pattern[str]] = re.compile(r"answer\[")
 
     def finish_example(self, output_fields: dict[str, str], variable: str) -> str:
         return f'answer["content"] = {variable}; answer["ready"] = True'

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from rlmkit.errors import Finish
-from rlmkit.prompting import ANSWER_NOW, FUNCTION_DOCS, REPL_PROMPT  # noqa: F401 - re-exported
-from rlmkit.protocols.endings import CODE_BLOCK, Grammar
+from rlmkit.prompting import ANSWER_NOW as ANSWER_NOW  # re-exported: protocols speak these texts
+from rlmkit.prompting import FUNCTION_DOCS as FUNCTION_DOCS
+from rlmkit.prompting import REPL_PROMPT as REPL_PROMPT
+from rlmkit.protocols.endings import CODE_BLOCK as CODE_BLOCK  # re-exported: the package's way in
+from rlmkit.protocols.endings import Grammar
 
 # A code block's closing fence. An opening fence is "```repl", so a stop at this string cuts a
 # reply right after its first block (``blocks_per_turn=1``); the parser still takes that block.
@@ -43,12 +45,12 @@ class Parsed:
 class Answer:
     """What ``Protocol.answer`` found: outputs to validate, or what is wrong with the attempt."""
 
-    outputs: dict[str, Any] | None = None
+    outputs: dict[str, object] | None = None
     problem: str | None = None  # told to the model; no outputs were submitted
 
 
 # Reads a REPL variable: read_var(name, default) -> its value, or default when there is none.
-ReadVar = Callable[[str, Any], Any]
+ReadVar = Callable[[str, object], object]
 
 
 @dataclass
@@ -73,8 +75,8 @@ class Protocol(Grammar):
         return f"FINAL_VAR({variable})"
 
     def host_functions(
-        self, submit: Callable[[dict[str, Any]], None], fields: list[str]
-    ) -> dict[str, Callable[..., Any]]:
+        self, submit: Callable[[dict[str, object]], None], fields: list[str]
+    ) -> dict[str, Callable[..., object]]:
         """Functions the protocol adds to the REPL. ``submit(outputs)`` validates the outputs."""
         return {}
 
@@ -95,7 +97,7 @@ class Protocol(Grammar):
         return None
 
 
-def finish_with(submit: Callable[[dict[str, Any]], None], outputs: dict[str, Any]) -> None:
+def finish_with(submit: Callable[[dict[str, object]], None], outputs: dict[str, object]) -> None:
     """Validate through ``submit`` (which raises on bad outputs) then end the cell."""
     submit(outputs)
     raise Finish(outputs)

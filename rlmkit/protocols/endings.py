@@ -14,7 +14,7 @@ import ast
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 # ```repl is the convention; ```python / ```py are accepted. A last block the model did not
 # close (it stopped mid-reply) still counts: the regex's second branch takes it to the end.
@@ -93,7 +93,7 @@ class Grammar:
 
     name: str
     code_words: ClassVar[tuple[str, ...]] = ()  # a block is parsed only when one is in it
-    code_marker: ClassVar[re.Pattern | None] = None  # a block that does not parse but matches is broken
+    code_marker: ClassVar[re.Pattern[str] | None] = None  # a block that does not parse but matches is broken
     prose_forms: ClassVar[tuple[str, ...]] = ()  # names whose call ``NAME(...)`` in prose is a marker
 
     def read_statement(self, node: ast.AST, source: Source) -> Ending | None:
@@ -112,7 +112,9 @@ class Grammar:
         """Render an ending giving ``values`` (by output field; ``fields`` maps names to types)."""
         raise EndingError(f"{self.name}_cannot_write_an_ending")
 
-    def choose(self, endings: list[Ending], outputs: dict[str, Any] | None) -> tuple[list[Ending], list[str]]:
+    def choose(
+        self, endings: list[Ending], outputs: dict[str, object] | None
+    ) -> tuple[list[Ending], list[str]]:
         """When a reply has several of this protocol's endings: the ones that count, and the fix."""
         return endings, []
 
@@ -127,7 +129,7 @@ def read_endings(reply: str, grammars: Sequence[Grammar]) -> list[Ending]:
     return _code_endings(blocks, grammars) + _prose_endings(reply, blocks, grammars)
 
 
-def _code_endings(blocks: list[re.Match], grammars: Sequence[Grammar]) -> list[Ending]:
+def _code_endings(blocks: list[re.Match[str]], grammars: Sequence[Grammar]) -> list[Ending]:
     found: list[Ending] = []
     words = [word for grammar in grammars for word in grammar.code_words]
     for index, match in enumerate(blocks):
@@ -146,7 +148,7 @@ def _code_endings(blocks: list[re.Match], grammars: Sequence[Grammar]) -> list[E
         for node in ast.walk(tree):
             for grammar in grammars:
                 ending = grammar.read_statement(node, source)
-                if ending is not None:
+                if ending is not None and isinstance(node, (ast.stmt, ast.expr)):  # a grammar reads these
                     ending.block, ending.nested = index, id(node) not in top
                     ending.span = (node.lineno, node.end_lineno or node.lineno)
                     found.append(ending)
@@ -154,7 +156,7 @@ def _code_endings(blocks: list[re.Match], grammars: Sequence[Grammar]) -> list[E
     return found
 
 
-def _prose_endings(reply: str, blocks: list[re.Match], grammars: Sequence[Grammar]) -> list[Ending]:
+def _prose_endings(reply: str, blocks: list[re.Match[str]], grammars: Sequence[Grammar]) -> list[Ending]:
     owners = {form: grammar for grammar in grammars for form in grammar.prose_forms}
     if not owners:
         return []
@@ -204,8 +206,8 @@ class Source:
     def __init__(self, code: str):
         self.lines = code.encode("utf-8").splitlines(keepends=True)  # ast offsets are UTF-8 bytes
 
-    def segment(self, node: ast.AST) -> str:
-        first, last = node.lineno - 1, node.end_lineno - 1
+    def segment(self, node: ast.stmt | ast.expr) -> str:
+        first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
         if first == last:
             return self.lines[first][node.col_offset : node.end_col_offset].decode("utf-8")
         parts = [

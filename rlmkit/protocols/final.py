@@ -16,7 +16,7 @@ import ast
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from rlmkit.prompting import FINAL_TEXTS, NO_SUCH_VARIABLE
 from rlmkit.protocols.base import (
@@ -71,11 +71,13 @@ class FinalProtocol(Protocol):
     answer_now: str = FINAL_TEXTS.answer_now
     prelude: str = _PRELUDE
     code_words: ClassVar[tuple[str, ...]] = ("FINAL",)
-    code_marker: ClassVar[re.Pattern] = re.compile(r"\b(FINAL_VAR|FINAL)\(")
+    code_marker: ClassVar[re.Pattern[str]] = re.compile(r"\b(FINAL_VAR|FINAL)\(")
     prose_forms: ClassVar[tuple[str, ...]] = ("FINAL_VAR", "FINAL")
 
-    def host_functions(self, submit: Callable[[dict[str, Any]], None], fields: list[str]):
-        def FINAL(value: Any) -> None:
+    def host_functions(
+        self, submit: Callable[[dict[str, object]], None], fields: list[str]
+    ) -> dict[str, Callable[..., object]]:
+        def FINAL(value: object) -> None:
             outputs = value if isinstance(value, dict) and set(value) == set(fields) else {fields[0]: value}
             finish_with(submit, outputs)
 
@@ -150,7 +152,9 @@ class FinalProtocol(Protocol):
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             return Written([f"{FINAL_VAR_NAME} = {value.source}"], f"FINAL_VAR({FINAL_VAR_NAME})")
 
-    def choose(self, endings: list[Ending], outputs: dict[str, Any] | None) -> tuple[list[Ending], list[str]]:
+    def choose(
+        self, endings: list[Ending], outputs: dict[str, object] | None
+    ) -> tuple[list[Ending], list[str]]:
         """FINAL and FINAL_VAR both given: FINAL_VAR wins (the run loop reads it first) unless
         FINAL's text is the recorded answer."""
         if {ending.form for ending in endings} != {"FINAL", "FINAL_VAR"}:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from rlmkit.prompting import READY_TO_SUBMIT, SUBMIT_TEXTS
 from rlmkit.protocols.base import Answer, Parsed, Protocol, ReadVar, finish_with
@@ -26,7 +26,7 @@ class SubmitProtocol(Protocol):
     finish_prompt: str = SUBMIT_TEXTS.finish
     answer_now: str = SUBMIT_TEXTS.answer_now
     code_words: ClassVar[tuple[str, ...]] = ("SUBMIT",)
-    code_marker: ClassVar[re.Pattern] = re.compile(r"\bSUBMIT\(")
+    code_marker: ClassVar[re.Pattern[str]] = re.compile(r"\bSUBMIT\(")
     prose_forms: ClassVar[tuple[str, ...]] = ("SUBMIT",)
 
     def render_finish(self, output_fields: dict[str, str]) -> str:
@@ -61,8 +61,10 @@ class SubmitProtocol(Protocol):
             )
         )
 
-    def host_functions(self, submit: Callable[[dict[str, Any]], None], fields: list[str]):
-        def SUBMIT(*args: Any, **kwargs: Any) -> None:
+    def host_functions(
+        self, submit: Callable[[dict[str, object]], None], fields: list[str]
+    ) -> dict[str, Callable[..., object]]:
+        def SUBMIT(*args: object, **kwargs: object) -> None:
             if args:
                 if len(args) > len(fields):
                     raise TypeError(
@@ -101,7 +103,7 @@ class SubmitProtocol(Protocol):
         return Written([f"SUBMIT({args})"])
 
 
-def _values(fields: Any, first_value: str | None = None) -> str:
+def _values(fields: Iterable[str], first_value: str | None = None) -> str:
     """``answer=answer, n=n``: each output field passed as the variable of its name (the first
     one as ``first_value`` when given)."""
     first, *rest = fields

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
 
 from rlmkit.trajectory import PREVIEW_CHARS, VariableInfo
 
@@ -20,7 +19,7 @@ HASH_INLINE_CHARS = 1 << 20  # bigger text is hashed off the path to the first r
 
 
 def describe_variable(
-    name: str, value: Any, preview_chars: int = PREVIEW_CHARS, *, hash_now: bool = True
+    name: str, value: object, preview_chars: int = PREVIEW_CHARS, *, hash_now: bool = True
 ) -> VariableInfo:
     """Type, size, hash and preview of an input, computed without keeping the body.
 
@@ -57,16 +56,17 @@ def text_sha256(value: str | bytes) -> str:
     return digest.hexdigest()
 
 
-def describe_inputs(variables: dict[str, Any]) -> tuple[list[VariableInfo], Callable[[], None] | None]:
+def describe_inputs(variables: Mapping[str, object]) -> tuple[list[VariableInfo], Callable[[], None] | None]:
     """``VariableInfo`` of each input, and what is left to do: the sha256 of text over
     ``HASH_INLINE_CHARS``, filled in by calling it (about 1 ms per MB of CPU, so a run calls it in a
     thread while its first model request is out, and writes its start record after)."""
-    infos, later = [], []
+    infos: list[VariableInfo] = []
+    later: list[tuple[VariableInfo, str | bytes]] = []
     for name, value in variables.items():
         big = isinstance(value, (str, bytes)) and len(value) > HASH_INLINE_CHARS
         info = describe_variable(name, value, hash_now=not big)
         infos.append(info)
-        if big:
+        if big and isinstance(value, (str, bytes)):
             later.append((info, value))
     if not later:
         return infos, None

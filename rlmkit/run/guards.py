@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import types
 from dataclasses import dataclass, field
-from typing import Any
 
 from rlmkit.prompting import INPUT_RESTORED, NOT_A_VALUE, NUDGE  # noqa: F401 - NUDGE re-exported
 
@@ -53,7 +52,7 @@ def input_guard(names: list[str]) -> str:
 _NOT_VALUES = (type, types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.ModuleType)
 
 
-def check_values(outputs: dict[str, Any]) -> None:
+def check_values(outputs: dict[str, object]) -> None:
     """Raise ValueError (fed back to the model) for a type, function or module given as an answer."""
     for name, value in outputs.items():
         if isinstance(value, _NOT_VALUES):
@@ -103,9 +102,9 @@ class AnswerHold:
     count, a wrong match). Such an answer is held once: the turn's output is shown, and the
     same answer given again, or any answer from a turn that printed nothing, is taken."""
 
-    held: dict[str, Any] | None = None
+    held: dict[str, object] | None = None
 
-    def holds(self, outputs: dict[str, Any], printed: bool) -> bool:
+    def holds(self, outputs: dict[str, object], printed: bool) -> bool:
         """True when ``outputs`` must wait: its turn ``printed`` and it is not a confirmation."""
         if not printed or (self.held is not None and _same(outputs, self.held)):
             return False
@@ -113,7 +112,7 @@ class AnswerHold:
         return True
 
 
-def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+def _same(a: dict[str, object], b: dict[str, object]) -> bool:
     try:
         return bool(a == b)
     except Exception:  # values whose == raises or is ambiguous (arrays): compare what they show

@@ -8,7 +8,6 @@ from __future__ import annotations
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import dspy
 
@@ -22,12 +21,12 @@ class RunInputs:
     """A run's inputs, checked against its signature before any model call: ``values`` as given,
     ``variables`` as the REPL gets them, ``aliases`` (``context`` names the first long input)."""
 
-    values: dict[str, Any]
-    variables: dict[str, Any]
+    values: dict[str, object]
+    variables: dict[str, object]
     aliases: dict[str, str]
 
     @classmethod
-    def check(cls, signature: Any, inputs: dict[str, Any], display: Display) -> RunInputs:
+    def check(cls, signature: type[dspy.Signature], inputs: dict[str, object], display: Display) -> RunInputs:
         missing = [name for name in signature.input_fields if name not in inputs]
         if missing:  # the wording is dspy.RLM's: DSPy users match on it
             raise MissingInputError(
@@ -43,7 +42,7 @@ class RunInputs:
         return cls(dict(inputs), variables, aliases)
 
 
-def check_known(signature: Any, inputs: dict[str, Any]) -> None:
+def check_known(signature: type[dspy.Signature], inputs: dict[str, object]) -> None:
     """``MissingInputError`` for an input the signature does not declare (a session checks the
     inputs it opens with here: the rest may come with its calls)."""
     unknown = sorted(name for name in inputs if name not in signature.input_fields)
@@ -54,7 +53,7 @@ def check_known(signature: Any, inputs: dict[str, Any]) -> None:
         )
 
 
-def load_input(name: str, value: Any) -> Any:
+def load_input(name: str, value: object) -> object:
     """A Path becomes its text (a file) or ``{relative path: text}`` (a directory)."""
     if isinstance(value, Path):
         if value.is_file():
@@ -79,7 +78,7 @@ def load_input(name: str, value: Any) -> Any:
     return value
 
 
-def _size(value: Any) -> int:
+def _size(value: object) -> int:
     return len(value) if hasattr(value, "__len__") else 0
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from rlmkit.budget import Spending
 from rlmkit.models.contract import Completion, Model
+from rlmkit.trajectory import ChatMessage
 
 
 def effective_cap(lm: Model, cap: int | None) -> int | None:
@@ -24,7 +25,7 @@ def effective_cap(lm: Model, cap: int | None) -> int | None:
 async def call_model(
     spending: Spending,
     lm: Model,
-    messages: list[dict],
+    messages: list[ChatMessage],
     *,
     max_tokens: int | None,
     stop: list[str] | None = None,
@@ -48,6 +49,8 @@ async def call_model(
     try:
         completion = await asyncio.wait_for(call(), timeout=remaining)
     except TimeoutError:
+        if remaining is None:  # the model's own timeout, not the run's deadline
+            raise
         raise spending.past_deadline() from None
     if record is not None:
         record(completion)

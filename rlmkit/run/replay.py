@@ -25,7 +25,7 @@ from rlmkit.errors import PrefixNotReproduced
 from rlmkit.models.contract import Completion, Model
 from rlmkit.models.lm_cache import rollout
 from rlmkit.prompting import REPLY_CUT
-from rlmkit.trajectory import Message, Trajectory, Turn, Usage
+from rlmkit.trajectory import ChatMessage, Message, Trajectory, Turn, Usage
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class ReplayedPrefix:
     def __getattr__(self, name: str) -> Any:  # the inner model's own extras (cache_dir, close, ...)
         return getattr(self.inner, name)
 
-    async def acomplete(self, messages: list[dict], **options: Any) -> Completion:
+    async def acomplete(self, messages: list[ChatMessage], **options: Any) -> Completion:
         own = options.get("rollout_id")  # this continuation's
         candidates = self._branches.get(own, []) if own is not None else []
         if not candidates:
@@ -99,7 +99,7 @@ class ReplayedPrefix:
         )
 
 
-def _pairs(messages: list[dict] | list[Message]) -> list[tuple[str, str]]:
+def _pairs(messages: list[ChatMessage] | list[Message]) -> list[tuple[str, str]]:
     return [(m.role, m.content) if isinstance(m, Message) else (m["role"], m["content"]) for m in messages]
 
 

@@ -11,62 +11,77 @@ import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Generic, TypeAlias, TypeVar, cast
 
 import dspy
 
 from rlmkit.model_choice import resolve_lm
+from rlmkit.models.contract import Model
 from rlmkit.run.typed_subcalls import TypedSubcall
 from rlmkit.settings import RunSettings
 from rlmkit.signature import OutputValidator, make_signature
 
 CHILD_SIGNATURE = "context, question -> answer"  # what every rlm_query child run answers
 
+# A model as a caller names it: a Model, a dspy LM, a callable, a model string, or None (the
+# configured default); ``resolve_lm`` turns any of them into a Model or says why it cannot.
+ModelChoice: TypeAlias = object
+M = TypeVar("M")  # a spec's models: as given (ModelChoice) until resolved(), then Model
+
 
 @dataclass(frozen=True)
 class Children:
     """What a run's ``rlm_query`` children are made from (``RunSpec.child``)."""
 
-    lm: Any  # a child's root model: the RLM's root model (never a set generate_action), or another
-    sub_lm: Any  # a child's sub-model: the RLM's sub-model, else the child's root model
+    lm: ModelChoice  # a child's root model: the RLM's root model (never a set generate_action), or another
+    sub_lm: ModelChoice  # a child's sub-model: the RLM's sub-model, else the child's root model
     settings: RunSettings  # the RLM's own knobs, before a root model's preset changed any
 
 
 @dataclass(frozen=True)
-class RunSpec:
+class RunSpec(Generic[M]):
     """Everything one run reads, fixed before it starts: ``RLM.run_spec`` builds the top-level
     one, ``child()`` each child's, and ``start.run_tree`` runs them, once ``resolved()``."""
 
-    signature: Any  # the dspy.Signature class
+    signature: type[dspy.Signature]
     instructions: str
-    demos: tuple[Any, ...]
+    demos: tuple[dspy.Example, ...]
     settings: RunSettings
     validator: OutputValidator
     typed_subcalls: Mapping[str, TypedSubcall]
-    tools: Mapping[str, Callable[..., Any]]
+    tools: Mapping[str, Callable[..., object]]
     # the models as given (a name, None: the configured default) until resolved(), which a run
     # does as it starts: one cache and one limiter per model for the whole run
-    lm: Any
-    sub_lm: Any
+    lm: M
+    sub_lm: M
     children: Children
     depth: int = 0  # 0: a top-level call; a child run is one deeper than its parent
     use_preset: bool = True  # without a program of its own, a run takes its root model's (resolved())
-    module: Any = None  # the dspy.Module DSPy callbacks are shown: the RLM; a child run, its predictor
-    interpreter_factory: Any = None  # a DSPy interpreter factory the cells run in, unless a call names one
+    module: dspy.Module | None = (
+        None  # the module DSPy callbacks are shown: the RLM; a child run, its predictor
+    )
+    interpreter_factory: Callable[[], object] | None = (
+        None  # a DSPy interpreter factory the cells run in, unless a call names one
+    )
     verbose: bool = False  # each step logged on the ``rlmkit`` logger (dspy.RLM's verbose)
-    mcp_servers: tuple[Any, ...] = ()  # MCP servers whose tools a top-level call's tree gets (mcp_tools.py)
+    mcp_servers: tuple[
+        object, ...
+    ] = ()  # MCP servers (mcp_tools.check_servers) whose tools a top-level call's tree gets (mcp_tools.py)
     log_dir: Path | None = None  # where a top-level run's tree streams its JSONL log
 
-    def resolved(self) -> RunSpec:
+    def resolved(self) -> RunSpec[Model]:
         """This spec with its models resolved (a bad name or a missing key fails here) and, when
         it has no program of its own, the program its root model ships with (``with_preset``)."""
         lm, sub_lm = resolve_lm(self.lm), resolve_lm(self.sub_lm)
         instructions, demos, settings = with_preset(
             self.signature, self.instructions, self.demos, self.settings, lm, use_preset=self.use_preset
         )
-        return replace(self, lm=lm, sub_lm=sub_lm, instructions=instructions, demos=demos, settings=settings)
+        models_swapped = cast("RunSpec[Model]", self)  # replace() keeps a type argument; lm and sub_lm change
+        return replace(
+            models_swapped, lm=lm, sub_lm=sub_lm, instructions=instructions, demos=demos, settings=settings
+        )
 
-    def child(self) -> RunSpec:
+    def child(self) -> RunSpec[ModelChoice]:
         """The spec of one ``rlm_query`` child run, one level down: a plain QA signature, the
         children's models, the same knobs (its own protocol object), sub-calls, tools, interpreter
         factory, verbosity and log folder."""
@@ -94,20 +109,20 @@ class RunSpec:
 
 
 @functools.cache
-def _child_signature() -> tuple[Any, OutputValidator]:
+def _child_signature() -> tuple[type[dspy.Signature], OutputValidator]:
     signature = make_signature(CHILD_SIGNATURE)
     return signature, OutputValidator(signature)
 
 
 def with_preset(
-    signature: Any,
+    signature: type[dspy.Signature],
     instructions: str,
-    demos: tuple[Any, ...],
+    demos: tuple[dspy.Example, ...],
     settings: RunSettings,
-    lm: Any,
+    lm: Model,
     *,
     use_preset: bool = True,
-) -> tuple[str, tuple[Any, ...], RunSettings]:
+) -> tuple[str, tuple[dspy.Example, ...], RunSettings]:
     """Instructions, demos and settings of a run: the given ones, or, when there are neither
     instructions (other than the signature's) nor demos, the program its root model ships with
     (``lm.traits.preset``: the embedded model's tuned program). ``use_preset=False`` turns that off."""
@@ -116,7 +131,7 @@ def with_preset(
     if not preset or not use_preset or demos or instructions != signature.instructions:
         return own
     fields = {*signature.input_fields, *signature.output_fields, "transcript"}
-    preset_demos = tuple(dspy.Example(**d) for d in preset.get("demos", ()) if set(d) <= fields)
+    preset_demos = tuple(dspy.Example(**d) for d in preset.get("demos", []) if set(d) <= fields)
     defaults = RunSettings()
     knobs = {
         name: value

@@ -16,13 +16,14 @@ from typing import Any
 
 import rlmkit
 from rlmkit.errors import RunError
+from rlmkit.models.contract import Model
 from rlmkit.prompting import FUNCTION_DOCS
 from rlmkit.run import mcp_tools
 from rlmkit.run.call_tree import Tree
 from rlmkit.run.hooks import CallHooks, PlainCall
 from rlmkit.run.inputs import RunInputs
 from rlmkit.run.loop import run_loop
-from rlmkit.run.spec import RunSpec
+from rlmkit.run.spec import ModelChoice, RunSpec
 from rlmkit.run.state import RunState
 from rlmkit.sandbox.interpreter import is_factory, launcher, make_interpreter
 from rlmkit.signature import signature_text
@@ -30,7 +31,7 @@ from rlmkit.trajectory import RunMeta, Trajectory, TrajectoryLog
 
 
 async def run_tree(
-    spec: RunSpec,
+    spec: RunSpec[ModelChoice],
     inputs: RunInputs,
     *,
     tree: Tree | None = None,
@@ -92,7 +93,7 @@ async def run_tree(
     return outputs, state.trajectory
 
 
-def reserved_names(spec: RunSpec) -> set[str]:
+def reserved_names(spec: RunSpec[Model]) -> set[str]:
     """Names an MCP tool may not take in the REPL: the inputs, the sub-calls, the tools, the
     finishers and the helpers the prelude defines."""
     own = {*spec.signature.input_fields, *spec.typed_subcalls, *spec.tools}
@@ -100,7 +101,7 @@ def reserved_names(spec: RunSpec) -> set[str]:
 
 
 def _run_state(
-    spec: RunSpec,
+    spec: RunSpec[Model],
     inputs: RunInputs,
     tree: Tree | None,
     parent_id: str | None,

@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from rlmkit.models.contract import Model
 from rlmkit.run.call_tree import Tree
 from rlmkit.run.guards import check_values
 from rlmkit.run.hooks import CallHooks
@@ -21,7 +22,7 @@ class RunState:
 
     def __init__(
         self,
-        spec: RunSpec,
+        spec: RunSpec[Model],
         tree: Tree,
         meta: RunMeta,
         hooks: CallHooks,

@@ -273,9 +273,12 @@ class SubcallHost:
                 node.prompt = bounded(json.dumps(arguments, default=str), limit)
                 spending = self.run.tree.spending
                 spending.reserve()
+                remaining = spending.remaining_seconds()
                 try:
-                    result = await tool.call(arguments, timeout=spending.remaining_seconds())
+                    result = await tool.call(arguments, timeout=remaining)
                 except TimeoutError:
+                    if remaining is None:  # the tool's own timeout, not the run's deadline
+                        raise
                     raise spending.past_deadline() from None
                 node.reply = bounded(reply_text(result), limit)
                 return result

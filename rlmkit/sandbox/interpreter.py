@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any  # Any: a DSPy CodeInterpreter, whose package ships no types
 
 from dspy.primitives.code_interpreter import CodeExecutionError, CodeInterpreterError, FinalOutput
 
@@ -58,10 +58,12 @@ class InterpreterSandbox(Sandbox):
         self.output_fields = output_fields  # dspy.RLM's [{"name", "type"}] for typed SUBMIT
         self.owned = owned
         self._submit: HostFunction | None = None
-        self._pending: tuple[str, dict[str, Any] | None] = ("", None)  # prelude and inputs, until run
+        self._pending: tuple[str, dict[str, object] | None] = ("", None)  # prelude and inputs, until run
         self._closed = False
 
-    def start(self, variables: dict[str, Any], functions: dict[str, HostFunction], prelude: str = "") -> None:
+    def start(
+        self, variables: dict[str, object], functions: dict[str, HostFunction], prelude: str = ""
+    ) -> None:
         interpreter = self.interpreter
         self._submit = functions.get("SUBMIT")
         interpreter.tools.update({k: v for k, v in functions.items() if k not in INTERPRETER_OWNS})
@@ -94,7 +96,7 @@ class InterpreterSandbox(Sandbox):
         result.duration_s = time.monotonic() - started
         return result
 
-    def _hand_in(self, output: Any) -> None:
+    def _hand_in(self, output: object) -> None:
         if self._submit is None:
             raise SandboxError("the interpreter returned a FinalOutput but this run has no SUBMIT")
         if isinstance(output, dict):
@@ -106,7 +108,7 @@ class InterpreterSandbox(Sandbox):
     def run_then(self, code: str, after: str) -> CellResult:
         return self.run(code)  # one execution per cell: no snippet of the host's own (see the docstring)
 
-    def get(self, name: str, default: Any = None) -> Any:
+    def get(self, name: str, default: object = None) -> object:
         return default  # DSPy's protocol has no read-back; FINAL_VAR-style protocols need another sandbox
 
     def close(self) -> None:
@@ -152,7 +154,7 @@ def launcher(
     return lambda limits: InterpreterSandbox(interpreter, limits, fields, owned=owned)
 
 
-def is_interpreter(value: Any) -> bool:
+def is_interpreter(value: object) -> bool:
     """An interpreter (not a class, not a factory): it executes code and shuts down."""
     return (
         not isinstance(value, type)
@@ -161,6 +163,6 @@ def is_interpreter(value: Any) -> bool:
     )
 
 
-def is_factory(value: Any) -> bool:
+def is_factory(value: object) -> bool:
     """A zero-argument interpreter factory (a class, a function), not the caller's interpreter."""
     return value is not None and not is_interpreter(value)

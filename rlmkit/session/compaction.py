@@ -21,13 +21,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rlmkit.errors import UserError
 from rlmkit.prompting import session_notes, task_message
 from rlmkit.run.inputs import RunInputs
 from rlmkit.settings import RunSettings
 from rlmkit.trajectory import Compaction
+
+if TYPE_CHECKING:
+    import dspy
 
 CHARS_PER_TOKEN = 4  # a rough, provider-neutral rule: the window is in tokens, the message in text
 # The task message only opens a call: the system prompt, and every turn's code and output, share the
@@ -50,14 +53,14 @@ class Draft:
     the run builds the task message from around them (``prompting.task_message``'s)."""
 
     variables: dict[str, str]  # live variables earlier calls made: name -> "type, size"
-    history: list[tuple[dict[str, Any], dict[str, Any]]]  # earlier calls shown: (asked, answered)
+    history: list[tuple[dict[str, object], dict[str, object]]]  # earlier calls shown: (asked, answered)
     numbers: list[int]  # the session call each history entry comes from
     restored: str | None
     lost: dict[str, str]
     value_chars: int  # each shown value cut to this
     inputs: RunInputs
     asked: tuple[str, ...]
-    signature: Any
+    signature: type[dspy.Signature]
     settings: RunSettings  # the run's, a preset's knobs applied
 
     def notes(self, cuts: Cuts) -> str:

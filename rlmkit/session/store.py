@@ -135,7 +135,7 @@ class Loaded:
     checkpoint: Checkpoint
 
 
-def read(directory: str | os.PathLike) -> Loaded:
+def read(directory: str | os.PathLike[str]) -> Loaded:
     """Read a session directory; ``SessionFileError`` naming the file for anything amiss."""
     directory = Path(directory)
     path = directory / MANIFEST
@@ -165,7 +165,7 @@ def read(directory: str | os.PathLike) -> Loaded:
     return Loaded(doc, inputs, checkpoint)
 
 
-def calls_saved(directory: str | os.PathLike) -> int:
+def calls_saved(directory: str | os.PathLike[str]) -> int:
     """How many calls the checkpoint in ``directory`` holds (0: none readable). Cheap: replicas
     sharing a directory ask it before each call of a session they hold."""
     try:

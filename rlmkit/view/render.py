@@ -24,7 +24,7 @@ JS_FILES = ("highlight.js", "util.js", "runlist.js", "runview.js", "sessionview.
 
 
 # ------------------------------------------------------------------ reading
-def find_logs(paths: Iterable[str | os.PathLike]) -> list[Path]:
+def find_logs(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     """Every JSONL file named, or found under a named directory. Missing paths are a UserError."""
     files: list[Path] = []
     for raw in paths:
@@ -232,14 +232,16 @@ def render_page(payload: dict[str, Any], title: str = "rlmkit runs") -> str:
     return page
 
 
-def render_runs(paths: Iterable[str | os.PathLike]) -> tuple[str, dict[str, Any]]:
+def render_runs(paths: Iterable[str | os.PathLike[str]]) -> tuple[str, dict[str, Any]]:
     """Read the named logs and render them. Returns (html, payload)."""
     runs, problems = load_runs(find_logs(paths))
     payload = build_payload(runs, problems)
     return render_page(payload), payload
 
 
-def write_page(paths: Iterable[str | os.PathLike], out: str | os.PathLike) -> tuple[Path, dict[str, Any]]:
+def write_page(
+    paths: Iterable[str | os.PathLike[str]], out: str | os.PathLike[str]
+) -> tuple[Path, dict[str, Any]]:
     html, payload = render_runs(paths)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

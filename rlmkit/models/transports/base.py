@@ -9,10 +9,12 @@ status, whether the server was never reached, and how long the server asked us t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from rlmkit.errors import LMError
+from rlmkit.trajectory import ChatMessage
 
 PLACEHOLDER_KEY = "no-key"  # OpenAI-compatible servers without auth still need some key sent
 
@@ -21,7 +23,7 @@ PLACEHOLDER_KEY = "no-key"  # OpenAI-compatible servers without auth still need 
 class ModelRequest:
     """What is sent: the messages, the model's name for this transport, and how to sample."""
 
-    messages: list[dict]
+    messages: list[ChatMessage]
     model: str
     params: dict[str, Any] = field(default_factory=dict)  # temperature, top_p, seed, ...
     max_tokens: int | None = None
@@ -70,7 +72,7 @@ class Transport(Protocol):
     async def complete(self, request: ModelRequest) -> ModelReply: ...
 
 
-def retry_after_s(headers: Any) -> float | None:
+def retry_after_s(headers: Mapping[str, str] | None) -> float | None:
     """Seconds from ``retry-after-ms`` / ``retry-after`` headers (an HTTP date is ignored)."""
     if not headers:
         return None

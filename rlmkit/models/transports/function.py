@@ -21,7 +21,6 @@ import contextlib
 import inspect
 import os
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from rlmkit.errors import UserError
 from rlmkit.models.transports.base import ModelReply, ModelRequest
@@ -62,7 +61,7 @@ class FunctionTransport:
 
     name = "function"
 
-    def __init__(self, fn: Callable[..., Any]):
+    def __init__(self, fn: Callable[..., object]):
         if not callable(fn):
             raise UserError(f"FunctionLM needs a callable, got {type(fn).__name__}")
         self.fn = fn

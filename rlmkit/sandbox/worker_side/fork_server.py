@@ -30,7 +30,10 @@ def serve(config: dict, run_worker) -> None:
     import select
     import socket
 
-    import confine
+    if __package__:  # read as part of rlmkit (the type checker); the worker imports it by bare name
+        from . import confine
+    else:
+        import confine
 
     sock = socket.socket(fileno=config["sock"])
     confine.die_with_parent(config["host_pid"])  # its workers die with it in turn (their own PDEATHSIG)

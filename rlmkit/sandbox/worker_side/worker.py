@@ -25,14 +25,17 @@ import os
 import signal
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cells
-import confine
-import fork_server
-import snapshot
-import wire
+if __package__:  # read as part of rlmkit (the type checker); the worker itself runs it as a script
+    from . import cells, confine, fork_server, snapshot, wire
+else:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import cells
+    import confine
+    import fork_server
+    import snapshot
+    import wire
 
-del sys.path[0]  # model code must not import our modules by accident
+    del sys.path[0]  # model code must not import our modules by accident
 
 
 class FinishSignal(BaseException):
