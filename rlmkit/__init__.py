@@ -44,8 +44,8 @@ def _installed_version() -> str:
 
 def __getattr__(name: str) -> Any:
     if name == "__version__":  # read on first use: importlib.metadata costs an import rlmkit need not pay
-        globals()[name] = value = _installed_version()
-        return value
+        installed = globals()[name] = _installed_version()
+        return installed
     module_name = _EXPORTS.get(name)
     if module_name is None:
         raise AttributeError(f"module 'rlmkit' has no attribute {name!r}")
