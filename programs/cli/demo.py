@@ -6,7 +6,8 @@ It shows each turn live (the code, its output, the sub-calls, tokens, cost), the
 answer, the gold answer and the score, what a plain call would have faced, and how often
 the demo answers right (``benchmarks/results/demo_accuracy.json``). The task and program
 are ``programs/demo_task.py``: the plain ``rlmkit.RLM("context, question -> answer: str")``,
-nothing in any prompt written for the task; seeds from 1000 up were never used in tuning.
+nothing in any prompt written for the task; the default seed is a dev seed, never trained on
+(``programs/tasks/splits.py``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from programs.demo_task import (
     window_multiple,
 )
 from programs.tasks import FAMILIES  # plain names: cheap to import
+from programs.tasks.splits import split_for
 from rlmkit import events as ev
 from rlmkit.cli.common import EMBEDDED_FLAGS, exit_on_error, lm_from_flag
 
@@ -101,7 +103,7 @@ class TurnPrinter:
 
 def demo(
     seed: int = typer.Option(
-        DEMO_SEED, "--seed", help="Which generated task (same seed, same task; tuning used seeds < 1000)."
+        DEMO_SEED, "--seed", help="Which generated task (same seed, same task; training used seeds < 1000)."
     ),
     length: int = typer.Option(DEMO_LENGTH, "--length", help="Characters of prose in the context."),
     lm: str = typer.Option(None, "--lm", help="A litellm model string; default: the embedded model."),
@@ -131,8 +133,8 @@ def _run(
         "(with two decoys for other keys); the model sees only a preview and reads the rest with code."
     )
     console.print(f"question: {escape(example.inputs['question'])}")
-    held_out = "never used in tuning" if seed >= 1000 else "a TRAINING seed: tuning used seeds < 1000"
-    console.print(f"task: {DEMO_SUITE}, seed {seed} ({held_out}; --seed N: another), {length:,} characters")
+    note = _seed_note(seed)
+    console.print(f"task: {DEMO_SUITE}, seed {seed} ({note}; --seed N: another), {length:,} characters")
     embedded = lm in EMBEDDED_FLAGS
     if embedded:
         console.print("starting the embedded model (Qwen2.5-Coder-1.5B, CPU) ...")
@@ -252,3 +254,11 @@ def _rewrite_with_score(stream_dir: Path, trajectory, value: float) -> Path | No
 
 def register(app: typer.Typer) -> None:
     app.command("demo")(demo)
+
+
+def _seed_note(seed: int) -> str:
+    """What the seed's split means for a reader of the demo's answer."""
+    split = split_for(seed)
+    if split == "train":
+        return "a TRAINING seed: the shipped adapter trained on seeds < 1000"
+    return "a dev seed: never trained on" if split == "dev" else "a sealed test seed: never trained on"

@@ -70,7 +70,7 @@ def test_demo_prints_each_cell_before_the_next_turn_is_answered(tmp_path):
     assert (
         "the context is about 750 tokens; the model's window is not known" in result.output
     )  # a scripted model
-    assert "seed 2000 (never used in tuning" in result.output  # the user can tell which task
+    assert "seed 2000 (a dev seed: never trained on" in result.output  # the user can tell which task
     assert "program: the default prompt" in result.output  # and which program (a provider ships none)
     assert list(tmp_path.glob("run-*/*.jsonl"))
 
