@@ -12,7 +12,9 @@ from __future__ import annotations
 import importlib
 from importlib.metadata import entry_points
 
+import click
 import typer
+from typer.core import TyperGroup
 
 from rlmkit.cli.common import PLAIN_HELP
 from rlmkit.errors import DISTRIBUTION
@@ -26,8 +28,18 @@ HELP_ORDER = (
     "serve", "mcp", "view",
 )  # fmt: skip
 
+
+class _VerbsInHelpOrder(TyperGroup):
+    """Lists verbs in ``HELP_ORDER``, commands and command groups (``self-train``) alike: typer
+    itself lists a group after every plain command."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(self.commands, key=_help_rank)
+
+
 _app = typer.Typer(
     name="rlmkit",
+    cls=_VerbsInHelpOrder,
     help="Recursive Language Models: run, evaluate, tune, compile and train.",
     no_args_is_help=True,
     add_completion=False,
@@ -70,12 +82,10 @@ def get_app() -> typer.Typer:
         # A verb whose package fails to import raises here: a broken install is never hidden.
         for entry in sorted(entry_points(group=COMMAND_GROUP), key=lambda entry: entry.name):
             entry.load()(_app)
-        _app.registered_commands.sort(key=_help_rank)
     return _app
 
 
-def _help_rank(command) -> tuple[int, str]:
-    name = command.name or command.callback.__name__
+def _help_rank(name: str) -> tuple[int, str]:
     return (HELP_ORDER.index(name) if name in HELP_ORDER else len(HELP_ORDER), name)
 
 
