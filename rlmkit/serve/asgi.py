@@ -31,7 +31,7 @@ from rlmkit.serve import health_routes, session_routes
 from rlmkit.serve.access_log import AccessLog
 from rlmkit.serve.errors import APIError, bad_request, from_exception
 from rlmkit.serve.http import authorize
-from rlmkit.serve.openai import responses, responses_routes, routes
+from rlmkit.serve.openai import compact, responses, responses_routes, routes
 from rlmkit.serve.program import Program, as_program
 from rlmkit.serve.state import ServeOptions, ServeState
 
@@ -83,7 +83,14 @@ def app(
     api.state.sessions = state.sessions  # what tests and operators look at most
     api.include_router(health_routes.open_router)
     keyed = APIRouter(dependencies=[Depends(authorize)])  # every route but health's
-    for router in (health_routes.keyed, routes.router, responses_routes.router, session_routes.router):
+    routers = (
+        health_routes.keyed,
+        routes.router,
+        compact.router,
+        responses_routes.router,
+        session_routes.router,
+    )
+    for router in routers:
         keyed.include_router(router)
     api.include_router(keyed)
     add_error_handlers(api)

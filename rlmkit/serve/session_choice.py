@@ -3,7 +3,8 @@ front door (which must send a session's calls to the replica holding its REPL).
 
 A request names its session in three ways, read here and nowhere else: the ``session`` field of
 its body (``extra_body``), the ``X-RLMKit-Session`` header, or ``previous_response_id`` (a
-Responses follow-up runs in the session of the response it continues). A Responses call that
+Responses follow-up runs in the session of the response it continues; a ``compaction`` item in
+its ``input`` stands for the compacted response's id). A Responses call that
 names none may open a fresh one (``X-RLMKit-Open-Session``: the id the front door minted for it).
 """
 
@@ -48,9 +49,24 @@ def read_ask(body: Mapping[str, Any], headers: Mapping[str, str]) -> SessionAsk:
         raise bad_request("'session' must be a session id (a string)", param="session")
     if previous is not None and not isinstance(previous, str):
         raise bad_request("'previous_response_id' must be a response id", param="previous_response_id")
+    if previous is None:  # a compaction item handed back names the response it continues
+        previous = _compacted(body.get("input"))
     if previous is not None and session is not None:
         raise bad_request("give 'previous_response_id' or 'session', not both", param="session")
     return SessionAsk(session or headers.get(SESSION_HEADER), previous, headers.get(OPEN_SESSION_HEADER))
+
+
+def _compacted(items: Any) -> str | None:
+    """The response a ``compaction`` item in ``input`` stands for (``/v1/responses/compact``'s)."""
+    if not isinstance(items, list):
+        return None
+    for item in items:
+        if isinstance(item, dict) and item.get("type") == "compaction":
+            content = item.get("encrypted_content")
+            if not isinstance(content, str):
+                raise bad_request("a compaction item's encrypted_content must be a string", param="input")
+            return content
+    return None
 
 
 def choose_session(ask: SessionAsk, *, previous_session: str | None, may_open: bool) -> SessionChoice:

@@ -90,6 +90,7 @@ class Session:
         self.history: list[tuple[dict[str, Any], dict[str, Any]]] = []
         self.history_numbers: list[int] = []  # the session call each history entry comes from
         self.calls = 0
+        self.compacted_through = 0  # calls up to this one are shown summarised (``compact``)
         self.inputs = self._load_inputs(inputs)
         self.checkpoint = store.Checkpoint()
         self.sandbox: Any = None  # the session's WorkerHost, made at the first call
@@ -223,7 +224,8 @@ class Session:
             settings=spec.settings,  # a preset's knobs (turns, display) shape the message too
         )
         window = self.window_tokens or window_tokens_of(spec.lm)
-        notes, compacted = compaction.compact(draft, window, self.compact_at)
+        summarised = sum(1 for number in draft.numbers if number <= self.compacted_through)
+        notes, compacted = compaction.compact(draft, window, self.compact_at, summarised)
         return SessionCall(
             self,
             number=self.calls + 1,
@@ -233,6 +235,15 @@ class Session:
             asked=asked,
             compaction=compacted,
         )
+
+    def compact(self) -> int:
+        """Show every call so far as one short line in the next calls' task messages, whatever
+        the window (the compaction a call makes on its own when its message would not fit, made
+        now); every REPL variable stays. The number of calls now shown summarised."""
+        if self.closed:
+            raise SessionClosedError("this session is closed")
+        self.compacted_through = self.calls
+        return len([number for number in self.history_numbers if number <= self.calls])
 
     def _remember(self, asked: dict[str, Any], outputs: dict[str, Any], number: int) -> None:
         """Keep this call's question and answer for the next prompts, within the bounds (a long

@@ -24,6 +24,7 @@ from rlmkit import events as ev
 from rlmkit.serve import reasoning
 from rlmkit.serve.errors import APIError, bad_request, from_exception
 from rlmkit.serve.openai import chat_chunks as chunks
+from rlmkit.serve.openai.images import unread_note
 from rlmkit.serve.openai.mapping import ChatRequest, check_schema, content_of, map_inputs
 from rlmkit.serve.program import Program
 from rlmkit.trajectory import Usage
@@ -99,7 +100,10 @@ class Call:
         """The whole completion (its JSON), once the run is over."""
         prediction, turns = await self.outcome()
         content = content_of(self.program, self.request, prediction)
-        reply = chunks.completion(self.cid, self.program.name, content, "".join(turns), self.record.usage)
+        note = unread_note(self.program, self.request.images)
+        reply = chunks.completion(
+            self.cid, self.program.name, content, "".join(turns), self.record.usage, metadata=note
+        )
         return chunks.dump(reply)
 
     async def events(self) -> AsyncIterator[bytes]:

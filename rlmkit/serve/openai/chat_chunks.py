@@ -35,17 +35,34 @@ def usage_of(usage: Usage) -> dict[str, Any]:
 
 
 def completion(
-    cid: str, model: str, content: str, reasoning: str, usage: Usage, created: int | None = None
+    cid: str,
+    model: str,
+    content: str,
+    reasoning: str,
+    usage: Usage,
+    created: int | None = None,
+    metadata: dict[str, str] | None = None,
 ) -> ChatCompletion:
-    message = {"role": "assistant", "content": content, "reasoning_content": reasoning}
+    """A whole completion; ``metadata``: what the server says of the call beside the answer (an
+    extra field, as ``cost`` in the usage is)."""
+    # refusal and logprobs are null, never absent: the schema requires both (an RLM refuses
+    # nothing by a separate channel, and its answer is not one model's tokens)
+    message = {
+        "role": "assistant",
+        "content": content,
+        "refusal": None,
+        "annotations": [],
+        "reasoning_content": reasoning,
+    }
     return ChatCompletion.model_validate(
         {
             "id": cid,
             "object": "chat.completion",
             "created": created or int(time.time()),
             "model": model,
-            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop", "logprobs": None}],
             "usage": usage_of(usage),
+            **({"metadata": metadata} if metadata else {}),
         }
     )
 

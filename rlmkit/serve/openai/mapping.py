@@ -31,6 +31,8 @@ from openai.types.chat.completion_create_params import CompletionCreateParamsBas
 from pydantic_core import to_jsonable_python
 
 from rlmkit.serve.errors import APIError, bad_request
+from rlmkit.serve.openai.images import image_field, image_url, image_value
+from rlmkit.serve.openai.tools import ClientTool, check_tool_choice, parse_tools
 from rlmkit.serve.program import Program
 from rlmkit.serve.session_choice import SessionAsk, read_ask
 
@@ -52,6 +54,8 @@ class ChatRequest:
     include_usage: bool = False
     inputs: dict[str, Any] = field(default_factory=dict)
     ask: SessionAsk = SessionAsk()  # the session it names (``session_choice.read_ask``)
+    tools: tuple[ClientTool, ...] = ()  # the client's function tools, checked
+    images: list[str] = field(default_factory=list)  # the URLs of the messages' image parts
     budget: dict[str, float] = field(default_factory=dict)
     json_output: bool = False
     schema_fields: set[str] | None = None
@@ -77,8 +81,10 @@ def parse_request(body: Any, headers: Mapping[str, str] = EMPTY) -> ChatRequest:
         raise bad_request("'messages' must be a non-empty list of message objects", param="messages")
     if body.get("n") not in (None, 1):
         raise bad_request("only n=1 is supported: a run gives one answer", param="n")
-    if body.get("tools") or body.get("functions"):
-        raise bad_request("client-side tools are not supported: the RLM calls its own", param="tools")
+    if body.get("functions"):
+        raise bad_request("'functions' is retired: send function tools in 'tools'", param="functions")
+    tools = parse_tools(body.get("tools"), "chat")
+    check_tool_choice(body.get("tool_choice"), tools)
     inputs = body.get("inputs") or {}
     if not isinstance(inputs, dict):
         raise bad_request("'inputs' must be an object of input fields", param="inputs")
@@ -92,6 +98,7 @@ def parse_request(body: Any, headers: Mapping[str, str] = EMPTY) -> ChatRequest:
         include_usage=bool(stream_options.get("include_usage")),
         inputs=inputs,
         ask=read_ask(body, headers),
+        tools=tools,
         budget=_budget(body.get("budget")),
     )
     _response_format(request, body.get("response_format"))
@@ -129,8 +136,9 @@ def _response_format(request: ChatRequest, value: Any) -> None:
 
 
 # ------------------------------------------------------------------ messages -> inputs
-def _text(message: dict[str, Any], where: str) -> list[str]:
-    """A message's text parts (a string content is one part)."""
+def _text(message: dict[str, Any], where: str, images: list[str] | None = None) -> list[str]:
+    """A message's text parts (a string content is one part); its image parts' URLs are added to
+    ``images`` (images.py)."""
     content = message.get("content")
     if content is None:
         return []
@@ -139,12 +147,27 @@ def _text(message: dict[str, Any], where: str) -> list[str]:
     if isinstance(content, list):
         parts = []
         for part in content:
-            text = part.get("text") if isinstance(part, dict) and part.get("type") == "text" else None
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "image_url":
+                url = image_url(part, where)
+                if images is not None:
+                    images.append(url)
+                continue
+            text = part.get("text") if kind == "text" else None
             if not isinstance(text, str):
-                raise bad_request(f"{where}: only text content parts are supported", param="messages")
+                raise bad_request(f"{where}: content parts are text and image_url parts", param="messages")
             parts.append(text)
         return parts
     raise bad_request(f"{where}: content must be a string or a list of parts", param="messages")
+
+
+def _images(messages: list[dict[str, Any]]) -> list[str]:
+    """Every image part's URL, checked as the request is read (a bad one is a 400 at once)."""
+    found: list[str] = []
+    for i, message in enumerate(messages):
+        if isinstance(message.get("content"), list):
+            _text(message, f"messages[{i}]", found)
+    return found
 
 
 def map_inputs(program: Program, request: ChatRequest, held: Set[str] = frozenset()) -> dict[str, Any]:
@@ -175,6 +198,8 @@ def map_inputs(program: Program, request: ChatRequest, held: Set[str] = frozense
         elif context:
             question = f"{context}\n\n{question}"
         given[question_field] = question
+    if request.images and (name := image_field(program)) is not None and name not in given:
+        given[name] = image_value(program, name, request.images)
     missing = [name for name in program.inputs if name not in given and name not in held]
     if missing:
         raise APIError(

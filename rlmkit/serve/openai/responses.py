@@ -40,6 +40,7 @@ from rlmkit.serve import reasoning
 from rlmkit.serve.errors import APIError, from_exception
 from rlmkit.serve.openai.chat import Call
 from rlmkit.serve.openai.chat_chunks import dump
+from rlmkit.serve.openai.images import unread_note
 from rlmkit.serve.openai.mapping import content_of
 from rlmkit.serve.openai.responses_request import ResponsesRequest
 from rlmkit.serve.openai.stored import response_id
@@ -59,7 +60,7 @@ class ResponsesCall:
     def response(
         self, output: list[dict[str, Any]], status: str = "completed", error: dict[str, Any] | None = None
     ) -> Response:
-        request, usage = self.request, self.call.record.usage
+        request, usage, program = self.request, self.call.record.usage, self.call.program
         chat = request.chat
         text_format = (
             {"type": "json_schema", "name": "outputs", "schema": {"type": "object"}}
@@ -72,12 +73,12 @@ class ResponsesCall:
                 "object": "response",
                 "created_at": self.created,
                 "completed_at": int(time.time()) if status == "completed" else None,
-                "model": self.call.program.name,
+                "model": program.name,
                 "status": status,
                 "error": error,
                 "incomplete_details": None,
                 "instructions": request.instructions,
-                "metadata": request.metadata,
+                "metadata": {**request.metadata, **unread_note(program, chat.images)},
                 "output": output,
                 "parallel_tool_calls": False,
                 "previous_response_id": request.previous_response_id,
@@ -86,6 +87,19 @@ class ResponsesCall:
                 "tool_choice": "none",
                 "tools": [],
                 "usage": usage_of(usage) if status != "in_progress" else None,
+                # what held for this run: the root model's sampling, no truncation (a session
+                # compacts its history, never the input), no caps of the API's own, no reasoning
+                # settings (the REPL's turns are the reasoning), the one service tier
+                **program.sampling,
+                "top_logprobs": 0,
+                "truncation": "disabled",
+                "max_output_tokens": None,
+                "max_tool_calls": None,
+                "reasoning": {"effort": None, "summary": None},
+                "background": False,
+                "service_tier": "default",
+                "prompt_cache_key": request.prompt_cache_key,
+                "safety_identifier": request.safety_identifier,
             }
         )
 
@@ -98,11 +112,16 @@ class ResponsesCall:
         return json.dumps(body), body
 
     def _event(self, kind: type[pydantic.BaseModel], **fields: Any) -> bytes:
-        """One server-sent event of the SDK's type ``kind``, named by its ``type``, numbered."""
-        name = _type(kind)
-        event = kind.model_validate({"type": name, **fields, "sequence_number": self._sequence})
+        """One server-sent event of the SDK's type ``kind``, checked by it, numbered, and named by
+        its ``type``, or by the Open Responses name where the spec names it otherwise."""
+        sdk_name = _type(kind)
+        event = kind.model_validate({"type": sdk_name, **fields, "sequence_number": self._sequence})
         self._sequence += 1
-        return ServerSentEvent(data=dump(event), event=name, sep="\n").encode()
+        name = SPEC_NAMES.get(sdk_name)
+        if name is None:
+            return ServerSentEvent(data=dump(event), event=sdk_name, sep="\n").encode()
+        data = json.dumps({**event.model_dump(mode="json", exclude_unset=True), "type": name})
+        return ServerSentEvent(data=data, event=name, sep="\n").encode()
 
     async def events(self, done: Any = None) -> AsyncIterator[bytes]:
         """The Responses stream: created, in progress, each root turn a reasoning item whose text
@@ -180,6 +199,15 @@ class ResponsesCall:
         )
 
 
+# The Open Responses spec (2026-04-24) names the reasoning text's events response.reasoning.*;
+# the openai SDK names the same events response.reasoning_text.*. Sent by the spec's names: the
+# SDK's stream client passes an event it does not know through as it came (its final response
+# comes from response.completed), and a client checking the spec knows no other names.
+SPEC_NAMES = {
+    "response.reasoning_text.delta": "response.reasoning.delta",
+    "response.reasoning_text.done": "response.reasoning.done",
+}
+
 # the events of an item's text, by the item's type: (delta, done)
 TEXT_EVENTS: dict[str, tuple[type[pydantic.BaseModel], type[pydantic.BaseModel]]] = {
     "reasoning": (ResponseReasoningTextDeltaEvent, ResponseReasoningTextDoneEvent),
@@ -246,7 +274,8 @@ def warm() -> None:
         usage, status = Usage(), 200
 
     class _Call:
-        record, program, request = _Record(), type("P", (), {"name": "warm"})(), Chat(model="", messages=[])
+        program = type("P", (), {"name": "warm", "sampling": {}})()
+        record, request = _Record(), Chat(model="", messages=[])
         session = None
 
     call = ResponsesCall(_Call(), ResponsesRequest(_Call.request))  # type: ignore[arg-type]

@@ -17,7 +17,9 @@ from typing import Any
 from openai.types.responses.response_create_params import ResponseCreateParamsBase
 
 from rlmkit.serve.errors import bad_request
+from rlmkit.serve.openai.images import image_url
 from rlmkit.serve.openai.mapping import EMPTY, ChatRequest, check_fields, parse_request
+from rlmkit.serve.openai.tools import check_tool_choice, parse_tools
 from rlmkit.serve.session_choice import read_ask
 
 OPENAI_FIELDS = frozenset(ResponseCreateParamsBase.__annotations__) | {"stream"}
@@ -32,6 +34,8 @@ class ResponsesRequest:
     store: bool = True
     instructions: str | None = None
     metadata: dict[str, str] = dataclasses.field(default_factory=dict)
+    prompt_cache_key: str | None = None  # the client's identifiers, said back as given
+    safety_identifier: str | None = None
 
     @property
     def previous_response_id(self) -> str | None:
@@ -41,8 +45,8 @@ class ResponsesRequest:
 def parse(body: Any, headers: Mapping[str, str] = EMPTY) -> ResponsesRequest:
     """Check a decoded body field by field (400 naming the field that is wrong)."""
     check_fields(body, OPENAI_FIELDS | RLMKIT_FIELDS)
-    if body.get("tools"):
-        raise bad_request("client-side tools are not supported: the RLM calls its own", param="tools")
+    tools = parse_tools(body.get("tools"), "responses")
+    check_tool_choice(body.get("tool_choice"), tools)
     store = body.get("store", True)
     if not isinstance(store, bool):
         raise bad_request("'store' must be true or false", param="store")
@@ -63,12 +67,16 @@ def parse(body: Any, headers: Mapping[str, str] = EMPTY) -> ResponsesRequest:
     if (response_format := _format(body.get("text"))) is not None:
         chat_body["response_format"] = response_format
     chat = parse_request(chat_body)
-    chat.ask = read_ask(body, headers)
+    chat.ask, chat.tools = read_ask(body, headers), tools
     if not messages:
         if not chat.inputs:
             raise bad_request("'input' is required (or the program's inputs in 'inputs')", param="input")
         chat.messages = []
-    return ResponsesRequest(chat, store, instructions, metadata)
+    keys = {name: body.get(name) for name in ("prompt_cache_key", "safety_identifier")}
+    for name, value in keys.items():
+        if value is not None and not isinstance(value, str):
+            raise bad_request(f"'{name}' must be a string", param=name)
+    return ResponsesRequest(chat, store, instructions, metadata, **keys)
 
 
 def _messages(value: Any) -> list[dict[str, Any]]:
@@ -82,8 +90,8 @@ def _messages(value: Any) -> list[dict[str, Any]]:
     messages = []
     for i, item in enumerate(value):
         kind = item.get("type", "message") if isinstance(item, dict) else None
-        if kind == "reasoning":
-            continue  # an earlier response's own reasoning, handed back: the REPL has it already
+        if kind in ("reasoning", "compaction"):
+            continue  # an earlier response's reasoning, or the compacted conversation: in the REPL already
         role = ROLES.get(item.get("role")) if kind == "message" else None
         if role is None:
             raise bad_request(
@@ -91,13 +99,21 @@ def _messages(value: Any) -> list[dict[str, Any]]:
             )
         content = item.get("content")
         if isinstance(content, list):
-            if not all(isinstance(p, dict) and p.get("type") in TEXT_PARTS for p in content):
-                raise bad_request(f"input[{i}]: only text content parts are supported", param="input")
-            content = [{"type": "text", "text": p.get("text")} for p in content]
+            content = [_part(p, f"input[{i}]") for p in content]
         elif not isinstance(content, str):
             raise bad_request(f"input[{i}]: content must be a string or a list of text parts", param="input")
         messages.append({"role": role, "content": content})
     return messages
+
+
+def _part(part: Any, where: str) -> dict[str, Any]:
+    """A content part as chat's: text, or an image (``input_image``) as an ``image_url`` part."""
+    kind = part.get("type") if isinstance(part, dict) else None
+    if kind in TEXT_PARTS:
+        return {"type": "text", "text": part.get("text")}
+    if kind == "input_image":
+        return {"type": "image_url", "image_url": {"url": image_url(part, where, "input")}}
+    raise bad_request(f"{where}: content parts are text and input_image parts", param="input")
 
 
 def _format(text: Any) -> dict[str, Any] | None:
