@@ -47,7 +47,7 @@ def completion(
     extra field, as ``cost`` in the usage is)."""
     # refusal and logprobs are null, never absent: the schema requires both (an RLM refuses
     # nothing by a separate channel, and its answer is not one model's tokens)
-    message = {
+    message: dict[str, Any] = {
         "role": "assistant",
         "content": content,
         "refusal": None,

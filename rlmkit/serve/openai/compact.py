@@ -71,16 +71,18 @@ async def compact_response(
     else:
         raise bad_request("compaction keeps a REPL: this program is not an rlmkit.RLM", param="model")
     request.state.call.session_id = session.id
+    compacted_id = response_id(session.id)  # also the compaction item's content: what a follow-up hands back
     compacted = CompactedResponse.model_validate(
         {
-            "id": response_id(session.id),
+            "id": compacted_id,
             "object": "response.compaction",
             "created_at": int(time.time()),
-            "output": [{"id": f"cmp_{uuid.uuid4().hex}", "type": "compaction", "encrypted_content": ""}],
+            "output": [
+                {"id": f"cmp_{uuid.uuid4().hex}", "type": "compaction", "encrypted_content": compacted_id}
+            ],
             "usage": usage_of(Usage()),
         }
     )
-    compacted.output[0].encrypted_content = compacted.id  # what a follow-up hands back
     answer = compacted.model_dump(mode="json", exclude_unset=True)
     state.kept.put(compacted.id, Stored(answer, session.id))
     return answer

@@ -99,6 +99,7 @@ def parse_request(body: Any, headers: Mapping[str, str] = EMPTY) -> ChatRequest:
         inputs=inputs,
         ask=read_ask(body, headers),
         tools=tools,
+        images=_images(messages),
         budget=_budget(body.get("budget")),
     )
     _response_format(request, body.get("response_format"))
