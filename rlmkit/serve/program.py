@@ -35,10 +35,12 @@ class Program:
     created: int = 0
     inputs: dict[str, Any] = field(init=False)
     outputs: dict[str, Any] = field(init=False)
+    sampling: dict[str, float] = field(init=False)
 
     def __post_init__(self) -> None:
         self.inputs = dict(self.rlm.signature.input_fields)
         self.outputs = dict(self.rlm.signature.output_fields)
+        self.sampling = sampling_of(self.rlm)
 
     @property
     def is_rlm(self) -> bool:
@@ -61,6 +63,22 @@ class Program:
         if self.is_rlm:
             return await self.rlm.acall(**inputs)
         return None
+
+
+DEFAULT_SAMPLING = {"temperature": 1.0, "top_p": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
+
+
+def sampling_of(rlm: Any) -> dict[str, float]:
+    """The sampling settings the RLM's root model is called with (a response says them), read
+    once as the program is served; the API's defaults for what the model does not set."""
+    try:
+        params = getattr(rlm.lm, "params", None) or {}
+    except Exception:  # noqa: BLE001 - no default model configured yet: the defaults hold
+        params = {}
+    return {
+        name: float(params[name]) if isinstance(params.get(name), int | float) else default
+        for name, default in DEFAULT_SAMPLING.items()
+    }
 
 
 def find_rlm(module: Any) -> Any:

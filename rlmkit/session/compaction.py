@@ -94,31 +94,37 @@ def check_share(compact_at: float) -> float:
     return float(compact_at)
 
 
-def _cuts(calls: int, variables: int) -> Iterator[Cuts]:
-    """Every shortened rendering to try, from the least cut to the most, in the module's order."""
-    for summarised in range(1, calls + 1):
-        yield Cuts(summarised=summarised)
+def _cuts(calls: int, variables: int, summarised: int = 0) -> Iterator[Cuts]:
+    """Every shortened rendering to try, from the least cut to the most, in the module's order;
+    ``summarised``: the oldest calls summarised in every one of them."""
+    for shown in range(max(1, summarised), calls + 1):
+        yield Cuts(summarised=shown)
     for left_out in range(1, calls + 1):
         yield Cuts(summarised=calls - left_out, left_out=left_out)
     for unlisted in range(1, variables + 1):
         yield Cuts(left_out=calls, unlisted=unlisted)
 
 
-def compact(draft: Draft, window_tokens: int | None, compact_at: float) -> tuple[str, Compaction | None]:
+def compact(
+    draft: Draft, window_tokens: int | None, compact_at: float, summarised: int = 0
+) -> tuple[str, Compaction | None]:
     """The call's notes, cut in the module's order until its task message fits ``compact_at`` of
     ``window_tokens`` (the most cut when nothing fits), and the record of what was cut (None when
-    nothing was, or the window is unknown: then the history bounds alone keep the message short)."""
+    nothing was, or the window is unknown: then the history bounds alone keep the message short).
+    ``summarised``: the oldest calls shown summarised whatever the window (``Session.compact``)."""
+    floor = Cuts(summarised=min(summarised, len(draft.history)))
     if window_tokens is None:
-        return draft.notes(Cuts()), None
+        return draft.notes(floor), None
     limit = int(window_tokens * compact_at * CHARS_PER_TOKEN)
     full = len(draft.message(Cuts()))
-    if full <= limit:
-        return draft.notes(Cuts()), None
-    sent, chosen = full, Cuts()
-    for cuts in _cuts(len(draft.history), len(draft.variables)):
-        sent, chosen = len(draft.message(cuts)), cuts
-        if sent <= limit:
-            break
+    sent, chosen = len(draft.message(floor)), floor
+    if sent > limit:
+        for cuts in _cuts(len(draft.history), len(draft.variables), floor.summarised):
+            sent, chosen = len(draft.message(cuts)), cuts
+            if sent <= limit:
+                break
+    if chosen == Cuts():
+        return draft.notes(chosen), None
     shortened = draft.numbers[: chosen.left_out + chosen.summarised]
     record = Compaction(
         window_tokens=window_tokens,

@@ -39,6 +39,7 @@ from rlmkit.model_choice import window_tokens_of
 from rlmkit.observe.streaming import stream_run
 from rlmkit.run.entry import CallOptions, call_sync
 from rlmkit.run.inputs import RunInputs, check_known, load_input
+from rlmkit.run.spec import RunSpec
 from rlmkit.run.start import run_tree
 from rlmkit.session import compaction, store
 from rlmkit.session.call import PICKLER_DIR, SessionCall, checkpoint_now, worker_sandbox
@@ -89,6 +90,7 @@ class Session:
         self.history: list[tuple[dict[str, Any], dict[str, Any]]] = []
         self.history_numbers: list[int] = []  # the session call each history entry comes from
         self.calls = 0
+        self.compacted_through = 0  # calls up to this one are shown summarised (``compact``)
         self.inputs = self._load_inputs(inputs)
         self.checkpoint = store.Checkpoint()
         self.sandbox: Any = None  # the session's WorkerHost, made at the first call
@@ -144,15 +146,19 @@ class Session:
         try:
             self._cancel_idle()
             self.spending.check()  # the session's own budget, before any model request
-            given = self._load_inputs(inputs)
+            given = self._load_inputs(inputs)  # each input loaded once: the run takes them as they are
             merged = {**self.inputs, **given}
             history_fields = self._history_fields()
             for name in history_fields:
                 if name not in given:
                     merged[name] = dspy.History(messages=[{**i, **o} for i, o in self.history])
-            checked = self.rlm.check_inputs(merged)  # before the call counts, before any model request
-            call = self._begin_call(checked, show_history=not history_fields, asked=tuple(given))
-            run = self._run(call, checked, given, history_fields, options)
+            made = {name: load_input(name, merged[name]) for name in history_fields if name not in given}
+            loaded = {**merged, **made}
+            # before the call counts, before any model request
+            checked = RunInputs.check(self.rlm.signature, loaded, self.rlm.settings.display, loaded=True)
+            spec = self.rlm.run_spec().resolved()  # once: the task message and the run read the same
+            call = self._begin_call(spec, checked, show_history=not history_fields, asked=tuple(given))
+            run = self._run(spec, call, checked, given, history_fields, options)
             return await self.rlm.prediction(run, merged)  # the way out of a plain call, too
         finally:
             self._busy.release()
@@ -160,6 +166,7 @@ class Session:
 
     async def _run(
         self,
+        spec: RunSpec,
         call: SessionCall,
         checked: RunInputs,
         given: dict[str, Any],
@@ -173,7 +180,7 @@ class Session:
         self.spending.start()
         try:
             outputs, trajectory = await run_tree(
-                self.rlm.run_spec(), checked, hooks=call, task=options.task, rollout_id=options.rollout_id
+                spec, checked, hooks=call, task=options.task, rollout_id=options.rollout_id
             )
         except asyncio.CancelledError:
             self._pending_restore = "interrupted"
@@ -194,7 +201,7 @@ class Session:
         return stream_run(self, inputs)
 
     def _begin_call(
-        self, checked: RunInputs, *, show_history: bool, asked: tuple[str, ...] = ()
+        self, spec: RunSpec, checked: RunInputs, *, show_history: bool, asked: tuple[str, ...] = ()
     ) -> SessionCall:
         restored, self._pending_restore = self._pending_restore, None
         if self.sandbox is not None and self.sandbox.alive():
@@ -204,7 +211,6 @@ class Session:
         lost = self.checkpoint.unsaved() if restored else {}
         live = {name: desc for name, desc in self.variables.items() if name not in lost and desc != "module"}
         history = self.history if show_history else []
-        spec = self.rlm.run_spec().resolved()  # the run resolves it again: the same shared models
         draft = compaction.Draft(
             variables=live,
             history=history,
@@ -218,7 +224,8 @@ class Session:
             settings=spec.settings,  # a preset's knobs (turns, display) shape the message too
         )
         window = self.window_tokens or window_tokens_of(spec.lm)
-        notes, compacted = compaction.compact(draft, window, self.compact_at)
+        summarised = sum(1 for number in draft.numbers if number <= self.compacted_through)
+        notes, compacted = compaction.compact(draft, window, self.compact_at, summarised)
         return SessionCall(
             self,
             number=self.calls + 1,
@@ -228,6 +235,15 @@ class Session:
             asked=asked,
             compaction=compacted,
         )
+
+    def compact(self) -> int:
+        """Show every call so far as one short line in the next calls' task messages, whatever
+        the window (the compaction a call makes on its own when its message would not fit, made
+        now); every REPL variable stays. The number of calls now shown summarised."""
+        if self.closed:
+            raise SessionClosedError("this session is closed")
+        self.compacted_through = self.calls
+        return len([number for number in self.history_numbers if number <= self.calls])
 
     def _remember(self, asked: dict[str, Any], outputs: dict[str, Any], number: int) -> None:
         """Keep this call's question and answer for the next prompts, within the bounds (a long

@@ -82,11 +82,11 @@ def test_a_stream_sends_the_responses_events_in_order(qa_url):
     kinds = [event.type for event in events]
     assert kinds[:2] == ["response.created", "response.in_progress"] and kinds[-1] == "response.completed"
     assert [event.sequence_number for event in events] == list(range(len(events)))
-    reasoning = "".join(e.delta for e in events if e.type == "response.reasoning_text.delta")
+    reasoning = "".join(e.delta for e in events if e.type == "response.reasoning.delta")
     assert "[turn 1]" in reasoning and "SUBMIT" in reasoning and "[output]" in reasoning
     answer = "".join(e.delta for e in events if e.type == "response.output_text.delta")
     assert answer == "STREAM ME (0 chars)"
-    last_reasoning = max(i for i, kind in enumerate(kinds) if kind == "response.reasoning_text.delta")
+    last_reasoning = max(i for i, kind in enumerate(kinds) if kind == "response.reasoning.delta")
     assert last_reasoning < kinds.index("response.output_text.delta")  # the work shows before the answer
     completed = events[-1].response
     assert completed.output_text == answer and completed.usage.rlm_calls == 2
@@ -122,7 +122,7 @@ def test_typed_inputs_and_outputs_parse_into_the_clients_model():
         assert info.value.body["param"] == "inputs.numbers"
 
 
-TOOL = {"type": "function", "name": "f", "parameters": {}}
+TOOL = {"type": "function", "name": "f", "parameters": {"type": "no-such-type"}}  # not a JSON schema
 TOOL_OUTPUT = {"type": "function_call_output", "call_id": "c", "output": "x"}
 IMAGE = {"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}
 
@@ -165,7 +165,7 @@ def test_a_run_that_fails_mid_stream_ends_with_response_failed():
     assert events[-1].type == "response.failed"
     failed = events[-1].response
     assert failed.status == "failed" and "without an answer" in failed.error.message
-    assert any(e.type == "response.reasoning_text.delta" for e in events)
+    assert any(e.type == "response.reasoning.delta" for e in events)
 
 
 def test_a_repl_ended_to_make_room_is_a_404_naming_previous_response_id():

@@ -54,7 +54,7 @@ from pydantic import Field
 
 from rlmkit import events as ev
 from rlmkit.errors import RLMKitError
-from rlmkit.serve.chunks import add_reasoning
+from rlmkit.serve.reasoning import add_reasoning
 from rlmkit.serve.errors import APIError
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,13 +31,17 @@ from openai.types.chat.completion_create_params import CompletionCreateParamsBas
 from pydantic_core import to_jsonable_python
 
 from rlmkit.serve.errors import APIError, bad_request
+from rlmkit.serve.openai.images import image_field, image_url, image_value
+from rlmkit.serve.openai.tools import ClientTool, check_tool_choice, parse_tools
 from rlmkit.serve.program import Program
+from rlmkit.serve.session_choice import SessionAsk, read_ask
 
 # The fields a client may send: OpenAI's own (from the SDK's types, so a new one is known as
 # soon as the SDK is), and ours, sent in extra_body.
 OPENAI_FIELDS = frozenset(CompletionCreateParamsBase.__annotations__) | {"stream"}
 RLMKIT_FIELDS = frozenset({"inputs", "session", "budget"})
 BUDGET_FIELDS = ("max_calls", "max_tokens", "max_cost", "max_seconds")
+EMPTY: Mapping[str, str] = {}
 
 
 @dataclass
@@ -48,7 +53,9 @@ class ChatRequest:
     stream: bool = False
     include_usage: bool = False
     inputs: dict[str, Any] = field(default_factory=dict)
-    session: str | None = None
+    ask: SessionAsk = SessionAsk()  # the session it names (``session_choice.read_ask``)
+    tools: tuple[ClientTool, ...] = ()  # the client's function tools, checked
+    images: list[str] = field(default_factory=list)  # the URLs of the messages' image parts
     budget: dict[str, float] = field(default_factory=dict)
     json_output: bool = False
     schema_fields: set[str] | None = None
@@ -63,8 +70,9 @@ def check_fields(body: Any, known: frozenset[str]) -> None:
         raise bad_request(f"unknown field(s) {unknown}", param=unknown[0], code="unknown_field")
 
 
-def parse_request(body: Any) -> ChatRequest:
-    """Check a decoded JSON body field by field (400 naming the field that is wrong)."""
+def parse_request(body: Any, headers: Mapping[str, str] = EMPTY) -> ChatRequest:
+    """Check a decoded JSON body field by field (400 naming the field that is wrong); ``headers``:
+    the request's, which may name its session."""
     check_fields(body, OPENAI_FIELDS | RLMKIT_FIELDS)
     model, messages = body.get("model"), body.get("messages")
     if not isinstance(model, str) or not model:
@@ -73,14 +81,13 @@ def parse_request(body: Any) -> ChatRequest:
         raise bad_request("'messages' must be a non-empty list of message objects", param="messages")
     if body.get("n") not in (None, 1):
         raise bad_request("only n=1 is supported: a run gives one answer", param="n")
-    if body.get("tools") or body.get("functions"):
-        raise bad_request("client-side tools are not supported: the RLM calls its own", param="tools")
+    if body.get("functions"):
+        raise bad_request("'functions' is retired: send function tools in 'tools'", param="functions")
+    tools = parse_tools(body.get("tools"), "chat")
+    check_tool_choice(body.get("tool_choice"), tools)
     inputs = body.get("inputs") or {}
     if not isinstance(inputs, dict):
         raise bad_request("'inputs' must be an object of input fields", param="inputs")
-    session = body.get("session")
-    if session is not None and not isinstance(session, str):
-        raise bad_request("'session' must be a session id (a string)", param="session")
     stream_options = body.get("stream_options") or {}
     if not isinstance(stream_options, dict):
         raise bad_request("'stream_options' must be an object", param="stream_options")
@@ -90,7 +97,9 @@ def parse_request(body: Any) -> ChatRequest:
         stream=bool(body.get("stream")),
         include_usage=bool(stream_options.get("include_usage")),
         inputs=inputs,
-        session=session,
+        ask=read_ask(body, headers),
+        tools=tools,
+        images=_images(messages),
         budget=_budget(body.get("budget")),
     )
     _response_format(request, body.get("response_format"))
@@ -128,8 +137,9 @@ def _response_format(request: ChatRequest, value: Any) -> None:
 
 
 # ------------------------------------------------------------------ messages -> inputs
-def _text(message: dict[str, Any], where: str) -> list[str]:
-    """A message's text parts (a string content is one part)."""
+def _text(message: dict[str, Any], where: str, images: list[str] | None = None) -> list[str]:
+    """A message's text parts (a string content is one part); its image parts' URLs are added to
+    ``images`` (images.py)."""
     content = message.get("content")
     if content is None:
         return []
@@ -138,15 +148,30 @@ def _text(message: dict[str, Any], where: str) -> list[str]:
     if isinstance(content, list):
         parts = []
         for part in content:
-            text = part.get("text") if isinstance(part, dict) and part.get("type") == "text" else None
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "image_url":
+                url = image_url(part, where)
+                if images is not None:
+                    images.append(url)
+                continue
+            text = part.get("text") if kind == "text" else None
             if not isinstance(text, str):
-                raise bad_request(f"{where}: only text content parts are supported", param="messages")
+                raise bad_request(f"{where}: content parts are text and image_url parts", param="messages")
             parts.append(text)
         return parts
     raise bad_request(f"{where}: content must be a string or a list of parts", param="messages")
 
 
-def map_inputs(program: Program, request: ChatRequest, held: set[str] = frozenset()) -> dict[str, Any]:
+def _images(messages: list[dict[str, Any]]) -> list[str]:
+    """Every image part's URL, checked as the request is read (a bad one is a 400 at once)."""
+    found: list[str] = []
+    for i, message in enumerate(messages):
+        if isinstance(message.get("content"), list):
+            _text(message, f"messages[{i}]", found)
+    return found
+
+
+def map_inputs(program: Program, request: ChatRequest, held: Set[str] = frozenset()) -> dict[str, Any]:
     """The inputs of one call: ``inputs`` given, then the question and context fields from the
     messages. ``held``: fields a session already holds (never filled from the messages)."""
     given = check_inputs(program, request.inputs)
@@ -174,6 +199,8 @@ def map_inputs(program: Program, request: ChatRequest, held: set[str] = frozense
         elif context:
             question = f"{context}\n\n{question}"
         given[question_field] = question
+    if request.images and (name := image_field(program)) is not None and name not in given:
+        given[name] = image_value(program, name, request.images)
     missing = [name for name in program.inputs if name not in given and name not in held]
     if missing:
         raise APIError(
@@ -225,7 +252,7 @@ def check_inputs(program: Program, inputs: dict[str, Any]) -> dict[str, Any]:
     return checked
 
 
-def _adapter(annotation: Any) -> pydantic.TypeAdapter:
+def _adapter(annotation: Any) -> pydantic.TypeAdapter[Any]:
     """Built once per field type: building one costs far more than validating with it."""
     try:
         return _cached_adapter(annotation)
@@ -234,7 +261,7 @@ def _adapter(annotation: Any) -> pydantic.TypeAdapter:
 
 
 @functools.lru_cache(maxsize=256)
-def _cached_adapter(annotation: Any) -> pydantic.TypeAdapter:
+def _cached_adapter(annotation: Any) -> pydantic.TypeAdapter[Any]:
     return pydantic.TypeAdapter(annotation)
 
 
