@@ -4,7 +4,7 @@ stdio or Streamable HTTP (``rlmkit mcp``, ``rlmkit.serve.mcp``). The top floor b
 
 Rooms: ``openai/`` (chat completions and the Responses API: requests, calls, their streams, the
 routes), ``replicas/`` (``rlmkit serve --replicas``: Ray Serve, the session-affinity router, the
-hop to a replica), MCP (``mcp_tool.py``); shared here: the app's assembly (``asgi.py``,
+hop to a replica), ``mcp/`` (MCP tools over stdio and HTTP); shared here: the app's assembly (``asgi.py``,
 ``state.py``, ``http.py``), the program, sessions and which one a request runs in
 (``session_choice.py``), errors, admission, the access log, operations and the server.
 

@@ -32,10 +32,10 @@ from pydantic_core import to_jsonable_python
 
 from rlmkit import events as ev
 from rlmkit.errors import MissingInputError, RLMKitError
-from rlmkit.serve.reasoning import reasoning_of
 from rlmkit.serve.errors import APIError
 from rlmkit.serve.mcp.tasks import offered_task
 from rlmkit.serve.program import Program
+from rlmkit.serve.reasoning import reasoning_of
 from rlmkit.serve.sessions import Sessions
 
 CONTEXT_PARAM = "mcp_context"  # where the SDK hands the call its Context (not a tool argument)

@@ -54,8 +54,8 @@ from pydantic import Field
 
 from rlmkit import events as ev
 from rlmkit.errors import RLMKitError
-from rlmkit.serve.reasoning import add_reasoning
 from rlmkit.serve.errors import APIError
+from rlmkit.serve.reasoning import add_reasoning
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 TASK_TTL_S = 3600.0  # a finished task's result is kept this long after the task began
