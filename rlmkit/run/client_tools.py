@@ -111,14 +111,20 @@ class RunControl:
         tools: Iterable[ClientTool | Mapping[str, Any]] = (),
         *,
         result_timeout_s: float = DEFAULT_RESULT_TIMEOUT_S,
+        call_prefix: str = "",
     ):
         if not result_timeout_s > 0:
             raise ConfigError(f"result_timeout_s must be > 0, got {result_timeout_s!r}")
         self.tools = client_tools(tools)
         self.result_timeout_s = result_timeout_s
+        self.call_prefix = call_prefix  # a session's id: a call's id then says which session waits on it
         self.stop_requested = False
         self._waiting: dict[str, _Waiting] = {}
         self.paused = asyncio.Event()  # set while a call waits for the client's result
+
+    def call_id(self, node_id: str) -> str:
+        """The id of the call the trajectory records as sub-call ``node_id``."""
+        return f"call_{self.call_prefix}{node_id}"
 
     @property
     def pending(self) -> list[PendingToolCall]:

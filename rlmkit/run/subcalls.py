@@ -316,7 +316,7 @@ class SubcallHost:
                 spending = self.run.tree.spending
                 spending.reserve()
                 deadline, patience = spending.remaining_seconds(), control.result_timeout_s
-                call = PendingToolCall(f"call_{node.id}", tool.name, arguments)
+                call = PendingToolCall(control.call_id(node.id), tool.name, arguments)
                 try:
                     result = await control.call(
                         call, patience if deadline is None else min(deadline, patience)

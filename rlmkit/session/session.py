@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
 import uuid
@@ -52,7 +53,10 @@ from rlmkit.session.runs import RunSlots, SessionRun
 from rlmkit.signature import signature_text
 from rlmkit.trajectory import bounded
 
-RESTORE_TIMEOUT_S = 300.0  # unpickling a large checkpoint in a fresh worker
+RESTORE_TIMEOUT_S = 300.0
+CALL_ID = re.compile(
+    r"^call_([0-9a-f]{32})_[0-9a-f]{12}$"
+)  # a started run's tool call: its session  # unpickling a large checkpoint in a fresh worker
 
 
 class Session:
@@ -166,9 +170,15 @@ class Session:
             raise SessionClosedError("this session is closed")
         if self.run is not None and not self.run.done:
             raise SessionBusyError("a session runs one call at a time; a started run is not over")
-        control = RunControl(tools, result_timeout_s=tool_result_timeout)
+        control = RunControl(tools, result_timeout_s=tool_result_timeout, call_prefix=f"{self.id}_")
         self.run = SessionRun(lambda: self._call(dict(inputs), control), control, slots)
         return self.run
+
+    @staticmethod
+    def of_call(call_id: str) -> str | None:
+        """The id of the session whose started run made tool call ``call_id`` (None: no session's)."""
+        found = CALL_ID.match(call_id)
+        return found.group(1) if found else None
 
     async def resume(self, call_id: str, output: Any) -> dspy.Prediction | PendingToolCall:
         """The client's result of the started run's tool call ``call_id``; then, as

@@ -47,7 +47,7 @@ def test_two_client_tool_calls_pause_the_run_and_resume_the_same_repl():
         repl("SUBMIT(answer=f'{first},{second},{secret}')"),
     )
 
-    async def main() -> tuple[Any, list[PendingToolCall], Any]:
+    async def main() -> tuple[Any, list[PendingToolCall], Any, str]:
         async with rlm.session(context="c") as s:
             started = s.start(question="q", tools=[ADD])
             calls = [await started.next()]
@@ -55,15 +55,16 @@ def test_two_client_tool_calls_pause_the_run_and_resume_the_same_repl():
             assert await started.next() == calls[0]  # asked again: the same call, nothing lost
             calls.append(await s.resume(calls[0].call_id, "8"))
             answer = await s.resume(calls[1].call_id, "10")
-            return answer, calls, s.variables
+            return answer, calls, s.variables, s.id
 
-    answer, calls, variables = run(main)
+    answer, calls, variables, s_id = run(main)
     assert [(c.name, c.arguments) for c in calls] == [("add", {"a": 7, "b": 1}), ("add", {"a": 8, "b": 2})]
     assert calls[1].arguments_json == '{"a": 8, "b": 2}'
     assert answer.answer == "8,10,7"  # the value set before the first call was there after the second
     nodes = [n for n in answer.trajectory.turns[0].blocks[0].subcalls if n.kind == "client_tool"]
     assert [(n.name, n.reply) for n in nodes] == [("add", "8"), ("add", "10")]
-    assert [f"call_{n.id}" for n in nodes] == [c.call_id for c in calls]
+    assert [f"call_{s_id}_{n.id}" for n in nodes] == [c.call_id for c in calls]
+    assert {rlmkit.Session.of_call(c.call_id) for c in calls} == {s_id}
     assert {"first", "second", "secret"} <= set(variables)
 
 
