@@ -26,6 +26,7 @@ from typing import Any
 
 from rlmkit.errors import ConfigError, RunCancelled, UserError
 from rlmkit.run.tool_schema import signature
+from rlmkit.trajectory import Trajectory
 
 DEFAULT_RESULT_TIMEOUT_S = 600.0  # a client (a person, an agent runtime) answering a tool call
 
@@ -121,6 +122,7 @@ class RunControl:
         self.stop_requested = False
         self._waiting: dict[str, _Waiting] = {}
         self.paused = asyncio.Event()  # set while a call waits for the client's result
+        self.trajectory: Trajectory | None = None  # the top-level run's, as it grows (set as it starts)
 
     def call_id(self, node_id: str) -> str:
         """The id of the call the trajectory records as sub-call ``node_id``."""

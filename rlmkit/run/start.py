@@ -64,6 +64,8 @@ async def run_tree(
         if control is not None and tree is None:
             _check_client_tools(control, reserved_names(resolved))
         state = _run_state(resolved, inputs, tree, parent_id, task, rollout_id, factory, hooks, control)
+        if control is not None and tree is None:
+            control.trajectory = state.trajectory  # what it has finished, readable while it runs
     except BaseException:
         if made is not None:
             made.shutdown()

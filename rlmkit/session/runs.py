@@ -24,6 +24,7 @@ import dspy
 
 from rlmkit.errors import ConfigError, RunCancelled
 from rlmkit.run.client_tools import PendingToolCall, RunControl
+from rlmkit.trajectory import Trajectory
 
 RunStatus = Literal["queued", "in_progress", "completed", "failed", "cancelled"]
 
@@ -75,6 +76,7 @@ class SessionRun:
         self.status: RunStatus = "queued"
         self.prediction: dspy.Prediction | None = None
         self.error: BaseException | None = None
+        self.turns_told = 0  # turns of the trajectory its caller has been shown (a caller's own count)
         self._call, self._slots = call, slots
         self._over = asyncio.Event()
         self._task = asyncio.ensure_future(self._go())  # owned here: nobody's request task
@@ -106,11 +108,12 @@ class SessionRun:
         return self.control.pending
 
     @property
-    def trajectory(self) -> Any:
-        """What the run has finished: the answer's trajectory, or the error's (None before the end)."""
+    def trajectory(self) -> Trajectory | None:
+        """What the run has finished: the answer's trajectory, or the error's; while it runs, the
+        trajectory as it grows (its finished turns); None before it starts."""
         if self.prediction is not None:
-            return self.prediction.trajectory
-        return getattr(self.error, "trajectory", None)
+            return self.prediction.trajectory  # type: ignore[no-any-return]
+        return getattr(self.error, "trajectory", None) or self.control.trajectory
 
     async def next(self) -> dspy.Prediction | PendingToolCall:
         """The run's answer, or the oldest tool call it waits on, whichever comes first; the run's
@@ -139,6 +142,11 @@ class SessionRun:
         """Stop the run between turns (a tool call it waits on fails now); it keeps what it finished."""
         if not self.done:
             self.control.request_stop()
+
+    def abort(self) -> None:
+        """Stop the run now, mid-turn (its task cancelled): for a process that is ending, which
+        cannot wait for a turn to finish. ``cancel`` is the stop that keeps the turn in flight."""
+        self._task.cancel()
 
     async def wait(self) -> None:
         """Until the run is over, however it ends."""

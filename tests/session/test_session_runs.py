@@ -113,6 +113,7 @@ def test_a_call_left_unanswered_ends_the_run_keeping_its_finished_turns():
         async with rlm.session(context="c") as s:
             started = s.start(question="q", tools=[ADD], tool_result_timeout=0.2)
             assert isinstance(await started.next(), PendingToolCall)
+            assert [t.index for t in started.trajectory.turns] == [0]  # readable while it waits
             await started.wait()  # nobody answers
             with pytest.raises(ToolResultTimeout) as caught:
                 started.result()
