@@ -102,7 +102,7 @@ def wait_ready(url: str, timeout: float = 180) -> None:
 
 
 def throughput(replicas: int, n: int, bursts: int) -> dict:
-    from rlmkit.serve.replicas import running_replicas
+    from rlmkit.serve.replicas.deployment import running_replicas
 
     with (
         tempfile.TemporaryDirectory() as sessions,
@@ -120,7 +120,7 @@ def killed_mid_session() -> dict:
     import httpx
     import ray
 
-    from rlmkit.serve.replicas import REPLICA_HEADER, running_replicas
+    from rlmkit.serve.replicas.deployment import REPLICA_HEADER, running_replicas
 
     headers = {"Authorization": f"Bearer {KEY}"}
 
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> dict:
     import provenance
     import ray
 
-    from rlmkit.serve.replicas import runtime_env
+    from rlmkit.serve.replicas.deployment import runtime_env
 
     load = os.getloadavg()[0]
     os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(HERE)])  # the replicas import this script

@@ -38,7 +38,7 @@ def serve_replicas(
         try:
             import ray
 
-            from rlmkit.serve.replicas import runtime_env, start
+            from rlmkit.serve.replicas.deployment import runtime_env, start
         except ModuleNotFoundError as exc:
             missing = f"--replicas runs on Ray Serve ({exc.name} is missing)"
             raise ConfigError(f"{missing}: {install_hint('cluster')}") from exc

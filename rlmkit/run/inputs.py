@@ -27,14 +27,21 @@ class RunInputs:
     aliases: dict[str, str]
 
     @classmethod
-    def check(cls, signature: Any, inputs: dict[str, Any], display: Display) -> RunInputs:
+    def check(
+        cls, signature: Any, inputs: dict[str, Any], display: Display, loaded: bool = False
+    ) -> RunInputs:
+        """``loaded``: every value is ``load_input``'s already (a session loads each input once,
+        as it is given), so none is read or pickled again."""
         missing = [name for name in signature.input_fields if name not in inputs]
         if missing:  # the wording is dspy.RLM's: DSPy users match on it
             raise MissingInputError(
                 f"Missing required inputs: {missing} (signature {signature_text(signature)!r})"
             )
         check_known(signature, inputs)
-        variables = {name: load_input(name, inputs[name]) for name in signature.input_fields}
+        variables = {
+            name: inputs[name] if loaded else load_input(name, inputs[name])
+            for name in signature.input_fields
+        }
         aliases: dict[str, str] = {}
         if "context" not in variables:
             long_inputs = [n for n, v in variables.items() if _size(v) > display.full_input_chars]

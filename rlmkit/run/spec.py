@@ -56,15 +56,28 @@ class RunSpec:
     verbose: bool = False  # each step logged on the ``rlmkit`` logger (dspy.RLM's verbose)
     mcp_servers: tuple[Any, ...] = ()  # MCP servers whose tools a top-level call's tree gets (mcp_tools.py)
     log_dir: Path | None = None  # where a top-level run's tree streams its JSONL log
+    is_resolved: bool = False  # resolved() made it: resolving it again is a no-op
 
     def resolved(self) -> RunSpec:
         """This spec with its models resolved (a bad name or a missing key fails here) and, when
-        it has no program of its own, the program its root model ships with (``with_preset``)."""
+        it has no program of its own, the program its root model ships with (``with_preset``).
+        Once: a session resolves its call's spec to shape the task message, and the run it
+        hands the spec to takes it as it is."""
+        if self.is_resolved:
+            return self
         lm, sub_lm = resolve_lm(self.lm), resolve_lm(self.sub_lm)
         instructions, demos, settings = with_preset(
             self.signature, self.instructions, self.demos, self.settings, lm, use_preset=self.use_preset
         )
-        return replace(self, lm=lm, sub_lm=sub_lm, instructions=instructions, demos=demos, settings=settings)
+        return replace(
+            self,
+            lm=lm,
+            sub_lm=sub_lm,
+            instructions=instructions,
+            demos=demos,
+            settings=settings,
+            is_resolved=True,
+        )
 
     def child(self) -> RunSpec:
         """The spec of one ``rlm_query`` child run, one level down: a plain QA signature, the

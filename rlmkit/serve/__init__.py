@@ -2,6 +2,12 @@
 stdio (``rlmkit mcp``). The top floor beside ``rlmkit/cli``: it calls the public ``RLM`` and
 ``Session`` API and nothing below it calls it.
 
+Rooms: ``openai/`` (chat completions and the Responses API: requests, calls, their streams, the
+routes), ``replicas/`` (``rlmkit serve --replicas``: Ray Serve, the session-affinity router, the
+hop to a replica), MCP (``mcp_tool.py``); shared here: the app's assembly (``asgi.py``,
+``state.py``, ``http.py``), the program, sessions and which one a request runs in
+(``session_choice.py``), errors, admission, the access log, operations and the server.
+
     api = rlmkit.serve.app(rlm, api_key="...")        # a FastAPI app: run it, or mount it
     with rlmkit.serve.running(api) as url: ...        # uvicorn on 127.0.0.1 in a thread (tests)
 """
@@ -13,7 +19,7 @@ from typing import Any
 
 _EXPORTS = {
     "app": "rlmkit.serve.asgi",
-    "ServeOptions": "rlmkit.serve.asgi",
+    "ServeOptions": "rlmkit.serve.state",
     "load_program": "rlmkit.serve.program",
     "Program": "rlmkit.serve.program",
     "running": "rlmkit.serve.server",

@@ -77,7 +77,8 @@ def serve_forever(
         access.addHandler(handler)
         access.setLevel(logging.INFO)
     server = uvicorn.Server(_config(app, host, port, grace, log_level))
-    readiness = getattr(getattr(app, "state", None), "readiness", None)
+    shared = getattr(getattr(app, "state", None), "serve", None)  # rlmkit's app (ServeState), else None
+    readiness = shared.readiness if shared is not None else None
     if readiness is not None:
         readiness.on_failure(lambda: setattr(server, "should_exit", True))
     server.run()

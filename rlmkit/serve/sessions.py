@@ -24,7 +24,6 @@ from rlmkit.serve.errors import APIError
 from rlmkit.session import Session, store
 
 SESSION_ID = re.compile(r"^[0-9a-f]{32}$")  # Session ids are uuid4 hex: nothing else names a folder
-OPEN_SESSION_HEADER = "x-rlmkit-open-session"  # the id a session a request opens takes (replicas)
 
 
 class Sessions:

@@ -46,6 +46,7 @@ from rlmkit.observe.streaming import stream_run
 from rlmkit.run.client_tools import DEFAULT_RESULT_TIMEOUT_S, ClientTool, PendingToolCall, RunControl
 from rlmkit.run.entry import CallOptions, call_sync
 from rlmkit.run.inputs import RunInputs, check_known, load_input
+from rlmkit.run.spec import RunSpec
 from rlmkit.run.start import run_tree
 from rlmkit.session import compaction, store
 from rlmkit.session.call import PICKLER_DIR, SessionCall, checkpoint_now, worker_sandbox
@@ -196,15 +197,19 @@ class Session:
         try:
             self._cancel_idle()
             self.spending.check()  # the session's own budget, before any model request
-            given = self._load_inputs(inputs)
+            given = self._load_inputs(inputs)  # each input loaded once: the run takes them as they are
             merged = {**self.inputs, **given}
             history_fields = self._history_fields()
             for name in history_fields:
                 if name not in given:
                     merged[name] = dspy.History(messages=[{**i, **o} for i, o in self.history])
-            checked = self.rlm.check_inputs(merged)  # before the call counts, before any model request
-            call = self._begin_call(checked, show_history=not history_fields, asked=tuple(given))
-            run = self._run(call, checked, given, history_fields, options, control)
+            made = {name: load_input(name, merged[name]) for name in history_fields if name not in given}
+            loaded = {**merged, **made}
+            # before the call counts, before any model request
+            checked = RunInputs.check(self.rlm.signature, loaded, self.rlm.settings.display, loaded=True)
+            spec = self.rlm.run_spec().resolved()  # once: the task message and the run read the same
+            call = self._begin_call(spec, checked, show_history=not history_fields, asked=tuple(given))
+            run = self._run(spec, call, checked, given, history_fields, options, control)
             return await self.rlm.prediction(run, merged)  # the way out of a plain call, too
         finally:
             self._busy.release()
@@ -212,6 +217,7 @@ class Session:
 
     async def _run(
         self,
+        spec: RunSpec,
         call: SessionCall,
         checked: RunInputs,
         given: dict[str, Any],
@@ -226,7 +232,7 @@ class Session:
         self.spending.start()
         try:
             outputs, trajectory = await run_tree(
-                self.rlm.run_spec(),
+                spec,
                 checked,
                 hooks=call,
                 task=options.task,
@@ -252,7 +258,7 @@ class Session:
         return stream_run(self, inputs)
 
     def _begin_call(
-        self, checked: RunInputs, *, show_history: bool, asked: tuple[str, ...] = ()
+        self, spec: RunSpec, checked: RunInputs, *, show_history: bool, asked: tuple[str, ...] = ()
     ) -> SessionCall:
         restored, self._pending_restore = self._pending_restore, None
         if self.sandbox is not None and self.sandbox.alive():
@@ -262,7 +268,6 @@ class Session:
         lost = self.checkpoint.unsaved() if restored else {}
         live = {name: desc for name, desc in self.variables.items() if name not in lost and desc != "module"}
         history = self.history if show_history else []
-        spec = self.rlm.run_spec().resolved()  # the run resolves it again: the same shared models
         draft = compaction.Draft(
             variables=live,
             history=history,

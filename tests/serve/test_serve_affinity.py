@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from rlmkit.serve.forwarding import session_key
-from rlmkit.serve.responses import response_id, session_of
+from rlmkit.serve.openai.stored import response_id, session_of
+from rlmkit.serve.replicas.forwarding import session_key
 
 pytest.importorskip("ray.serve")  # the `cluster` extra
-from rlmkit.serve.affinity_router import holder  # noqa: E402 - after the skip
+from rlmkit.serve.replicas.affinity_router import holder  # noqa: E402 - after the skip
 
 SESSION = "0123456789abcdef0123456789abcdef"
 

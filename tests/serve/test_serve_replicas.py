@@ -13,7 +13,7 @@ from tests.helpers.waiting import wait_for
 
 ray = pytest.importorskip("ray")  # the `cluster` extra, with Ray Serve
 pytest.importorskip("ray.serve")
-from rlmkit.serve.replicas import REPLICA_HEADER, running_replicas, runtime_env  # noqa: E402
+from rlmkit.serve.replicas.deployment import REPLICA_HEADER, running_replicas, runtime_env  # noqa: E402
 
 
 @pytest.fixture(scope="module")

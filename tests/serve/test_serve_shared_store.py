@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 import openai
 
-from rlmkit.serve.sessions import OPEN_SESSION_HEADER
+from rlmkit.serve.session_choice import OPEN_SESSION_HEADER
 from tests.helpers.serve_programs import counting_rlm, served
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,12 +32,14 @@ from pydantic_core import to_jsonable_python
 
 from rlmkit.serve.errors import APIError, bad_request
 from rlmkit.serve.program import Program
+from rlmkit.serve.session_choice import SessionAsk, read_ask
 
 # The fields a client may send: OpenAI's own (from the SDK's types, so a new one is known as
 # soon as the SDK is), and ours, sent in extra_body.
 OPENAI_FIELDS = frozenset(CompletionCreateParamsBase.__annotations__) | {"stream"}
 RLMKIT_FIELDS = frozenset({"inputs", "session", "budget"})
 BUDGET_FIELDS = ("max_calls", "max_tokens", "max_cost", "max_seconds")
+EMPTY: Mapping[str, str] = {}
 
 
 @dataclass
@@ -48,7 +51,7 @@ class ChatRequest:
     stream: bool = False
     include_usage: bool = False
     inputs: dict[str, Any] = field(default_factory=dict)
-    session: str | None = None
+    ask: SessionAsk = SessionAsk()  # the session it names (``session_choice.read_ask``)
     budget: dict[str, float] = field(default_factory=dict)
     json_output: bool = False
     schema_fields: set[str] | None = None
@@ -63,8 +66,9 @@ def check_fields(body: Any, known: frozenset[str]) -> None:
         raise bad_request(f"unknown field(s) {unknown}", param=unknown[0], code="unknown_field")
 
 
-def parse_request(body: Any) -> ChatRequest:
-    """Check a decoded JSON body field by field (400 naming the field that is wrong)."""
+def parse_request(body: Any, headers: Mapping[str, str] = EMPTY) -> ChatRequest:
+    """Check a decoded JSON body field by field (400 naming the field that is wrong); ``headers``:
+    the request's, which may name its session."""
     check_fields(body, OPENAI_FIELDS | RLMKIT_FIELDS)
     model, messages = body.get("model"), body.get("messages")
     if not isinstance(model, str) or not model:
@@ -78,9 +82,6 @@ def parse_request(body: Any) -> ChatRequest:
     inputs = body.get("inputs") or {}
     if not isinstance(inputs, dict):
         raise bad_request("'inputs' must be an object of input fields", param="inputs")
-    session = body.get("session")
-    if session is not None and not isinstance(session, str):
-        raise bad_request("'session' must be a session id (a string)", param="session")
     stream_options = body.get("stream_options") or {}
     if not isinstance(stream_options, dict):
         raise bad_request("'stream_options' must be an object", param="stream_options")
@@ -90,7 +91,7 @@ def parse_request(body: Any) -> ChatRequest:
         stream=bool(body.get("stream")),
         include_usage=bool(stream_options.get("include_usage")),
         inputs=inputs,
-        session=session,
+        ask=read_ask(body, headers),
         budget=_budget(body.get("budget")),
     )
     _response_format(request, body.get("response_format"))
@@ -146,7 +147,7 @@ def _text(message: dict[str, Any], where: str) -> list[str]:
     raise bad_request(f"{where}: content must be a string or a list of parts", param="messages")
 
 
-def map_inputs(program: Program, request: ChatRequest, held: set[str] = frozenset()) -> dict[str, Any]:
+def map_inputs(program: Program, request: ChatRequest, held: Set[str] = frozenset()) -> dict[str, Any]:
     """The inputs of one call: ``inputs`` given, then the question and context fields from the
     messages. ``held``: fields a session already holds (never filled from the messages)."""
     given = check_inputs(program, request.inputs)
@@ -225,7 +226,7 @@ def check_inputs(program: Program, inputs: dict[str, Any]) -> dict[str, Any]:
     return checked
 
 
-def _adapter(annotation: Any) -> pydantic.TypeAdapter:
+def _adapter(annotation: Any) -> pydantic.TypeAdapter[Any]:
     """Built once per field type: building one costs far more than validating with it."""
     try:
         return _cached_adapter(annotation)
@@ -234,7 +235,7 @@ def _adapter(annotation: Any) -> pydantic.TypeAdapter:
 
 
 @functools.lru_cache(maxsize=256)
-def _cached_adapter(annotation: Any) -> pydantic.TypeAdapter:
+def _cached_adapter(annotation: Any) -> pydantic.TypeAdapter[Any]:
     return pydantic.TypeAdapter(annotation)
 
 

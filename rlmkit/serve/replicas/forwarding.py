@@ -14,14 +14,20 @@ import contextlib
 import json
 import re
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlmkit.serve.responses import session_of
-from rlmkit.serve.sessions import OPEN_SESSION_HEADER
+from rlmkit.serve.errors import APIError
+from rlmkit.serve.openai.stored import session_of
+from rlmkit.serve.session_choice import (
+    NO_SESSION,
+    OPEN_SESSION_HEADER,
+    SessionChoice,
+    choose_session,
+    read_ask,
+)
 
-SESSION_HEADER = "x-rlmkit-session"
 OPENING_PATHS = ("/v1/sessions", "/v1/responses")
 SESSION_PATH = re.compile(r"^/v1/sessions/([^/]+)$")
 RESPONSE_PATH = re.compile(r"^/v1/responses/([^/]+)$")
@@ -46,38 +52,43 @@ def forwarded(method: str, path: str, query: bytes, headers: list[tuple[str, str
     """The request to hand on. One that may open a session (``POST /v1/sessions``, a Responses
     call continuing none) is given the new session's id here, in ``X-RLMKit-Open-Session``: the
     router sends it to the replica that id ranks first, where its later calls will go too."""
-    session = session_key(path, dict(headers), body)
-    if session is None and method == "POST" and path in OPENING_PATHS:
+    choice = routed_session(path, dict(headers), body, opening=method == "POST" and path in OPENING_PATHS)
+    session = choice.session_id
+    if choice.kind == "opened":
         session = uuid.uuid4().hex
         headers = [*headers, (OPEN_SESSION_HEADER, session)]
     return Forwarded(method, path, query, headers, body, client, session)
 
 
 def session_key(path: str, headers: dict[str, str], body: bytes) -> str | None:
-    """The session a request names: in its path (``/v1/sessions/{id}``), a response id that
-    carries one (``/v1/responses/{id}``, ``previous_response_id``), the ``session`` field of its
-    JSON body or the ``X-RLMKit-Session`` header. None for anything else, a bad body included
-    (the replica answering says what is wrong with it)."""
+    """The session a request names (``routed_session``'s), or None."""
+    return routed_session(path, headers, body).session_id
+
+
+def routed_session(path: str, headers: dict[str, str], body: bytes, opening: bool = False) -> SessionChoice:
+    """The session a request runs in, by the app's own rule (``session_choice``): the one in its
+    path (``/v1/sessions/{id}``, a response id that carries one), else the one its body and
+    headers name (``session``, ``X-RLMKit-Session``, the session a ``previous_response_id``
+    carries), else, for an ``opening`` request, a fresh one. No session for anything else, a bad
+    body included (the replica answering says what is wrong with it)."""
     if found := SESSION_PATH.match(path):
-        return found.group(1)
+        return SessionChoice("named", found.group(1))
     if found := RESPONSE_PATH.match(path):
-        return session_of(found.group(1))
-    named = None
+        return SessionChoice("continued", session_of(found.group(1)))
+    decoded: Any = None
     if body[:1] == b"{":
         with contextlib.suppress(ValueError):
             decoded = json.loads(body)
-            if isinstance(decoded, dict):
-                named = decoded.get("session") or (
-                    session_of(decoded["previous_response_id"])
-                    if isinstance(decoded.get("previous_response_id"), str)
-                    else None
-                )
-    named = named or headers.get(SESSION_HEADER)
-    return named if isinstance(named, str) else None
+    try:
+        ask = read_ask(decoded if isinstance(decoded, dict) else {}, headers)
+    except APIError:
+        return NO_SESSION
+    previous = session_of(ask.previous_response_id) if ask.previous_response_id else None
+    return choose_session(ask, previous_session=previous, may_open=opening)
 
 
 async def respond(
-    app: Any, request: Forwarded, extra_headers: list[tuple[str, str]] = ()
+    app: Any, request: Forwarded, extra_headers: Sequence[tuple[str, str]] = ()
 ) -> AsyncIterator[Any]:
     """Run ``request`` through the ASGI ``app``: yields ``(status, headers)``, then body chunks.
     Closing the stream early (the client went away) tells the app the client disconnected, as a

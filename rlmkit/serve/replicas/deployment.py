@@ -28,10 +28,10 @@ from ray.serve.config import RequestRouterConfig
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from rlmkit.serve.affinity_router import SessionAffinityRouter
 from rlmkit.serve.asgi import app
 from rlmkit.serve.errors import APIError
-from rlmkit.serve.forwarding import Forwarded, forwarded, respond
+from rlmkit.serve.replicas.affinity_router import SessionAffinityRouter
+from rlmkit.serve.replicas.forwarding import Forwarded, forwarded, respond
 
 APP_NAME = "rlmkit"
 REPLICA_HEADER = "x-rlmkit-replica"

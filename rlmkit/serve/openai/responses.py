@@ -1,11 +1,5 @@
-"""OpenAI's Responses API (``POST /v1/responses``): a request read onto the same mapping as a
-chat completion, the call answered whole or streamed as the Responses events, and the responses
-kept for ``previous_response_id``.
-
-    input (a string, or message items)   -> messages, mapped as a chat request's (mapping.py)
-    instructions                         -> a system message before them (so: context)
-    text.format (json_object, json_schema) -> as response_format (json_schema: the output fields)
-    extra_body inputs / budget / session -> as in chat completions
+"""OpenAI's Responses API (``POST /v1/responses``): the call (read by ``responses_request.py``)
+answered whole or streamed as the Responses events.
 
 A stored response (``store``, true unless the request says false) of an RLM program runs in a
 session opened for it, holding every input of the call but its question; a request naming it as
@@ -16,16 +10,14 @@ answer its message. Shapes are built and checked by the openai SDK's own types.
 
 from __future__ import annotations
 
-import collections
-import dataclasses
 import json
-import re
 import time
 import typing
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pydantic
 from openai.types.responses import (
     Response,
     ResponseCompletedEvent,
@@ -41,161 +33,17 @@ from openai.types.responses import (
     ResponseTextDeltaEvent,
     ResponseTextDoneEvent,
 )
-from openai.types.responses.response_create_params import ResponseCreateParamsBase
 from sse_starlette import ServerSentEvent
 
 from rlmkit import events as ev
-from rlmkit.serve import chunks
-from rlmkit.serve.chat import Call
-from rlmkit.serve.errors import APIError, bad_request, from_exception
-from rlmkit.serve.mapping import ChatRequest, check_fields, content_of, parse_request
+from rlmkit.serve import reasoning
+from rlmkit.serve.errors import APIError, from_exception
+from rlmkit.serve.openai.chat import Call
+from rlmkit.serve.openai.chat_chunks import dump
+from rlmkit.serve.openai.mapping import content_of
+from rlmkit.serve.openai.responses_request import ResponsesRequest
+from rlmkit.serve.openai.stored import response_id
 from rlmkit.trajectory import Usage
-
-OPENAI_FIELDS = frozenset(ResponseCreateParamsBase.__annotations__) | {"stream"}
-RLMKIT_FIELDS = frozenset({"inputs", "session", "budget"})
-TEXT_PARTS = frozenset({"input_text", "output_text", "text"})
-ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
-SESSION_RESPONSE_ID = re.compile(r"^resp_([0-9a-f]{32})_[0-9a-f]{16}$")
-MAX_STORED = 1000  # responses kept for GET and previous_response_id; the oldest go first
-
-
-@dataclasses.dataclass
-class ResponsesRequest:
-    chat: ChatRequest  # the same fields a chat request maps onto the program's inputs
-    previous_response_id: str | None = None
-    store: bool = True
-    instructions: str | None = None
-    metadata: dict[str, str] = dataclasses.field(default_factory=dict)
-
-
-def parse(body: Any) -> ResponsesRequest:
-    """Check a decoded body field by field (400 naming the field that is wrong)."""
-    check_fields(body, OPENAI_FIELDS | RLMKIT_FIELDS)
-    if body.get("tools"):
-        raise bad_request("client-side tools are not supported: the RLM calls its own", param="tools")
-    previous, store = body.get("previous_response_id"), body.get("store", True)
-    if previous is not None and not isinstance(previous, str):
-        raise bad_request("'previous_response_id' must be a response id", param="previous_response_id")
-    if not isinstance(store, bool):
-        raise bad_request("'store' must be true or false", param="store")
-    instructions, metadata = body.get("instructions"), body.get("metadata") or {}
-    if instructions is not None and not isinstance(instructions, str):
-        raise bad_request("'instructions' must be a string", param="instructions")
-    if not isinstance(metadata, dict):
-        raise bad_request("'metadata' must be an object of strings", param="metadata")
-    messages = ([{"role": "system", "content": instructions}] if instructions else []) + _messages(
-        body.get("input")
-    )
-    chat_body = {
-        "model": body.get("model"),
-        "messages": messages or [{"role": "user", "content": ""}],
-        "stream": bool(body.get("stream")),
-        **{name: body[name] for name in RLMKIT_FIELDS if name in body},
-    }
-    if (response_format := _format(body.get("text"))) is not None:
-        chat_body["response_format"] = response_format
-    chat = parse_request(chat_body)
-    if not messages:
-        if not chat.inputs:
-            raise bad_request("'input' is required (or the program's inputs in 'inputs')", param="input")
-        chat.messages = []
-    if previous is not None and chat.session is not None:
-        raise bad_request("give 'previous_response_id' or 'session', not both", param="session")
-    return ResponsesRequest(chat, previous, store, instructions, metadata)
-
-
-def _messages(value: Any) -> list[dict[str, Any]]:
-    """``input`` as chat messages: a string is one user message; items are messages with text."""
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [{"role": "user", "content": value}]
-    if not isinstance(value, list):
-        raise bad_request("'input' must be a string or a list of items", param="input")
-    messages = []
-    for i, item in enumerate(value):
-        kind = item.get("type", "message") if isinstance(item, dict) else None
-        if kind == "reasoning":
-            continue  # an earlier response's own reasoning, handed back: the REPL has it already
-        role = ROLES.get(item.get("role")) if kind == "message" else None
-        if role is None:
-            raise bad_request(
-                f"input[{i}]: only message items (user, assistant, system) are supported", "input"
-            )
-        content = item.get("content")
-        if isinstance(content, list):
-            if not all(isinstance(p, dict) and p.get("type") in TEXT_PARTS for p in content):
-                raise bad_request(f"input[{i}]: only text content parts are supported", param="input")
-            content = [{"type": "text", "text": p.get("text")} for p in content]
-        elif not isinstance(content, str):
-            raise bad_request(f"input[{i}]: content must be a string or a list of text parts", param="input")
-        messages.append({"role": role, "content": content})
-    return messages
-
-
-def _format(text: Any) -> dict[str, Any] | None:
-    """``text.format`` as chat's ``response_format`` (the Responses API names the schema flat)."""
-    if text is None:
-        return None
-    found = text.get("format") if isinstance(text, dict) else None
-    if found is None:
-        return None
-    if not isinstance(found, dict):
-        raise bad_request("text.format must be an object", param="text.format")
-    if found.get("type") == "json_schema":
-        return {"type": "json_schema", "json_schema": {"schema": found.get("schema")}}
-    return {"type": found.get("type")}
-
-
-# ------------------------------------------------------------------ stored responses
-@dataclasses.dataclass
-class Stored:
-    body: dict[str, Any]  # the response as GET returns it
-    session_id: str | None  # the session a follow-up continues (None: it kept no REPL)
-
-
-class StoredResponses:
-    """The responses kept (``store``), newest last; past ``limit`` the oldest is forgotten."""
-
-    def __init__(self, limit: int = MAX_STORED):
-        self.limit = limit
-        self._kept: collections.OrderedDict[str, Stored] = collections.OrderedDict()
-        self.deleted: collections.OrderedDict[str, None] = collections.OrderedDict()  # no follow-up
-
-    def __len__(self) -> int:
-        return len(self._kept)
-
-    def put(self, response_id: str, stored: Stored) -> None:
-        self._kept[response_id] = stored
-        while len(self._kept) > self.limit:
-            self._kept.popitem(last=False)
-
-    def get(self, response_id: str, param: str | None = None) -> Stored:
-        stored = self._kept.get(response_id)
-        if stored is None:
-            raise APIError(404, f"no response {response_id!r}", code="response_not_found", param=param)
-        self._kept.move_to_end(response_id)
-        return stored
-
-    def delete(self, response_id: str) -> None:
-        if self._kept.pop(response_id, None) is None:
-            raise APIError(404, f"no response {response_id!r}", code="response_not_found")
-        self.deleted[response_id] = None
-        while len(self.deleted) > self.limit:
-            self.deleted.popitem(last=False)
-
-
-def response_id(session_id: str | None) -> str:
-    """A new response's id. One that runs in a session carries the session's id, so a follow-up
-    naming it finds the session where nothing kept the response: on another replica, after a
-    restart with a sessions directory (and a router sends it to the replica holding the REPL)."""
-    return f"resp_{session_id}_{uuid.uuid4().hex[:16]}" if session_id else f"resp_{uuid.uuid4().hex}"
-
-
-def session_of(response_id: str) -> str | None:
-    """The session id a response id carries (``response_id``'s), or None."""
-    match = SESSION_RESPONSE_ID.match(response_id)
-    return match.group(1) if match else None
 
 
 # ------------------------------------------------------------------ the call
@@ -209,7 +57,7 @@ class ResponsesCall:
         self._sequence = 0
 
     def response(
-        self, output: list[dict[str, Any]], status: str = "completed", error: dict | None = None
+        self, output: list[dict[str, Any]], status: str = "completed", error: dict[str, Any] | None = None
     ) -> Response:
         request, usage = self.request, self.call.record.usage
         chat = request.chat
@@ -249,11 +97,12 @@ class ResponsesCall:
         body = self.response(output).model_dump(mode="json", exclude_unset=True)
         return json.dumps(body), body
 
-    def _event(self, kind: type, **fields: Any) -> bytes:
+    def _event(self, kind: type[pydantic.BaseModel], **fields: Any) -> bytes:
         """One server-sent event of the SDK's type ``kind``, named by its ``type``, numbered."""
-        event = kind.model_validate({"type": _type(kind), **fields, "sequence_number": self._sequence})
+        name = _type(kind)
+        event = kind.model_validate({"type": name, **fields, "sequence_number": self._sequence})
         self._sequence += 1
-        return ServerSentEvent(data=chunks.dump(event), event=event.type, sep="\n").encode()
+        return ServerSentEvent(data=dump(event), event=name, sep="\n").encode()
 
     async def events(self, done: Any = None) -> AsyncIterator[bytes]:
         """The Responses stream: created, in progress, each root turn a reasoning item whose text
@@ -273,8 +122,8 @@ class ResponsesCall:
                     yield (
                         self._opened(output, "message") + self._delta(output, content) + self._closed(output)
                     )
-                elif (text := chunks.reasoning_of(item)) is not None:
-                    if not output or chunks.starts_turn(item):
+                elif (text := reasoning.reasoning_of(item)) is not None:
+                    if not output or reasoning.starts_turn(item):
                         yield (self._closed(output) if output else b"") + self._opened(output, "reasoning")
                     yield self._delta(output, text)
         except Exception as exc:  # noqa: BLE001 - the stream ends with response.failed, as OpenAI's does
@@ -332,16 +181,16 @@ class ResponsesCall:
 
 
 # the events of an item's text, by the item's type: (delta, done)
-TEXT_EVENTS = {
+TEXT_EVENTS: dict[str, tuple[type[pydantic.BaseModel], type[pydantic.BaseModel]]] = {
     "reasoning": (ResponseReasoningTextDeltaEvent, ResponseReasoningTextDoneEvent),
     "message": (ResponseTextDeltaEvent, ResponseTextDoneEvent),
 }
 
 
-def _type(kind: type) -> str:
+def _type(kind: type[pydantic.BaseModel]) -> str:
     """An event class's ``type`` (its one Literal value)."""
     (name,) = typing.get_args(kind.model_fields["type"].annotation)
-    return name
+    return str(name)
 
 
 def _logprobs(item: dict[str, Any]) -> dict[str, Any]:
@@ -391,7 +240,7 @@ def _response_error(error: APIError) -> dict[str, Any]:
 def warm() -> None:
     """Build the SDK types' validators now (pydantic builds one the first time a type is used,
     for the Response type about half a second): the app's start pays it, not its first call."""
-    from rlmkit.serve.mapping import ChatRequest as Chat
+    from rlmkit.serve.openai.mapping import ChatRequest as Chat
 
     class _Record:
         usage, status = Usage(), 200

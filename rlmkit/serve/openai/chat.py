@@ -21,9 +21,10 @@ import anyio
 from sse_starlette import ServerSentEvent
 
 from rlmkit import events as ev
-from rlmkit.serve import chunks
+from rlmkit.serve import reasoning
 from rlmkit.serve.errors import APIError, bad_request, from_exception
-from rlmkit.serve.mapping import ChatRequest, check_schema, content_of, map_inputs
+from rlmkit.serve.openai import chat_chunks as chunks
+from rlmkit.serve.openai.mapping import ChatRequest, check_schema, content_of, map_inputs
 from rlmkit.serve.program import Program
 from rlmkit.trajectory import Usage
 
@@ -77,12 +78,12 @@ class Call:
             trajectory = prediction.trajectory
             self.record.usage = trajectory.usage
             self.record.run_ids.append(trajectory.meta.run_id)
-            return prediction, chunks.reasoning_turns(trajectory)
+            return prediction, reasoning.reasoning_turns(trajectory)
         turns: list[str] = []
         async for item in self.runner.stream(self.inputs, self.session):
             if isinstance(item, ev.Event):
                 self._count(item)
-                chunks.add_reasoning(turns, item)
+                reasoning.add_reasoning(turns, item)
             else:
                 prediction = item
         return prediction, turns
@@ -114,7 +115,7 @@ class Call:
         try:
             async for item in self.items():
                 if isinstance(item, ev.Event):
-                    if (text := chunks.reasoning_of(item)) is not None:
+                    if (text := reasoning.reasoning_of(item)) is not None:
                         yield sse(chunks.chunk(cid, name, created, reasoning_content=text))
                 else:
                     content = content_of(self.program, self.request, item)
@@ -144,7 +145,7 @@ async def _pumped(make_stream: Callable[[], AsyncIterator[Any]]) -> AsyncIterato
     stream read inside it could not wait for its run's cleanup (stopping the sandbox worker),
     and the worker would outlive the run. Cancelled here, the task is cancelled once, as
     asyncio does, and awaited under a shield until its run has cleaned up."""
-    queue: asyncio.Queue = asyncio.Queue()
+    queue: asyncio.Queue[Any] = asyncio.Queue()
     done = object()
 
     async def pump() -> None:
@@ -181,7 +182,8 @@ class _Capped:
         self.program, self.rlm = program, rlm
 
     def stream(self, inputs: dict[str, Any], session: Any = None) -> AsyncIterator[Any]:
-        return self.rlm.stream(**inputs)
+        events: AsyncIterator[Any] = self.rlm.stream(**inputs)
+        return events
 
     async def acall(self, inputs: dict[str, Any], session: Any = None) -> Any:
         return await self.rlm.acall(**inputs)

@@ -1,0 +1,114 @@
+"""A Responses API request (``POST /v1/responses``) read onto the same mapping as a chat
+completion (``mapping.py``):
+
+    input (a string, or message items)   -> messages, mapped as a chat request's
+    instructions                         -> a system message before them (so: context)
+    text.format (json_object, json_schema) -> as response_format (json_schema: the output fields)
+    extra_body inputs / budget / session -> as in chat completions
+    previous_response_id                 -> the session it continues (``session_choice.py``)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from openai.types.responses.response_create_params import ResponseCreateParamsBase
+
+from rlmkit.serve.errors import bad_request
+from rlmkit.serve.openai.mapping import EMPTY, ChatRequest, check_fields, parse_request
+from rlmkit.serve.session_choice import read_ask
+
+OPENAI_FIELDS = frozenset(ResponseCreateParamsBase.__annotations__) | {"stream"}
+RLMKIT_FIELDS = frozenset({"inputs", "session", "budget"})
+TEXT_PARTS = frozenset({"input_text", "output_text", "text"})
+ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
+
+
+@dataclasses.dataclass
+class ResponsesRequest:
+    chat: ChatRequest  # the same fields a chat request maps onto the program's inputs (its session too)
+    store: bool = True
+    instructions: str | None = None
+    metadata: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def previous_response_id(self) -> str | None:
+        return self.chat.ask.previous_response_id
+
+
+def parse(body: Any, headers: Mapping[str, str] = EMPTY) -> ResponsesRequest:
+    """Check a decoded body field by field (400 naming the field that is wrong)."""
+    check_fields(body, OPENAI_FIELDS | RLMKIT_FIELDS)
+    if body.get("tools"):
+        raise bad_request("client-side tools are not supported: the RLM calls its own", param="tools")
+    store = body.get("store", True)
+    if not isinstance(store, bool):
+        raise bad_request("'store' must be true or false", param="store")
+    instructions, metadata = body.get("instructions"), body.get("metadata") or {}
+    if instructions is not None and not isinstance(instructions, str):
+        raise bad_request("'instructions' must be a string", param="instructions")
+    if not isinstance(metadata, dict):
+        raise bad_request("'metadata' must be an object of strings", param="metadata")
+    messages = ([{"role": "system", "content": instructions}] if instructions else []) + _messages(
+        body.get("input")
+    )
+    chat_body = {
+        "model": body.get("model"),
+        "messages": messages or [{"role": "user", "content": ""}],
+        "stream": bool(body.get("stream")),
+        **{name: body[name] for name in RLMKIT_FIELDS if name in body and name != "session"},
+    }
+    if (response_format := _format(body.get("text"))) is not None:
+        chat_body["response_format"] = response_format
+    chat = parse_request(chat_body)
+    chat.ask = read_ask(body, headers)
+    if not messages:
+        if not chat.inputs:
+            raise bad_request("'input' is required (or the program's inputs in 'inputs')", param="input")
+        chat.messages = []
+    return ResponsesRequest(chat, store, instructions, metadata)
+
+
+def _messages(value: Any) -> list[dict[str, Any]]:
+    """``input`` as chat messages: a string is one user message; items are messages with text."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [{"role": "user", "content": value}]
+    if not isinstance(value, list):
+        raise bad_request("'input' must be a string or a list of items", param="input")
+    messages = []
+    for i, item in enumerate(value):
+        kind = item.get("type", "message") if isinstance(item, dict) else None
+        if kind == "reasoning":
+            continue  # an earlier response's own reasoning, handed back: the REPL has it already
+        role = ROLES.get(item.get("role")) if kind == "message" else None
+        if role is None:
+            raise bad_request(
+                f"input[{i}]: only message items (user, assistant, system) are supported", "input"
+            )
+        content = item.get("content")
+        if isinstance(content, list):
+            if not all(isinstance(p, dict) and p.get("type") in TEXT_PARTS for p in content):
+                raise bad_request(f"input[{i}]: only text content parts are supported", param="input")
+            content = [{"type": "text", "text": p.get("text")} for p in content]
+        elif not isinstance(content, str):
+            raise bad_request(f"input[{i}]: content must be a string or a list of text parts", param="input")
+        messages.append({"role": role, "content": content})
+    return messages
+
+
+def _format(text: Any) -> dict[str, Any] | None:
+    """``text.format`` as chat's ``response_format`` (the Responses API names the schema flat)."""
+    if text is None:
+        return None
+    found = text.get("format") if isinstance(text, dict) else None
+    if found is None:
+        return None
+    if not isinstance(found, dict):
+        raise bad_request("text.format must be an object", param="text.format")
+    if found.get("type") == "json_schema":
+        return {"type": "json_schema", "json_schema": {"schema": found.get("schema")}}
+    return {"type": found.get("type")}
