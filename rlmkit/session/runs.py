@@ -24,7 +24,7 @@ import dspy
 
 from rlmkit.errors import ConfigError, RunCancelled
 from rlmkit.run.client_tools import PendingToolCall, RunControl
-from rlmkit.trajectory import Trajectory
+from rlmkit.trajectory import Trajectory, Usage
 
 RunStatus = Literal["queued", "in_progress", "completed", "failed", "cancelled"]
 
@@ -76,7 +76,7 @@ class SessionRun:
         self.status: RunStatus = "queued"
         self.prediction: dspy.Prediction | None = None
         self.error: BaseException | None = None
-        self.turns_told = 0  # turns of the trajectory its caller has been shown (a caller's own count)
+        self._turns_told, self._usage_told = 0, Usage()  # what ``news`` has handed out
         self._call, self._slots = call, slots
         self._over = asyncio.Event()
         self._task = asyncio.ensure_future(self._go())  # owned here: nobody's request task
@@ -114,6 +114,24 @@ class SessionRun:
         if self.prediction is not None:
             return self.prediction.trajectory  # type: ignore[no-any-return]
         return getattr(self.error, "trajectory", None) or self.control.trajectory
+
+    def news(self) -> tuple[int, Usage]:
+        """For a caller that tells the run step by step (a server's response per pause): how many
+        turns it told before, and the usage spent since. Each call moves the mark to now."""
+        trajectory = self.trajectory
+        if trajectory is None:
+            return self._turns_told, Usage()
+        told, before = self._turns_told, self._usage_told
+        self._turns_told, self._usage_told = len(trajectory.turns), trajectory.usage
+        now = trajectory.usage
+        spent = Usage(
+            calls=now.calls - before.calls,
+            prompt_tokens=now.prompt_tokens - before.prompt_tokens,
+            completion_tokens=now.completion_tokens - before.completion_tokens,
+            cost=now.cost - before.cost,
+            cached_calls=now.cached_calls - before.cached_calls,
+        )
+        return told, spent
 
     async def next(self) -> dspy.Prediction | PendingToolCall:
         """The run's answer, or the oldest tool call it waits on, whichever comes first; the run's

@@ -35,16 +35,26 @@ def usage_of(usage: Usage) -> dict[str, Any]:
 
 
 def completion(
-    cid: str, model: str, content: str, reasoning: str, usage: Usage, created: int | None = None
+    cid: str,
+    model: str,
+    content: str | None,
+    reasoning: str,
+    usage: Usage,
+    created: int | None = None,
+    tool_calls: list[dict[str, Any]] | None = None,
 ) -> ChatCompletion:
-    message = {"role": "assistant", "content": content, "reasoning_content": reasoning}
+    """A whole completion: the answer, or (``tool_calls``) the client's tool calls the run waits on."""
+    message: dict[str, Any] = {"role": "assistant", "content": content, "reasoning_content": reasoning}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    finish = "tool_calls" if tool_calls else "stop"
     return ChatCompletion.model_validate(
         {
             "id": cid,
             "object": "chat.completion",
             "created": created or int(time.time()),
             "model": model,
-            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": usage_of(usage),
         }
     )

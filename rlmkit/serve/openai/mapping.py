@@ -30,9 +30,12 @@ import pydantic
 from openai.types.chat.completion_create_params import CompletionCreateParamsBase
 from pydantic_core import to_jsonable_python
 
+from rlmkit.run.client_tools import ClientTool
 from rlmkit.serve.errors import APIError, bad_request
+from rlmkit.serve.openai.client_tools import parse_tools
 from rlmkit.serve.program import Program
 from rlmkit.serve.session_choice import SessionAsk, read_ask
+from rlmkit.serve.tool_results import ToolResults
 
 # The fields a client may send: OpenAI's own (from the SDK's types, so a new one is known as
 # soon as the SDK is), and ours, sent in extra_body.
@@ -55,6 +58,13 @@ class ChatRequest:
     budget: dict[str, float] = field(default_factory=dict)
     json_output: bool = False
     schema_fields: set[str] | None = None
+    tools: tuple[ClientTool, ...] = ()  # the client's function tools: REPL functions of the run
+
+    @property
+    def tool_results(self) -> ToolResults | None:
+        """The client's results of a paused run's tool calls (those of one of this server's sessions)."""
+        results = self.ask.tool_results
+        return results if results is not None and results.session_id is not None else None
 
 
 def check_fields(body: Any, known: frozenset[str]) -> None:
@@ -77,8 +87,8 @@ def parse_request(body: Any, headers: Mapping[str, str] = EMPTY) -> ChatRequest:
         raise bad_request("'messages' must be a non-empty list of message objects", param="messages")
     if body.get("n") not in (None, 1):
         raise bad_request("only n=1 is supported: a run gives one answer", param="n")
-    if body.get("tools") or body.get("functions"):
-        raise bad_request("client-side tools are not supported: the RLM calls its own", param="tools")
+    if body.get("functions"):
+        raise bad_request("'functions' is the old form of 'tools': send function tools", param="functions")
     inputs = body.get("inputs") or {}
     if not isinstance(inputs, dict):
         raise bad_request("'inputs' must be an object of input fields", param="inputs")
@@ -93,6 +103,7 @@ def parse_request(body: Any, headers: Mapping[str, str] = EMPTY) -> ChatRequest:
         inputs=inputs,
         ask=read_ask(body, headers),
         budget=_budget(body.get("budget")),
+        tools=parse_tools(body.get("tools")),
     )
     _response_format(request, body.get("response_format"))
     return request
