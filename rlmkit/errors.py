@@ -136,6 +136,15 @@ class McpServerError(RunError):
     """An MCP server of ``mcp_servers=`` could not be reached, or did not list its tools."""
 
 
+class RunCancelled(RunError):
+    """The caller stopped the run (``SessionRun.cancel``); it ended between turns, keeping what it
+    had finished: its turns in the trajectory, its variables in the session's REPL."""
+
+
+class ToolResultTimeout(RunError):
+    """A client tool's call waited longer than the run allows for the client's result."""
+
+
 class PrefixNotReproduced(RunError):
     """A run continuing a recorded one (``rlmkit.run.replay``) was sent a prompt the recorded run
     never saw: its code printed something else when it ran again, or a sub-call answered otherwise."""
@@ -169,6 +178,8 @@ __all__ = [
     "MaxIterationsError",
     "SandboxError",
     "McpServerError",
+    "RunCancelled",
+    "ToolResultTimeout",
     "PrefixNotReproduced",
     "Finish",
 ]

@@ -83,7 +83,7 @@ class VariableInfo(BaseModel):
 
 class SubCall(BaseModel):
     id: str = Field(default_factory=lambda: uuid.uuid4().hex[:12])
-    kind: Literal["llm_query", "typed", "rlm_query", "tool", "mcp_tool"]
+    kind: Literal["llm_query", "typed", "rlm_query", "tool", "mcp_tool", "client_tool"]
     name: str  # function name in the REPL (llm_query, classify, ...)
     model: str | None = None
     depth: int = 1
@@ -179,7 +179,7 @@ class Trajectory(BaseModel):
     meta: RunMeta
     turns: list[Turn] = Field(default_factory=list)
     outputs: dict[str, Any] | None = None
-    status: Literal["running", "ok", "error", "budget_exceeded", "max_iterations"] = "running"
+    status: Literal["running", "ok", "error", "budget_exceeded", "max_iterations", "cancelled"] = "running"
     error: str | None = None
     error_type: str | None = None
     score: float | None = None  # filled by evaluation

@@ -65,6 +65,10 @@ def serve(
     max_sessions: Annotated[int, typer.Option(help="Live sessions at most (one more: 429).")] = 64,
     max_running: Annotated[int, typer.Option(help="Calls running at once.")] = 16,
     max_waiting: Annotated[int, typer.Option(help="Calls waiting for a slot (one more: 429).")] = 64,
+    background_runs: Annotated[int, typer.Option(help="Background responses running at once.")] = 4,
+    background_queue: Annotated[
+        int, typer.Option(help="Background responses waiting for a slot (one more: 429).")
+    ] = 64,
     max_body_mb: Annotated[float, typer.Option(help="Largest request body, MiB (larger: 413).")] = 64.0,
     grace: Annotated[float, typer.Option(help="Seconds calls in flight get to finish on SIGTERM.")] = 30.0,
     replicas: Annotated[
@@ -100,6 +104,8 @@ def serve(
         "sessions_dir": str(sessions_dir) if sessions_dir else None,
         "session_idle_timeout": session_idle_timeout,
         "max_sessions": max_sessions,
+        "background_runs": background_runs,
+        "background_queue": background_queue,
     }
     if replicas > 1 or ray is not None:
         from rlmkit.cli.serve_replicas import LOCAL, serve_replicas

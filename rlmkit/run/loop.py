@@ -15,11 +15,11 @@ import asyncio
 import dataclasses
 import sys
 import time
-from typing import Any
+from typing import Any, Literal
 
 from rlmkit import events as ev
 from rlmkit.concurrency.threads import in_thread
-from rlmkit.errors import BudgetExceeded, LMError, MaxIterationsError, RunError
+from rlmkit.errors import BudgetExceeded, LMError, MaxIterationsError, RunCancelled, RunError
 from rlmkit.models.contract import Completion
 from rlmkit.prompting import (
     ANSWER_ACCEPTED,
@@ -113,6 +113,8 @@ async def run_loop(
         ]
         new_messages, keep, progress, hold = list(messages), 0, Progress(), AnswerHold()
         for index in range(settings.max_iterations + 1):
+            if tree.control is not None:  # the caller asked to stop: between turns, never inside one
+                tree.control.check_stop()
             # the one extra "answer now" turn, or earlier when the model keeps repeating itself
             last = index == settings.max_iterations or progress.force_answer
             turn = await _turn(state, sandbox, messages, new_messages, keep, index, last, progress, hold)
@@ -132,11 +134,7 @@ async def run_loop(
             new_messages = messages[keep:]
     except RunError as exc:
         exc.trajectory = traj
-        traj.status = (
-            "budget_exceeded"
-            if isinstance(exc, BudgetExceeded)
-            else ("max_iterations" if isinstance(exc, MaxIterationsError) else "error")
-        )
+        traj.status = _status_of(exc)
         traj.error, traj.error_type = str(exc), type(exc).__name__
         raise
     except LMError as exc:
@@ -159,6 +157,14 @@ async def run_loop(
         ev.emit(ev.RunFinished(traj, sys.exc_info()[1]))
         if interrupted and sys.exc_info()[1] is None:
             raise asyncio.CancelledError  # cancelled while it ended: the caller's cancel stands
+
+
+def _status_of(exc: RunError) -> Literal["budget_exceeded", "max_iterations", "cancelled", "error"]:
+    if isinstance(exc, BudgetExceeded):
+        return "budget_exceeded"
+    if isinstance(exc, MaxIterationsError):
+        return "max_iterations"
+    return "cancelled" if isinstance(exc, RunCancelled) else "error"
 
 
 async def _log_start(state: RunState) -> None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlmkit.errors import ConfigError, McpServerError, install_hint
+from rlmkit.run.tool_schema import check_arguments, signature
 
 CONNECT_TIMEOUT_S = 60.0  # a server that starts (a Python process importing its SDK) and lists its tools
 
@@ -40,33 +41,10 @@ class McpTool:
 
     def arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """The call's arguments as the schema names them, checked against it (``ValueError``)."""
-        import jsonschema
-
-        names = list(self.schema.get("properties", {}))
-        if len(args) > len(names):
-            raise ValueError(
-                f"{self.name}() takes at most {len(names)} positional arguments ({args!r} given)"
-            )
-        given = dict(zip(names, args))
-        if both := sorted(set(given) & set(kwargs)):
-            raise ValueError(f"{self.name}() got {both} both by position and by name")
-        arguments = {**given, **kwargs}
-        errors = sorted(jsonschema.Draft202012Validator(self.schema).iter_errors(arguments), key=str)
-        if errors:
-            where = lambda e: "/".join(map(str, e.absolute_path)) or "arguments"  # noqa: E731
-            problems = "; ".join(f"{where(e)}: {e.message}" for e in errors[:3])
-            raise ValueError(
-                f"{self.name}(): arguments do not match the tool's input schema ({problems}); "
-                f"expected {self.signature()}"
-            )
-        return arguments
+        return check_arguments(self.name, self.schema, args, kwargs)
 
     def signature(self) -> str:
-        props, required = self.schema.get("properties", {}), set(self.schema.get("required", ()))
-        shown = [
-            f"{n}: {p.get('type', 'any')}" + ("" if n in required else " = ...") for n, p in props.items()
-        ]
-        return f"{self.name}({', '.join(shown)})"
+        return signature(self.name, self.schema)
 
     def doc(self) -> str:
         text = " ".join(self.description.split()) or "a tool."

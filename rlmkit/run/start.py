@@ -15,11 +15,12 @@ import asyncio
 from typing import Any
 
 import rlmkit
-from rlmkit.errors import RunError
+from rlmkit.errors import ConfigError, RunError
 from rlmkit.models.contract import Model
 from rlmkit.prompting import FUNCTION_DOCS
 from rlmkit.run import mcp_tools
 from rlmkit.run.call_tree import Tree
+from rlmkit.run.client_tools import RunControl
 from rlmkit.run.hooks import CallHooks, PlainCall
 from rlmkit.run.inputs import RunInputs
 from rlmkit.run.loop import run_loop
@@ -40,12 +41,15 @@ async def run_tree(
     rollout_id: int | None = None,
     interpreter: Any = None,
     hooks: CallHooks | None = None,
+    control: RunControl | None = None,
 ) -> tuple[dict[str, Any], Trajectory]:
     """Run ``spec`` inside ``tree`` (a new tree for a top-level call); each ``rlm_query`` child runs
     from ``spec.child()`` in the same tree. ``interpreter``: a DSPy interpreter (or factory) for this
     call's cells, in place of ``spec.interpreter_factory``. ``hooks``: what the caller decides (where
     the REPL comes from, the budget, the task message's notes, the inputs' descriptions); a session
-    call passes its own (``rlmkit.session.call.SessionCall``), else the call is a ``PlainCall``."""
+    call passes its own (``rlmkit.session.call.SessionCall``), else the call is a ``PlainCall``.
+    ``control``: the caller's hold on a top-level call (``client_tools.RunControl``): the client's
+    tools, which become REPL functions, and the request to stop between turns."""
     factory = interpreter or spec.interpreter_factory
     # a factory's interpreter is made (and checked) first, as dspy.RLM does; if the run fails
     # before its sandbox exists, it is shut down here, else the sandbox shuts it down
@@ -58,7 +62,11 @@ async def run_tree(
         hooks = PlainCall(launch)
     try:
         resolved = spec.resolved()  # models resolved once, here
-        state = _run_state(resolved, inputs, tree, parent_id, task, rollout_id, factory, hooks)
+        if control is not None and tree is None:
+            _check_client_tools(control, reserved_names(resolved))
+        state = _run_state(resolved, inputs, tree, parent_id, task, rollout_id, factory, hooks, control)
+        if control is not None and tree is None:
+            control.trajectory = state.trajectory  # what it has finished, readable while it runs
     except BaseException:
         if made is not None:
             made.shutdown()
@@ -75,9 +83,8 @@ async def run_tree(
     # a top-level call with MCP servers: their tools are listed before the system prompt names
     # them, every run of the tree calls them over the same connections, closed when it ends
     try:
-        connections, state.tree.mcp_tools = await mcp_tools.connect(
-            resolved.mcp_servers, reserved_names(resolved)
-        )
+        taken = reserved_names(resolved) | set(control.tools if control is not None else ())
+        connections, state.tree.mcp_tools = await mcp_tools.connect(resolved.mcp_servers, taken)
     except BaseException as exc:
         if made is not None:  # no sandbox was made to shut it down
             made.shutdown()
@@ -100,6 +107,16 @@ def reserved_names(spec: RunSpec[Model]) -> set[str]:
     return own | set(FUNCTION_DOCS) | {"SUBMIT", "FINAL", "FINAL_VAR"}
 
 
+def _check_client_tools(control: RunControl, taken: set[str]) -> None:
+    """A client tool may not shadow what the REPL already has: ``ConfigError`` before any request."""
+    clash = sorted(set(control.tools) & taken)
+    if clash:
+        raise ConfigError(
+            f"client tool {clash[0]!r} cannot be a REPL function: the name is one of the RLM's own "
+            "(an input, a sub-call, a tool or a helper)"
+        )
+
+
 def _run_state(
     spec: RunSpec[Model],
     inputs: RunInputs,
@@ -109,6 +126,7 @@ def _run_state(
     rollout_id: int | None,
     factory: Any,
     hooks: CallHooks,
+    control: RunControl | None = None,
 ) -> RunState:
     settings = spec.settings
     if tree is None:
@@ -118,6 +136,7 @@ def _run_state(
             semaphore=asyncio.Semaphore(settings.max_concurrency),
             log=TrajectoryLog(spec.log_dir) if spec.log_dir is not None else None,
             rollout_id=rollout_id,
+            control=control,
         )
     # big text's sha256: off the critical path (a session hashes each input once)
     described, hash_inputs = hooks.describe_inputs(inputs.variables)

@@ -5,7 +5,8 @@ talks to its worker from that loop and awaits it in place; a sandbox that runs c
 thread calls it plainly, which hands the coroutine to the loop (``run_coroutine_threadsafe``)
 and waits. Either way all model calls of a whole tree share one loop and one Budget; a batched call is an
 ``asyncio.gather`` there, at most ``max_concurrency`` items of the tree at once (each LM's
-own limit caps its requests in flight, process-wide). An MCP server's tools (``mcp_tools.py``) are
+own limit caps its requests in flight, process-wide). An MCP server's tools (``mcp_tools.py``) and
+the client's function tools (``client_tools.py``: the call waits for the caller's result) are
 dispatched the same way, each call counted by the budget. Every call becomes a ``SubCall`` node in the
 current code block of the trajectory (child RLMs nest their whole trajectory).
 """
@@ -20,11 +21,13 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from rlmkit import events as ev
-from rlmkit.errors import BudgetExceeded, LMError, RunError
+from rlmkit.errors import BudgetExceeded, LMError, RunError, ToolResultTimeout
 from rlmkit.prompting import FUNCTION_DOCS, TYPED_CALL_REPAIR
+from rlmkit.run.client_tools import ClientTool, PendingToolCall
 from rlmkit.run.mcp_tools import McpTool, reply_text
 from rlmkit.run.model_call import call_model
 from rlmkit.run.state import RunState
+from rlmkit.run.tool_schema import check_arguments
 from rlmkit.run.typed_subcalls import TypedSubcall
 from rlmkit.sandbox.base import AsyncHostFunction
 from rlmkit.trajectory import Message, SubCall, Trajectory, bounded
@@ -292,6 +295,57 @@ class SubcallHost:
 
         return self._on_loop(call)
 
+    # -- the client's tools -------------------------------------------------------------
+    async def _client_call(self, tool: ClientTool, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """One call of a client tool: its arguments checked against the tool's schema (a
+        ``ValueError`` in the REPL, nothing sent, nothing counted), then counted as a call of the
+        budget and handed to the caller; the cell waits for the client's result, at most until the
+        run's deadline or the control's ``result_timeout_s``."""
+        control = self.run.tree.control
+        assert control is not None  # only a tree with a control has client tools
+        limit = self.settings.display.trajectory_chars
+        shown = {**({"args": list(args)} if args else {}), **kwargs}
+        node = SubCall(
+            kind="client_tool",
+            name=tool.name,
+            model="client",
+            depth=self.run.depth + 1,
+            prompt=bounded(json.dumps(shown, default=str), limit),
+        )
+        with self._recorded(node):
+            try:
+                arguments = check_arguments(tool.name, tool.schema, args, kwargs)
+                node.prompt = bounded(json.dumps(arguments, default=str), limit)
+                spending = self.run.tree.spending
+                spending.reserve()
+                deadline, patience = spending.remaining_seconds(), control.result_timeout_s
+                call = PendingToolCall(control.call_id(node.id), tool.name, arguments)
+                try:
+                    result = await control.call(
+                        call, patience if deadline is None else min(deadline, patience)
+                    )
+                except TimeoutError:
+                    if deadline is not None and deadline <= patience:
+                        raise spending.past_deadline() from None
+                    raise ToolResultTimeout(
+                        f"client tool {tool.name} got no result in {control.result_timeout_s:g} s"
+                    ) from None
+                node.reply = bounded(reply_text(result), limit)
+                return result
+            except Exception as exc:
+                node.error = f"{type(exc).__name__}: {exc}"
+                raise
+
+    def _client_function(self, tool: ClientTool) -> AsyncHostFunction:
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return await self._client_call(tool, args, kwargs)
+
+        return self._on_loop(call)
+
+    def _client_tools(self) -> dict[str, ClientTool]:
+        control = self.run.tree.control
+        return control.tools if control is not None else {}
+
     # -- what the REPL gets ------------------------------------------------------------
     def functions(self) -> tuple[dict[str, Callable[..., Any]], str]:
         """Host functions by name, and the prelude that dresses typed calls with ``.batched``."""
@@ -309,6 +363,8 @@ class SubcallHost:
             functions[name] = self._tool_function(name, fn)
         for name, tool in self.run.tree.mcp_tools.items():
             functions[name] = self._mcp_function(tool)
+        for name, client_tool in self._client_tools().items():
+            functions[name] = self._client_function(client_tool)
         return functions, "\n".join(prelude)
 
     def docs(self, sub_chars: int) -> list[str]:
@@ -318,6 +374,7 @@ class SubcallHost:
             doc = (fn.__doc__ or "").strip().splitlines()
             lines.append(f"{name}{_signature_of(fn)}: {doc[0] if doc else 'a tool.'}")
         lines += [tool.doc() for tool in self.run.tree.mcp_tools.values()]
+        lines += [tool.doc() for tool in self._client_tools().values()]
         return lines
 
 

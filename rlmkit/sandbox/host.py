@@ -45,6 +45,15 @@ def max_frame(limits: SandboxLimits) -> int:
     return max(MAX_VALUE_BYTES, 8 * limits.max_output_chars + (1 << 20))
 
 
+class _RunEnded(Exception):  # noqa: N818 - a carrier, never seen outside this module
+    """A host function ended the run (a ``RunError``, or an interrupt of the host) and the cell then
+    ran to its end: the worker is in a sane state, so it is kept (its variables with it)."""
+
+    def __init__(self, error: BaseException):
+        super().__init__(str(error))
+        self.error = error
+
+
 @dataclass(frozen=True)
 class Relaunch:
     """What a host does after each (re)launch of its worker. ``restore(host)`` runs once the
@@ -280,6 +289,8 @@ class WorkerHost(Sandbox):
             self._begin_cell()
             try:
                 return self._drive(self._cell(code, after))
+            except _RunEnded as ended:  # the cell is over and the worker whole: it stays, variables kept
+                raise ended.error from None
             except BaseException:
                 self.close()  # the pipe is mid-conversation: nothing sane can follow
                 raise
@@ -300,6 +311,8 @@ class WorkerHost(Sandbox):
             self._begin_cell()
             try:
                 return await self._adrive(self._cell(code, after))
+            except _RunEnded as ended:
+                raise ended.error from None
             except BaseException:
                 self.close()
                 raise
@@ -408,7 +421,7 @@ class WorkerHost(Sandbox):
                 break
         result.duration_s = time.monotonic() - t_start
         if fatal is not None:
-            raise fatal
+            raise _RunEnded(fatal)
         return result
 
     def _dispatch(self, msg: tuple, result: CellResult) -> Generator:

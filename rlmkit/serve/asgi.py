@@ -74,6 +74,7 @@ def app(
             yield
         finally:
             reaper.cancel()
+            await state.background.close()  # cancelled between turns, each response kept as it ended
             if loading is not None and not loading.done():
                 loading.cancel()  # the thread finishes its load; nothing is served from it
             await state.sessions.close_all()  # each has checkpointed after its last call already

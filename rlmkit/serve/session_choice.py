@@ -1,10 +1,11 @@
 """Which session a request runs in: the one rule, read by the app's routes and by the replicas'
 front door (which must send a session's calls to the replica holding its REPL).
 
-A request names its session in three ways, read here and nowhere else: the ``session`` field of
-its body (``extra_body``), the ``X-RLMKit-Session`` header, or ``previous_response_id`` (a
+A request names its session in four ways, read here and nowhere else: the ``session`` field of
+its body (``extra_body``), the ``X-RLMKit-Session`` header, ``previous_response_id`` (a
 Responses follow-up runs in the session of the response it continues; a ``compaction`` item in
-its ``input`` stands for the compacted response's id). A Responses call that
+its ``input`` stands for the compacted response's id), or the results it gives of a paused run's
+tool calls (each call's id names the session whose run waits on it). A Responses call that
 names none may open a fresh one (``X-RLMKit-Open-Session``: the id the front door minted for it).
 """
 
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from rlmkit.serve.errors import bad_request
+from rlmkit.serve.tool_results import ToolResults, tool_results
 
 SESSION_HEADER = "x-rlmkit-session"  # the session a call runs in, for clients that cannot send a body field
 OPEN_SESSION_HEADER = "x-rlmkit-open-session"  # the id a session a request opens takes (replicas)
@@ -27,6 +29,7 @@ class SessionAsk:
     session: str | None = None  # the body's ``session``, else the header's
     previous_response_id: str | None = None
     open_as: str | None = None  # the id a session opened for it takes (None: a new id)
+    tool_results: ToolResults | None = None  # the client's results of a paused run's tool calls
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,9 @@ def read_ask(body: Mapping[str, Any], headers: Mapping[str, str]) -> SessionAsk:
         previous = _compacted(body.get("input"))
     if previous is not None and session is not None:
         raise bad_request("give 'previous_response_id' or 'session', not both", param="session")
-    return SessionAsk(session or headers.get(SESSION_HEADER), previous, headers.get(OPEN_SESSION_HEADER))
+    return SessionAsk(
+        session or headers.get(SESSION_HEADER), previous, headers.get(OPEN_SESSION_HEADER), tool_results(body)
+    )
 
 
 def _compacted(items: Any) -> str | None:
@@ -74,9 +79,11 @@ def choose_session(ask: SessionAsk, *, previous_session: str | None, may_open: b
     ``previous_response_id`` ran in (the caller looks it up: the app in the responses it keeps,
     the front door in the id); ``may_open``: whether a call naming none opens one (a stored
     Responses call of an RLM). A follow-up goes before the header: the response says where its
-    REPL is."""
+    REPL is; then tool results: their call ids say which session's run waits on them."""
     if ask.previous_response_id is not None:
         return SessionChoice("continued", previous_session)
+    if ask.tool_results is not None and ask.tool_results.session_id is not None:
+        return SessionChoice("named", ask.tool_results.session_id)
     if ask.session:
         return SessionChoice("named", ask.session)
     if may_open:

@@ -44,13 +44,20 @@ class Sessions:
         self.evictable: set[str] = set()  # ended to make room even without a directory
         self._lock = asyncio.Lock()
 
+    def busy(self, session_id: str) -> bool:
+        """In a call, or holding a started run not over (paused at a client tool, or in the
+        background): never ended as idle, nor to make room."""
+        session = self.live.get(session_id)
+        started = session.run if session is not None else None
+        return session_id in self.in_call or (started is not None and not started.done)
+
     async def _room(self) -> None:
         """Room for one more live session. With a directory, the least recently used idle session
         is ended to make it (saved, it comes back when named again); without one, the least
         recently used idle evictable session (a stored response's); else at the cap it is a 429."""
         if len(self.live) < self.max_live:
             return
-        idle = [sid for sid in self.live if sid not in self.in_call]
+        idle = [sid for sid in self.live if not self.busy(sid)]
         if self.directory is None:  # ended, it is gone: only a session opened as evictable may go
             idle = [sid for sid in idle if sid in self.evictable]
         if idle:
@@ -113,7 +120,7 @@ class Sessions:
     def _behind_store(self, session: Session) -> bool:
         """True when the directory holds later calls than this live copy: replicas share the
         directory, and a call of this session ran on another one (this one was out of reach)."""
-        if self.directory is None or session.id in self.in_call:
+        if self.directory is None or self.busy(session.id):
             return False
         return store.calls_saved(self.directory / session.id) > session.calls
 
@@ -163,7 +170,7 @@ class Sessions:
         idle = [
             sid
             for sid, used in self.last_used.items()
-            if now - used > self.idle_timeout and sid not in self.in_call
+            if now - used > self.idle_timeout and not self.busy(sid)
         ]
         for sid in idle:
             session = self.live.pop(sid, None)

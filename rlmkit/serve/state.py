@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from fastapi import Request
 
 from rlmkit.serve.admission import Admission
+from rlmkit.serve.openai.background import DEFAULT_RUNNING, DEFAULT_WAITING, BackgroundResponses
 from rlmkit.serve.openai.stored import MAX_STORED, StoredResponses
 from rlmkit.serve.operations import Metrics, Readiness
 from rlmkit.serve.program import Program
@@ -29,6 +30,8 @@ class ServeOptions:
     session_idle_timeout: float | None = 900.0
     max_sessions: int = 64
     max_stored_responses: int = MAX_STORED
+    background_runs: int = DEFAULT_RUNNING  # background responses running at once
+    background_queue: int = DEFAULT_WAITING  # background responses waiting for one of them
 
 
 @dataclass
@@ -39,6 +42,7 @@ class ServeState:
     readiness: Readiness
     metrics: Metrics
     kept: StoredResponses
+    background: BackgroundResponses
     served: dict[str, Program] = field(default_factory=dict)
 
     @classmethod
@@ -53,7 +57,8 @@ class ServeState:
         readiness = Readiness()
         metrics = Metrics(admission, sessions, readiness)
         kept = StoredResponses(options.max_stored_responses)
-        return cls(options, admission, sessions, readiness, metrics, kept)
+        background = BackgroundResponses(options.background_runs, options.background_queue)
+        return cls(options, admission, sessions, readiness, metrics, kept, background)
 
     def serve(self, program: Program) -> None:
         self.served["program"], self.sessions.rlm = program, program.rlm

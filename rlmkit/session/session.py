@@ -16,16 +16,22 @@ while idle comes back with them at the next call, which says so in its trajector
 
 One call at a time: a call made while another runs raises ``SessionBusyError`` at once (it
 never queues behind it; nothing is sent).
+
+``s.start(question=..., tools=[...])`` starts a call on a task of its own and returns its handle
+(``rlmkit.session.runs.SessionRun``): a call that pauses when the model's code calls one of the
+client's tools and goes on in the same live REPL when ``s.resume(call_id, output)`` gives the
+result; that can run in the background, polled and cancelled between turns.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,16 +43,21 @@ from rlmkit.concurrency.threads import in_thread
 from rlmkit.errors import SessionBusyError, SessionClosedError, UserError
 from rlmkit.model_choice import window_tokens_of
 from rlmkit.observe.streaming import stream_run
+from rlmkit.run.client_tools import DEFAULT_RESULT_TIMEOUT_S, ClientTool, PendingToolCall, RunControl
 from rlmkit.run.entry import CallOptions, call_sync
 from rlmkit.run.inputs import RunInputs, check_known, load_input
 from rlmkit.run.spec import RunSpec
 from rlmkit.run.start import run_tree
 from rlmkit.session import compaction, store
 from rlmkit.session.call import PICKLER_DIR, SessionCall, checkpoint_now, worker_sandbox
+from rlmkit.session.runs import RunSlots, SessionRun
 from rlmkit.signature import signature_text
 from rlmkit.trajectory import bounded
 
-RESTORE_TIMEOUT_S = 300.0  # unpickling a large checkpoint in a fresh worker
+RESTORE_TIMEOUT_S = 300.0
+CALL_ID = re.compile(
+    r"^call_([0-9a-f]{32})_[0-9a-f]{12}$"
+)  # a started run's tool call: its session  # unpickling a large checkpoint in a fresh worker
 
 
 class Session:
@@ -109,6 +120,7 @@ class Session:
         self._idle_stopping = False
         self._idle: threading.Timer | None = None
         self.closed = False
+        self.run: SessionRun | None = None  # the last started run (``start``), over or not
 
     # -- inputs ------------------------------------------------------------------------
     def _history_fields(self) -> list[str]:
@@ -138,6 +150,46 @@ class Session:
         return call_sync(self.acall, **inputs)
 
     async def acall(self, **inputs: Any) -> dspy.Prediction:
+        if self.run is not None and not self.run.done:
+            raise SessionBusyError("a session runs one call at a time; a started run is not over")
+        return await self._call(inputs, None)
+
+    def start(
+        self,
+        *,
+        tools: Sequence[ClientTool | Mapping[str, Any]] = (),
+        tool_result_timeout: float = DEFAULT_RESULT_TIMEOUT_S,
+        slots: RunSlots | None = None,
+        **inputs: Any,
+    ) -> SessionRun:
+        """Start a call that lives on its own task, and return its handle (``SessionRun``): it
+        pauses at each call of a client tool (``tools``: OpenAI function definitions, which become
+        REPL functions) until ``resume``, can be cancelled between turns, and goes on when nobody
+        awaits it. ``slots``: a limit it shares with other runs (it stays ``queued`` until one is
+        free). Call it from a coroutine: the run goes on that loop. A bad tool is a ``ConfigError``
+        here, before anything runs."""
+        if self.closed:
+            raise SessionClosedError("this session is closed")
+        if self.run is not None and not self.run.done:
+            raise SessionBusyError("a session runs one call at a time; a started run is not over")
+        control = RunControl(tools, result_timeout_s=tool_result_timeout, call_prefix=f"{self.id}_")
+        self.run = SessionRun(lambda: self._call(dict(inputs), control), control, slots)
+        return self.run
+
+    @staticmethod
+    def of_call(call_id: str) -> str | None:
+        """The id of the session whose started run made tool call ``call_id`` (None: no session's)."""
+        found = CALL_ID.match(call_id)
+        return found.group(1) if found else None
+
+    async def resume(self, call_id: str, output: Any) -> dspy.Prediction | PendingToolCall:
+        """The client's result of the started run's tool call ``call_id``; then, as
+        ``SessionRun.next``, the run's answer or its next tool call."""
+        if self.run is None:
+            raise UserError("this session has no started run to resume")
+        return await self.run.resume(call_id, output)
+
+    async def _call(self, inputs: dict[str, Any], control: RunControl | None) -> dspy.Prediction:
         options = CallOptions.pop(inputs)
         if self.closed:
             raise SessionClosedError("this session is closed")
@@ -158,7 +210,7 @@ class Session:
             checked = RunInputs.check(self.rlm.signature, loaded, self.rlm.settings.display, loaded=True)
             spec = self.rlm.run_spec().resolved()  # once: the task message and the run read the same
             call = self._begin_call(spec, checked, show_history=not history_fields, asked=tuple(given))
-            run = self._run(spec, call, checked, given, history_fields, options)
+            run = self._run(spec, call, checked, given, history_fields, options, control)
             return await self.rlm.prediction(run, merged)  # the way out of a plain call, too
         finally:
             self._busy.release()
@@ -172,6 +224,7 @@ class Session:
         given: dict[str, Any],
         history_fields: list[str],
         options: CallOptions,
+        control: RunControl | None = None,
     ) -> tuple[dict[str, Any], Any]:
         """One call's run in the session's worker, and what the session keeps of it (counts,
         history, the checkpoint), whether it answered or not. Its tree charges the session's
@@ -180,7 +233,12 @@ class Session:
         self.spending.start()
         try:
             outputs, trajectory = await run_tree(
-                spec, checked, hooks=call, task=options.task, rollout_id=options.rollout_id
+                spec,
+                checked,
+                hooks=call,
+                task=options.task,
+                rollout_id=options.rollout_id,
+                control=control,
             )
         except asyncio.CancelledError:
             self._pending_restore = "interrupted"

@@ -37,14 +37,16 @@ def usage_of(usage: Usage) -> dict[str, Any]:
 def completion(
     cid: str,
     model: str,
-    content: str,
+    content: str | None,
     reasoning: str,
     usage: Usage,
     created: int | None = None,
     metadata: dict[str, str] | None = None,
+    tool_calls: list[dict[str, Any]] | None = None,
 ) -> ChatCompletion:
-    """A whole completion; ``metadata``: what the server says of the call beside the answer (an
-    extra field, as ``cost`` in the usage is)."""
+    """A whole completion: the answer, or (``tool_calls``) the client's tool calls the run waits
+    on; ``metadata``: what the server says of the call beside the answer (an extra field, as
+    ``cost`` in the usage is)."""
     # refusal and logprobs are null, never absent: the schema requires both (an RLM refuses
     # nothing by a separate channel, and its answer is not one model's tokens)
     message: dict[str, Any] = {
@@ -54,13 +56,16 @@ def completion(
         "annotations": [],
         "reasoning_content": reasoning,
     }
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    finish = "tool_calls" if tool_calls else "stop"
     return ChatCompletion.model_validate(
         {
             "id": cid,
             "object": "chat.completion",
             "created": created or int(time.time()),
             "model": model,
-            "choices": [{"index": 0, "message": message, "finish_reason": "stop", "logprobs": None}],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
             "usage": usage_of(usage),
             **({"metadata": metadata} if metadata else {}),
         }

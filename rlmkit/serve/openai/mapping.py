@@ -30,11 +30,13 @@ import pydantic
 from openai.types.chat.completion_create_params import CompletionCreateParamsBase
 from pydantic_core import to_jsonable_python
 
+from rlmkit.run.client_tools import ClientTool
 from rlmkit.serve.errors import APIError, bad_request
+from rlmkit.serve.openai.client_tools import check_tool_choice, parse_tools
 from rlmkit.serve.openai.images import image_field, image_url, image_value
-from rlmkit.serve.openai.tools import ClientTool, check_tool_choice, parse_tools
 from rlmkit.serve.program import Program
 from rlmkit.serve.session_choice import SessionAsk, read_ask
+from rlmkit.serve.tool_results import ToolResults
 
 # The fields a client may send: OpenAI's own (from the SDK's types, so a new one is known as
 # soon as the SDK is), and ours, sent in extra_body.
@@ -54,11 +56,17 @@ class ChatRequest:
     include_usage: bool = False
     inputs: dict[str, Any] = field(default_factory=dict)
     ask: SessionAsk = SessionAsk()  # the session it names (``session_choice.read_ask``)
-    tools: tuple[ClientTool, ...] = ()  # the client's function tools, checked
     images: list[str] = field(default_factory=list)  # the URLs of the messages' image parts
     budget: dict[str, float] = field(default_factory=dict)
     json_output: bool = False
     schema_fields: set[str] | None = None
+    tools: tuple[ClientTool, ...] = ()  # the client's function tools: REPL functions of the run
+
+    @property
+    def tool_results(self) -> ToolResults | None:
+        """The client's results of a paused run's tool calls (those of one of this server's sessions)."""
+        results = self.ask.tool_results
+        return results if results is not None and results.session_id is not None else None
 
 
 def check_fields(body: Any, known: frozenset[str]) -> None:
@@ -82,8 +90,8 @@ def parse_request(body: Any, headers: Mapping[str, str] = EMPTY) -> ChatRequest:
     if body.get("n") not in (None, 1):
         raise bad_request("only n=1 is supported: a run gives one answer", param="n")
     if body.get("functions"):
-        raise bad_request("'functions' is retired: send function tools in 'tools'", param="functions")
-    tools = parse_tools(body.get("tools"), "chat")
+        raise bad_request("'functions' is the old form of 'tools': send function tools", param="functions")
+    tools = parse_tools(body.get("tools"))
     check_tool_choice(body.get("tool_choice"), tools)
     inputs = body.get("inputs") or {}
     if not isinstance(inputs, dict):

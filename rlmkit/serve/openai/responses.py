@@ -36,14 +36,18 @@ from openai.types.responses import (
 from sse_starlette import ServerSentEvent
 
 from rlmkit import events as ev
+from rlmkit.errors import RunCancelled
+from rlmkit.run.client_tools import PendingToolCall
 from rlmkit.serve import reasoning
 from rlmkit.serve.errors import APIError, from_exception
 from rlmkit.serve.openai.chat import Call
 from rlmkit.serve.openai.chat_chunks import dump
+from rlmkit.serve.openai.client_tools import function_call_item
 from rlmkit.serve.openai.images import unread_note
 from rlmkit.serve.openai.mapping import content_of
 from rlmkit.serve.openai.responses_request import ResponsesRequest
 from rlmkit.serve.openai.stored import response_id
+from rlmkit.session.runs import SessionRun
 from rlmkit.trajectory import Usage
 
 
@@ -84,8 +88,9 @@ class ResponsesCall:
                 "previous_response_id": request.previous_response_id,
                 "store": request.store,
                 "text": {"format": text_format},
-                "tool_choice": "none",
-                "tools": [],
+                "tool_choice": "auto" if request.tools else "none",
+                "tools": request.tool_definitions,
+                "background": request.background,
                 "usage": usage_of(usage) if status != "in_progress" else None,
                 # what held for this run: the root model's sampling, no truncation (a session
                 # compacts its history, never the input), no caps of the API's own, no reasoning
@@ -96,7 +101,6 @@ class ResponsesCall:
                 "max_output_tokens": None,
                 "max_tool_calls": None,
                 "reasoning": {"effort": None, "summary": None},
-                "background": False,
                 "service_tier": "default",
                 "prompt_cache_key": request.prompt_cache_key,
                 "safety_identifier": request.safety_identifier,
@@ -110,6 +114,30 @@ class ResponsesCall:
         output.append(output_item("message", content_of(self.call.program, self.call.request, prediction)))
         body = self.response(output).model_dump(mode="json", exclude_unset=True)
         return json.dumps(body), body
+
+    def outcome_body(self, run: SessionRun, outcome: object) -> dict[str, Any]:
+        """The response of a started run (client tools, background) at ``outcome``: its answer;
+        the tool call it waits on (a ``function_call`` item; the response is completed, as the
+        Responses API has it); or the error it ended with (``cancelled``, or ``failed`` with the
+        error). Its reasoning items and usage: what the run did since its previous response."""
+        trajectory = run.trajectory
+        told, self.call.record.usage = run.news()
+        turns = reasoning.reasoning_turns(trajectory) if trajectory is not None else []
+        output = [output_item("reasoning", text) for text in turns[told:]]
+        if trajectory is not None:
+            self.call.record.run_ids.append(trajectory.meta.run_id)
+        status, error = "completed", None
+        if isinstance(outcome, PendingToolCall):
+            output.append(function_call_item(outcome))
+        elif isinstance(outcome, RunCancelled):
+            status = "cancelled"
+        elif isinstance(outcome, BaseException):
+            failure = from_exception(outcome)
+            self.call.record.status = failure.status
+            status, error = "failed", _response_error(failure)
+        else:
+            output.append(output_item("message", content_of(self.call.program, self.call.request, outcome)))
+        return self.response(output, status, error).model_dump(mode="json", exclude_unset=True)
 
     def _event(self, kind: type[pydantic.BaseModel], **fields: Any) -> bytes:
         """One server-sent event of the SDK's type ``kind``, checked by it, numbered, and named by

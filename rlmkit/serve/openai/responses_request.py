@@ -6,6 +6,9 @@ completion (``mapping.py``):
     text.format (json_object, json_schema) -> as response_format (json_schema: the output fields)
     extra_body inputs / budget / session -> as in chat completions
     previous_response_id                 -> the session it continues (``session_choice.py``)
+    tools (function tools)               -> REPL functions whose call pauses the run (``client_tools.py``)
+    function_call_output items           -> the results that resume the paused run
+    background                           -> the run goes on by itself (``background.py``)
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ from typing import Any
 
 from openai.types.responses.response_create_params import ResponseCreateParamsBase
 
+from rlmkit.run.client_tools import ClientTool
 from rlmkit.serve.errors import bad_request
+from rlmkit.serve.openai.client_tools import check_tool_choice, parse_tools
 from rlmkit.serve.openai.images import image_url
 from rlmkit.serve.openai.mapping import EMPTY, ChatRequest, check_fields, parse_request
-from rlmkit.serve.openai.tools import check_tool_choice, parse_tools
 from rlmkit.serve.session_choice import read_ask
+from rlmkit.serve.tool_results import ToolResults
 
 OPENAI_FIELDS = frozenset(ResponseCreateParamsBase.__annotations__) | {"stream"}
 RLMKIT_FIELDS = frozenset({"inputs", "session", "budget"})
@@ -36,6 +41,19 @@ class ResponsesRequest:
     metadata: dict[str, str] = dataclasses.field(default_factory=dict)
     prompt_cache_key: str | None = None  # the client's identifiers, said back as given
     safety_identifier: str | None = None
+    tools: tuple[ClientTool, ...] = ()  # the client's function tools: REPL functions of the run
+    tool_definitions: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # as sent
+    background: bool = False
+
+    @property
+    def tool_results(self) -> ToolResults | None:
+        """The client's results of a paused run's tool calls (those of one of this server's sessions)."""
+        return self.chat.tool_results
+
+    @property
+    def starts_a_run(self) -> bool:
+        """Whether the call runs as a started session run (it may pause, or go on by itself)."""
+        return bool(self.tools) or self.background or self.tool_results is not None
 
     @property
     def previous_response_id(self) -> str | None:
@@ -45,11 +63,17 @@ class ResponsesRequest:
 def parse(body: Any, headers: Mapping[str, str] = EMPTY) -> ResponsesRequest:
     """Check a decoded body field by field (400 naming the field that is wrong)."""
     check_fields(body, OPENAI_FIELDS | RLMKIT_FIELDS)
-    tools = parse_tools(body.get("tools"), "responses")
+    tools = parse_tools(body.get("tools"))
     check_tool_choice(body.get("tool_choice"), tools)
-    store = body.get("store", True)
+    store, background = body.get("store", True), body.get("background") or False
     if not isinstance(store, bool):
         raise bad_request("'store' must be true or false", param="store")
+    if not isinstance(background, bool):
+        raise bad_request("'background' must be true or false", param="background")
+    if background and not store:
+        raise bad_request("a background response is stored: drop 'store: false'", param="store")
+    if background and body.get("stream"):
+        raise bad_request("a background response is polled, not streamed: drop 'stream'", param="stream")
     instructions, metadata = body.get("instructions"), body.get("metadata") or {}
     if instructions is not None and not isinstance(instructions, str):
         raise bad_request("'instructions' must be a string", param="instructions")
@@ -68,15 +92,26 @@ def parse(body: Any, headers: Mapping[str, str] = EMPTY) -> ResponsesRequest:
         chat_body["response_format"] = response_format
     chat = parse_request(chat_body)
     chat.ask, chat.tools = read_ask(body, headers), tools
-    if not messages:
-        if not chat.inputs:
-            raise bad_request("'input' is required (or the program's inputs in 'inputs')", param="input")
-        chat.messages = []
     keys = {name: body.get(name) for name in ("prompt_cache_key", "safety_identifier")}
     for name, value in keys.items():
         if value is not None and not isinstance(value, str):
             raise bad_request(f"'{name}' must be a string", param=name)
-    return ResponsesRequest(chat, store, instructions, metadata, **keys)
+    asked = ResponsesRequest(
+        chat,
+        store,
+        instructions,
+        metadata,
+        keys["prompt_cache_key"],
+        keys["safety_identifier"],
+        tools,
+        list(body.get("tools") or []),
+        background,
+    )
+    if not messages:
+        if not chat.inputs and asked.tool_results is None:
+            raise bad_request("'input' is required (or the program's inputs in 'inputs')", param="input")
+        chat.messages = []
+    return asked
 
 
 def _messages(value: Any) -> list[dict[str, Any]]:
@@ -90,8 +125,9 @@ def _messages(value: Any) -> list[dict[str, Any]]:
     messages = []
     for i, item in enumerate(value):
         kind = item.get("type", "message") if isinstance(item, dict) else None
-        if kind in ("reasoning", "compaction"):
-            continue  # an earlier response's reasoning, or the compacted conversation: in the REPL already
+        if kind in ("reasoning", "compaction", "function_call", "function_call_output"):
+            continue  # an earlier response's own items handed back (the REPL has them), the compacted
+            # conversation (in the REPL already), tool results (read by tool_results)
         role = ROLES.get(item.get("role")) if kind == "message" else None
         if role is None:
             raise bad_request(

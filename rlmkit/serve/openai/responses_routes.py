@@ -6,23 +6,20 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 
-from rlmkit.errors import ConfigError
 from rlmkit.serve.errors import APIError, bad_request
 from rlmkit.serve.http import openai_errors, read_json, unless_disconnected
-from rlmkit.serve.openai import responses_request
+from rlmkit.serve.openai import client_tools, responses_request
 from rlmkit.serve.openai.chat import Call, CallRecord
-from rlmkit.serve.openai.mapping import check_inputs, map_inputs, question_field_of
 from rlmkit.serve.openai.responses import ResponsesCall
-from rlmkit.serve.openai.responses_request import ResponsesRequest
 from rlmkit.serve.openai.routes import busy, known_model
+from rlmkit.serve.openai.session_entry import enter_session
 from rlmkit.serve.openai.stored import Stored, session_of
 from rlmkit.serve.openai.streaming import in_call, streamed
 from rlmkit.serve.program import Program
-from rlmkit.serve.session_choice import SessionChoice, choose_session
+from rlmkit.serve.session_choice import choose_session
 from rlmkit.serve.state import ServeState, loaded_program, serving
-from rlmkit.session import Session
 
 router = APIRouter()
 
@@ -41,13 +38,17 @@ async def create_response(
         previous_session=previous_session(state, asked.previous_response_id),
         may_open=asked.store and not asked.chat.budget and program.is_rlm,
     )
-    session, first = await enter_session(state, program, asked, choice)
+    session, first = await enter_session(state, program, asked.chat, choice)
     opened = session.id if first is not None and session is not None else None
     session_id = record.session_id = session.id if session is not None else None
     if session_id in state.sessions.in_call and opened is None:
         raise busy()
+    if asked.tool_results is not None:
+        first = {}  # the run waiting on them has its inputs: nothing is mapped again
     try:
         call = ResponsesCall(Call(program, asked.chat, record, session, first), asked)
+        if asked.starts_a_run:
+            return await started(request, state, call, opened)
     except BaseException:
         if opened is not None:  # its first call never ran: nothing to keep
             await state.sessions.delete(opened)
@@ -68,6 +69,46 @@ async def create_response(
         raise
     keep(body)
     return Response(text, media_type="application/json")
+
+
+async def started(request: Request, state: ServeState, call: ResponsesCall, opened: str | None) -> Response:
+    """A call that runs as a started session run: with client tools (it may pause at a call of
+    one, answered by a ``function_call`` item), resuming a paused one (the request gives tool
+    results), or in the background (answered at once, ``queued``)."""
+    asked, session = call.request, call.call.session
+    if session is None:
+        raise bad_request(
+            "client tools and background responses run in a session: they need a stored response "
+            "(no 'store: false', no 'budget') of a program that is an rlmkit.RLM with a worker sandbox",
+            param="background" if asked.background else "tools",
+        )
+    if asked.chat.stream:
+        raise bad_request("a response with client tools is not streamed: drop 'stream'", param="stream")
+    results = asked.tool_results
+    if results is not None:
+        run = client_tools.resume(session, results)
+    else:
+        if asked.background:
+            state.background.admit()
+        slots = state.background.slots if asked.background else None
+        run = client_tools.start(session, call.call.inputs, asked.tools, slots)
+    if asked.background:
+        body = call.response([], status="queued").model_dump(mode="json", exclude_unset=True)
+        state.kept.put(call.id, Stored(body, session.id))
+        state.background.watch(
+            call.id, run, lambda outcome: call.outcome_body(run, outcome), state.kept, session.id
+        )
+        return JSONResponse(body)
+    try:
+        async with state.admission.slot(), in_call(state.sessions, session.id):
+            outcome = await unless_disconnected(request, client_tools.step(run))
+    except BaseException:
+        if opened is not None and run.trajectory is None:  # it never began: nothing to keep
+            await state.sessions.delete(opened)
+        raise
+    body = call.outcome_body(run, outcome)
+    state.kept.put(call.id, Stored(body, session.id))
+    return JSONResponse(body)
 
 
 def previous_session(state: ServeState, previous: str | None) -> str | None:
@@ -94,44 +135,30 @@ def previous_session(state: ServeState, previous: str | None) -> str | None:
     return stored.session_id
 
 
-async def enter_session(
-    state: ServeState, program: Program, asked: ResponsesRequest, choice: SessionChoice
-) -> tuple[Session | None, dict[str, Any] | None]:
-    """The session ``choice`` names, and, when it is opened for this call, the call's inputs: a
-    fresh session holds every input of the call but its question, which the call is given."""
-    sessions = state.sessions
-    if choice.kind == "continued" and choice.session_id is not None:
-        try:
-            return await sessions.get(choice.session_id), None
-        except APIError as exc:
-            if exc.status != 404:  # e.g. the session cap: said as it is
-                raise
-            raise APIError(
-                404,
-                f"the REPL of response {asked.previous_response_id!r} has ended (idle past the timeout, "
-                "or ended to make room): start again without previous_response_id",
-                code="response_not_found",
-                param="previous_response_id",
-            ) from exc
-    if choice.kind == "named" and choice.session_id is not None:
-        return await sessions.get(choice.session_id), None
-    if choice.kind != "opened":
-        return None, None
-    question = question_field_of(program, check_inputs(program, asked.chat.inputs))
-    inputs = map_inputs(program, asked.chat)  # a request that cannot run opens nothing
-    try:
-        kept_inputs = {k: v for k, v in inputs.items() if k != question}
-        session = await sessions.open(kept_inputs, evictable=True, session_id=choice.session_id)
-    except ConfigError:  # a sandbox that holds no session: answered, and kept without a REPL
-        return None, None
-    return session, {k: v for k, v in inputs.items() if k == question}
-
-
 @router.get("/v1/responses/{response_id}")
 @openai_errors
 async def get_response(response_id: str, state: ServeState = Depends(serving)) -> dict[str, Any]:
     state.program()
-    return state.kept.get(response_id).body
+    return current(state, response_id)
+
+
+def current(state: ServeState, response_id: str) -> dict[str, Any]:
+    """A kept response as it is now: a background one still running says how far it is."""
+    body = state.kept.get(response_id).body
+    status = state.background.status(response_id)
+    return body if status is None else {**body, "status": status}
+
+
+@router.post("/v1/responses/{response_id}/cancel")
+@openai_errors
+async def cancel_response(response_id: str, state: ServeState = Depends(serving)) -> dict[str, Any]:
+    """Stop a background response's run between turns; the response, as it is now (``cancelled``
+    once the turn in flight has finished). One that is over is returned as it ended."""
+    state.program()
+    body = current(state, response_id)
+    if not state.background.cancel(response_id) and not body.get("background"):
+        raise bad_request("only a background response can be cancelled", param="response_id")
+    return current(state, response_id)
 
 
 @router.delete("/v1/responses/{response_id}")
