@@ -25,6 +25,7 @@ from programs.tasks.splits import DEV_SEEDS, SPLITS, split_for
 CORPUS = Path(__file__).parent / "corpus"
 HELD_OUT_SEEDS = DEV_SEEDS  # the first seed no training example is drawn from (programs.hints reads it)
 FORMS = ("number", "name", "sentence", "list")
+CORPORA = ("prose", "source")  # the corpus files under corpus/
 FAMILIES = ("prose", "source", "code_facts", "section_facts")  # the families built on these corpora
 # Words a sentence answer is not scored on: its key words are the rest.
 _STOP = frozenset(

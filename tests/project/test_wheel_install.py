@@ -68,7 +68,7 @@ PROBE = textwrap.dedent(
         "tuned_program": str(preset.SHIPPED_PROGRAM) if preset.shipped_program() else None,
         "model_parts": [str(p) for p in model_file.find_parts()],
         "corpora": {
-            name: len(real_text.corpus(name)["documents"]) for name in real_text.FAMILIES
+            name: len(real_text.corpus(name)["documents"]) for name in real_text.CORPORA
         },
         "viewer_page": len(render.render_page({"runs": [], "problems": []})),
         "editable_finders": [

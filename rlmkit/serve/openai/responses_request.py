@@ -42,7 +42,7 @@ class ResponsesRequest:
     prompt_cache_key: str | None = None  # the client's identifiers, said back as given
     safety_identifier: str | None = None
     tools: tuple[ClientTool, ...] = ()  # the client's function tools: REPL functions of the run
-    tool_definitions: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # as sent
+    tool_definitions: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # said back
     background: bool = False
 
     @property
@@ -104,7 +104,7 @@ def parse(body: Any, headers: Mapping[str, str] = EMPTY) -> ResponsesRequest:
         keys["prompt_cache_key"],
         keys["safety_identifier"],
         tools,
-        list(body.get("tools") or []),
+        _said_back(body.get("tools") or []),
         background,
     )
     if not messages:
@@ -112,6 +112,23 @@ def parse(body: Any, headers: Mapping[str, str] = EMPTY) -> ResponsesRequest:
             raise bad_request("'input' is required (or the program's inputs in 'inputs')", param="input")
         chat.messages = []
     return asked
+
+
+def _said_back(definitions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The function tools as a response says them back: the schema's ``FunctionTool`` (every
+    field it requires, ``description`` null where none was given). ``strict`` is true whatever
+    was asked: the REPL checks every call's arguments against the schema, so no call that reaches
+    the client breaks it."""
+    return [
+        {
+            "type": "function",
+            "name": tool["name"],
+            "description": tool.get("description"),
+            "parameters": tool.get("parameters"),
+            "strict": True,
+        }
+        for tool in definitions
+    ]
 
 
 def _messages(value: Any) -> list[dict[str, Any]]:

@@ -4,7 +4,6 @@ machine slowed at random, and a run the wall-time fault guard stops twice is cut
 from __future__ import annotations
 
 import random
-import re
 import time
 
 import rlmkit
@@ -13,20 +12,19 @@ from optimizers.selftrain import SuitePlan
 from optimizers.selftrain.interleaved import Outcome, run_interleaved, suite_table
 from optimizers.selftrain.rounds import SealedTestPlan
 
-LOOK = (
-    "```repl\nimport re\nkey = re.search(r'for (\\S+) mentioned', question).group(1)\n"
-    "found = re.findall(r'magic numbers? for ' + re.escape(key) + r' is: (\\d+)', context)\nprint(found)\n```"
-)
-SUBMIT = "```repl\nSUBMIT(answer=found)\n```"
+LOOK = "```repl\nprint(question)\n```"
 WRONG = "```repl\nSUBMIT(answer=['1'])\n```"
 PLAN = SealedTestPlan(seed=5000, iterations=4, max_tokens=200_000, max_seconds=60,
                 suites=(SuitePlan(suite="needle", length=2_000, n=4),))  # fmt: skip
 
 
 def scripted(arm: str, *, jitter: random.Random | None = None, slow_on: str | None = None, pause: float = 0):
-    """``reader`` looks, then submits what it found; ``guesser`` reads the odd examples and guesses
-    on the even ones. ``jitter`` sleeps a random time before each reply (a loaded machine);
-    ``slow_on``: every reply on the example whose question holds it takes ``pause`` seconds."""
+    """``reader`` looks, then submits the gold of the question it was asked (the test's oracle:
+    what is measured here is the harness, not reading); ``guesser`` answers the questions of odd
+    length right and guesses on the others. ``jitter`` sleeps a random time before each reply (a
+    loaded machine); ``slow_on``: every reply on the example whose question holds it takes
+    ``pause`` seconds."""
+    golds = {e.inputs["question"]: e.gold for e in sealed_examples(PLAN.suites[0], PLAN.seed)}
 
     def reply(messages):
         if jitter is not None:
@@ -34,12 +32,12 @@ def scripted(arm: str, *, jitter: random.Random | None = None, slow_on: str | No
         text = " ".join(str(m.get("content", "")) for m in messages)
         if slow_on and slow_on in text:
             time.sleep(pause)
-        turns = sum(m["role"] == "assistant" for m in messages)
-        if turns == 0:
+        if sum(m["role"] == "assistant" for m in messages) == 0:
             return LOOK
-        key = re.search(r"for (\S+) mentioned", text)
-        guess = arm == "guesser" and key is not None and len(key.group(1)) % 2 == 0
-        return WRONG if guess else SUBMIT
+        question = next((q for q in golds if q in text), None)
+        if question is None or (arm == "guesser" and len(question) % 2 == 0):
+            return WRONG
+        return f"```repl\nSUBMIT(answer={golds[question]!r})\n```"
 
     return rlmkit.FunctionLM(reply)
 
@@ -80,7 +78,7 @@ def test_the_same_arm_twice_gives_identical_scores_even_when_the_machine_is_slow
 
 def test_a_run_the_guard_stops_twice_is_cut_reported_apart_and_left_out_of_the_mean():
     examples = sealed_examples(PLAN.suites[0], PLAN.seed)
-    slow = re.search(r"for (\S+) mentioned", examples[0].inputs["question"]).group(1)
+    slow = examples[0].inputs["question"]  # only its replies are slow
     guarded = PLAN.model_copy(update={"max_seconds": 0.5})
     calls = []
 
