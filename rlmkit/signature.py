@@ -37,7 +37,7 @@ def make_signature(signature: str | type[dspy.Signature]) -> type[dspy.Signature
 
 
 def signature_text(sig: type[dspy.Signature]) -> str:
-    def part(fields: dict) -> str:
+    def part(fields: dict[str, Any]) -> str:  # dspy's field objects: untyped
         return ", ".join(f"{name}: {type_name(f.annotation)}" for name, f in fields.items())
 
     return f"{part(sig.input_fields)} -> {part(sig.output_fields)}"
@@ -107,14 +107,14 @@ _LENIENT = ConfigDict(coerce_numbers_to_str=True)
 _SEQUENCES = (list, set, frozenset)
 
 
-def _lenient_adapter(annotation: Any) -> TypeAdapter:
+def _lenient_adapter(annotation: Any) -> TypeAdapter[Any]:
     try:
         return TypeAdapter(annotation, config=_LENIENT)
     except PydanticUserError:  # a pydantic model keeps its own config
         return TypeAdapter(annotation)
 
 
-def _validate(adapter: TypeAdapter, value: Any, annotation: Any) -> Any:
+def _validate(adapter: TypeAdapter[Any], value: object, annotation: Any) -> Any:
     """The typed value; a lone scalar given for a list field is read as a one-item list."""
     coerced = _coerce(value, annotation)
     try:

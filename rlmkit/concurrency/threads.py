@@ -18,7 +18,9 @@ import os
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TypeVar
+
+T = TypeVar("T")
 
 IDLE_EXIT_S = 60.0
 log = logging.getLogger("rlmkit")
@@ -29,12 +31,12 @@ class ReusedThreads:
 
     def __init__(self, name: str, idle_exit_s: float = IDLE_EXIT_S):
         self.name, self.idle_exit_s = name, idle_exit_s
-        self._jobs: queue.SimpleQueue[Callable[[], Any]] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[Callable[[], object]] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._idle = 0  # threads waiting for a job that no submit has claimed yet
         self.started = 0
 
-    def submit(self, job: Callable[[], Any]) -> None:
+    def submit(self, job: Callable[[], object]) -> None:
         """Run ``job()`` on an idle thread or a new one; what it raises is logged, not re-raised."""
         with self._lock:
             if self._idle:
@@ -73,35 +75,36 @@ def _new_pool_after_fork() -> None:  # a forked child has none of the parent's t
 os.register_at_fork(after_in_child=_new_pool_after_fork)
 
 
-def submit(job: Callable[[], Any]) -> None:
+def submit(job: Callable[[], object]) -> None:
     _pool.submit(job)
 
 
-async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
+async def in_thread(fn: Callable[..., T], *args: object) -> T:
     """Run blocking ``fn`` on a thread of its own (reused, never queued, so nested RLMs that block
     one thread each while their children run cannot deadlock). It runs in a copy of the caller's
     context, so sub-calls made from a cell see the run's DSPy settings and nest their events
     under the cell."""
     loop = asyncio.get_running_loop()
-    future = loop.create_future()
+    future: asyncio.Future[T] = loop.create_future()
 
     def target() -> None:
         try:
             result = fn(*args)
         except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
-            loop.call_soon_threadsafe(_settle, future, None, exc)
+            loop.call_soon_threadsafe(_fail, future, exc)
         else:
-            loop.call_soon_threadsafe(_settle, future, result, None)
+            loop.call_soon_threadsafe(_settle, future, result)
 
     context = contextvars.copy_context()
     submit(lambda: context.run(target))
     return await future
 
 
-def _settle(future: asyncio.Future, result: Any, exc: BaseException | None) -> None:
-    if future.cancelled():
-        return
-    if exc is not None:
-        future.set_exception(exc)
-    else:
+def _settle(future: asyncio.Future[T], result: T) -> None:
+    if not future.cancelled():
         future.set_result(result)
+
+
+def _fail(future: asyncio.Future[T], exc: BaseException) -> None:
+    if not future.cancelled():
+        future.set_exception(exc)

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlmkit.local.adapter import DEFAULT as DEFAULT_ADAPTER
 from rlmkit.local.adapter import resolve_adapter, served_alias
 from rlmkit.local.machine import AdapterMismatch, MachineServer, machine_server
-from rlmkit.local.model_file import EMBEDDED_MODEL, ModelSpec, ensure_model, models_dir
+from rlmkit.local.model_file import EMBEDDED_MODEL, ModelSpec, Progress, ensure_model, models_dir
 from rlmkit.local.preset import SHIPPED_PROGRAM, shipped_program
 from rlmkit.local.server import MODEL_ALIAS, LocalServer, LocalServerConfig, shared_server
+
+if TYPE_CHECKING:
+    from rlmkit.models.lm import LM
 
 log = logging.getLogger("rlmkit.local")
 
@@ -34,11 +37,11 @@ def is_embedded(model: str) -> bool:
 def local_lm(
     config: LocalServerConfig | None = None,
     *,
-    progress=None,
+    progress: Progress | None = None,
     private: bool = False,
     adapter: str | Path | None = DEFAULT_ADAPTER,
     **lm_kwargs: Any,
-):
+) -> LM:
     """An LM backed by the embedded model (started on first call, stopped at exit).
 
     ``lm_kwargs`` go to ``rlmkit.LM`` (temperature, max_tokens, cache, ...). Concurrency
@@ -53,7 +56,7 @@ def local_lm(
     """
     model = ensure_model(progress=progress)
     lora = resolve_adapter(adapter)
-    server = None
+    server: LocalServer | MachineServer | None = None
     if not private:  # one per machine, shared
         try:
             server = machine_server(model, config, lora=lora)
@@ -64,7 +67,7 @@ def local_lm(
     return served_lm(server, f"openai/{served_alias(lora)}", **lm_kwargs)
 
 
-def served_lm(server: LocalServer | MachineServer, model: str, **lm_kwargs: Any):
+def served_lm(server: LocalServer | MachineServer, model: str, **lm_kwargs: Any) -> LM:
     """An LM for a running llama.cpp server, with the embedded model's defaults (any GGUF model
     served here, e.g. a distilled student, is run under the same settings)."""
     from rlmkit.models.lm import LM  # the OpenAI-compatible transport: no litellm involved

@@ -22,6 +22,7 @@ import json
 import os
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from rlmkit.errors import LocalModelError
 from rlmkit.local.server import MODEL_ALIAS
@@ -68,12 +69,13 @@ def served_alias(lora: Path | None) -> str:
     return f"{MODEL_ALIAS}+{Path(lora).stem}-{digest}"
 
 
-def shipped_record() -> dict | None:
+# Any: the shipped record is JSON from the package's data file.
+def shipped_record() -> dict[str, Any] | None:
     """The shipped adapter's record (file, hash, what it was trained on, its gate), or None."""
     return json.loads(SHIPPED_ADAPTER.read_text()) if SHIPPED_ADAPTER.exists() else None
 
 
-def held_back() -> dict | None:
+def held_back() -> dict[str, Any] | None:
     """Why the shipped adapter is not the default (its gate's failures and where they were
     measured), or None when it is the default or none ships."""
     record = shipped_record()

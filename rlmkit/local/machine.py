@@ -29,6 +29,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rlmkit.errors import LocalModelError
 from rlmkit.local.adapter import served_alias
@@ -36,6 +37,9 @@ from rlmkit.local.model_file import models_dir
 from rlmkit.local.server import LocalServerConfig
 
 PIN = "pinned"
+
+# The machine server's state file: JSON from disk (url, pid, the arguments it was started with).
+StateInfo = dict[str, Any]
 
 
 def state_dir() -> Path:
@@ -79,7 +83,7 @@ def _alive(pid: int) -> bool:
         return True
 
 
-def _info(state: Path) -> dict | None:
+def _info(state: Path) -> StateInfo | None:
     try:
         info = json.loads((state / "server.json").read_text())
     except (OSError, ValueError):
@@ -99,7 +103,7 @@ def live_clients(state: Path) -> list[str]:
 
 
 # -- the server's side (called from server_process) ---------------------------------------
-def announce(state: str | Path, url: str, args: dict) -> None:
+def announce(state: str | Path, url: str, args: dict[str, object]) -> None:
     state = Path(state)
     info = {
         "pid": os.getpid(),
@@ -178,7 +182,9 @@ def machine_server(
     )
 
 
-def _start(state: Path, model_path: Path, config: LocalServerConfig, backend: str | None, lora: str) -> dict:
+def _start(
+    state: Path, model_path: Path, config: LocalServerConfig, backend: str | None, lora: str
+) -> StateInfo:
     log_path = state.parent / "logs" / "local-server.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     cmd = [
@@ -207,7 +213,9 @@ def _start(state: Path, model_path: Path, config: LocalServerConfig, backend: st
         start_new_session=True,
     )  # its own session: Ctrl-C here does not stop it
     result: list[str] = []
-    reader = threading.Thread(target=lambda: result.append(proc.stdout.readline()), daemon=True)
+    stdout = proc.stdout
+    assert stdout is not None  # stdout=PIPE
+    reader = threading.Thread(target=lambda: result.append(stdout.readline()), daemon=True)
     reader.start()
     reader.join(config.start_timeout_s)
     threading.Thread(
@@ -228,7 +236,7 @@ def _start(state: Path, model_path: Path, config: LocalServerConfig, backend: st
     return info
 
 
-def status() -> dict | None:
+def status() -> StateInfo | None:
     """The live server's info with its live clients, or None."""
     state = state_dir()
     with _locked(state):

@@ -84,7 +84,7 @@ def find_parts(spec: ModelSpec = EMBEDDED_MODEL) -> list[Path]:
                 f"package {package} should hold exactly one {spec.part_pattern} file, found {len(data)}. "
                 f"Reinstall it: {_install(spec, reinstall=True)}"
             )
-        parts.append(Path(dist.locate_file(data[0])))
+        parts.append(Path(str(dist.locate_file(data[0]))))
     if missing:
         shown = ", ".join(missing[:3]) + (" ..." if len(missing) > 3 else "")
         raise LocalModelError(
@@ -106,7 +106,7 @@ def _stamp_matches(path: Path, spec: ModelSpec) -> bool:
         stat = path.stat()
     except (OSError, ValueError):
         return False
-    return stamp == {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": spec.sha256}
+    return bool(stamp == {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": spec.sha256})
 
 
 def _write_stamp(path: Path, spec: ModelSpec) -> None:

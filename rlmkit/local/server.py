@@ -73,10 +73,10 @@ class LocalServer:
         self.config = config or LocalServerConfig()
         self.log_path = log_path or self.model_path.parent.parent / "logs" / f"local-server-{os.getpid()}.log"
         self.url: str | None = None
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[str] | None = None
         self.startup_s: float | None = None  # seconds from spawn to ready, for reports
 
-    def start(self) -> LocalServer:
+    def start(self) -> Self:
         started = time.perf_counter()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         cfg = self.config
@@ -109,7 +109,10 @@ class LocalServer:
     def _read_ready_line(self, timeout_s: float) -> str:
         """The child's first stdout line, or '' if it does not come in time."""
         result: list[str] = []
-        reader = threading.Thread(target=lambda: result.append(self._proc.stdout.readline()), daemon=True)
+        stdout = self._proc.stdout if self._proc is not None else None
+        if stdout is None:
+            return ""
+        reader = threading.Thread(target=lambda: result.append(stdout.readline()), daemon=True)
         reader.start()
         reader.join(timeout_s)
         return result[0] if result else ""

@@ -21,6 +21,7 @@ import os
 import signal
 import sys
 import threading
+from typing import Any
 
 from rlmkit.loading import load
 from rlmkit.local.server import SPECULATIVE
@@ -65,7 +66,8 @@ def _free_port() -> int:
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def serve_xllamacpp(args: argparse.Namespace, port: int) -> object:
@@ -92,7 +94,8 @@ def serve_xllamacpp(args: argparse.Namespace, port: int) -> object:
     return xllamacpp.Server(params)
 
 
-def speculate(params: object, kind: str) -> None:
+# Any: params is xllamacpp's CommonParams, which ships no types.
+def speculate(params: Any, kind: str) -> None:
     """Turn on llama.cpp's draftless speculative decoding of ``kind`` (one of ``SPECULATIVE``).
 
     No draft model: the guess is the text that followed the last NGRAM_KEY tokens where they

@@ -28,11 +28,13 @@ from typing import Any, Self
 
 from rlmkit.models.transports.function import approx_tokens
 
-Responder = Callable[[dict], "str | dict"]
+# A request or response body: JSON from the wire, whose fields are whatever the client sent.
+JSONBody = dict[str, Any]
+Responder = Callable[[JSONBody], "str | JSONBody"]
 Reply = tuple[int, dict[str, str], bytes]  # status, headers, body
 
 
-def chat_response(content: str, model: str = "served", prompt_tokens: int = 1) -> dict:
+def chat_response(content: str, model: str = "served", prompt_tokens: int = 1) -> JSONBody:
     """An OpenAI chat.completion body for ``content``."""
     return {
         "id": f"chatcmpl-{time.time_ns()}",
@@ -50,7 +52,7 @@ def chat_response(content: str, model: str = "served", prompt_tokens: int = 1) -
     }
 
 
-def as_event_stream(response: dict) -> bytes:
+def as_event_stream(response: JSONBody) -> bytes:
     """A chat.completion body as OpenAI's streamed form (``stream: true``): one content chunk,
     a final chunk with the finish reason and usage, then ``[DONE]``."""
     choice = response["choices"][0]
@@ -96,7 +98,8 @@ class ChatServer:
     @property
     def url(self) -> str:
         """Base URL for an LM's ``api_base`` (OpenAI style, ends in /v1)."""
-        return f"http://{self._httpd.server_address[0]}:{self.port}/v1"
+        host = self._httpd.server_address[0]
+        return f"http://{host.decode() if isinstance(host, bytes) else host}:{self.port}/v1"
 
     def start(self) -> Self:
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True, name="chat-server")
@@ -110,33 +113,33 @@ class ChatServer:
     def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     # -- one request (subclasses wrap these) ---------------------------------------
-    def handle(self, body: dict) -> Reply:
+    def handle(self, body: JSONBody) -> Reply:
         """The reply to one request body; never raises (a responder bug is a 500)."""
         try:
             return self.reply(body)
         except Exception as exc:
             return 500, {}, error_body(repr(exc))
 
-    def reply(self, body: dict) -> Reply:
+    def reply(self, body: JSONBody) -> Reply:
         return self.encode(body, self.response_for(body, self.responder(body)))
 
-    def response_for(self, body: dict, result: str | dict) -> dict:
+    def response_for(self, body: JSONBody, result: str | JSONBody) -> JSONBody:
         """A responder's result as a chat.completion body (a dict is one already)."""
         if isinstance(result, dict):
             return result
         prompt_chars = sum(len(str(m.get("content", ""))) for m in body.get("messages", []))
         return chat_response(result, body.get("model", self.name), max(1, prompt_chars // 4))
 
-    def encode(self, body: dict, response: dict) -> Reply:
+    def encode(self, body: JSONBody, response: JSONBody) -> Reply:
         if body.get("stream"):  # agent harnesses (e.g. verifiers') stream their completions
             return 200, {"Content-Type": "text/event-stream"}, as_event_stream(response)
         return 200, {}, json.dumps(response).encode()
 
-    def served(self, body: dict, arrived: float, done: float) -> None:
+    def served(self, body: JSONBody, arrived: float, done: float) -> None:
         """A hook: ``body`` was handled from its request line's arrival to its reply's last write
         (``time.monotonic()``): parsing, the responder, the write."""
 
@@ -147,7 +150,9 @@ class ChatServer:
             disable_nagle_algorithm = True
             protocol_version = "HTTP/1.1"
 
-            def log_message(self, *args: Any) -> None:  # a line per request is the caller's to log
+            def log_message(
+                self, format: str, *args: object
+            ) -> None:  # a line per request is the caller's to log
                 pass
 
             def do_GET(self) -> None:  # noqa: N802 - /v1/models, for health checks
@@ -184,4 +189,4 @@ class ChatServer:
         return Handler
 
 
-__all__ = ["ChatServer", "Responder", "as_event_stream", "chat_response"]
+__all__ = ["ChatServer", "JSONBody", "Responder", "as_event_stream", "chat_response"]

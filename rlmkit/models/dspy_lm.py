@@ -23,10 +23,15 @@ from __future__ import annotations
 import inspect
 import re
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlmkit.models.contract import Completion, ModelTraits, settings_free_description
 from rlmkit.trajectory import ChatMessage, Usage
+
+if TYPE_CHECKING:
+    from rlmkit.models.lm import LM
+
+# Any stays where a value is one of dspy's own objects (a BaseLM, its replies): dspy ships no types.
 
 FIELD = re.compile(r"^\[\[ ## (\w+) ## \]\]\s*$", re.MULTILINE)
 
@@ -42,16 +47,16 @@ class DSPyLM:
         # callbacks and writes its history itself. Its requests are its own: rlmkit sends none.
         self.traits = ModelTraits(observed_by_dspy=self.is_base_lm)
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, object]:
         return settings_free_description(self.model, "dspy")
 
     def __repr__(self) -> str:
         return f"DSPyLM({self.lm!r})"
 
-    def __deepcopy__(self, memo: dict) -> DSPyLM:
+    def __deepcopy__(self, memo: dict[int, object]) -> DSPyLM:
         return self
 
-    async def acomplete(self, messages: list[ChatMessage], **_: Any) -> Completion:
+    async def acomplete(self, messages: list[ChatMessage], **_: object) -> Completion:
         """One call; rlmkit's per-call caps (max_tokens, stop) are not sent: the LM's own apply."""
         started = time.perf_counter()
         before = len(getattr(self.lm, "history", None) or [])
@@ -83,7 +88,7 @@ class DSPyLM:
         )
 
 
-def reply_text(response: Any) -> str:
+def reply_text(response: object) -> str:
     """The text of what a DSPy LM returned, with dspy.RLM's errors for shapes it refuses."""
     if isinstance(response, str):
         return response
@@ -116,7 +121,7 @@ def from_fields(text: str) -> str:
     return f"{fields.get('reasoning', '')}\n\n{code}".strip()
 
 
-def _is_base_lm(lm: Any) -> bool:
+def _is_base_lm(lm: object) -> bool:
     import dspy
 
     return isinstance(lm, dspy.BaseLM)
@@ -126,7 +131,7 @@ class DirectDSPyLM:
     """A plain ``dspy.LM`` on rlmkit's direct transport: the shared ``rlmkit.LM`` for its
     settings does the calls; the ``dspy.LM`` itself is what DSPy's observers are shown."""
 
-    def __init__(self, origin: Any, direct: Any):
+    def __init__(self, origin: Any, direct: LM):
         self.dspy_origin, self.direct = origin, direct
 
     def __getattr__(self, name: str) -> Any:
@@ -134,25 +139,25 @@ class DirectDSPyLM:
             raise AttributeError(name)
         return getattr(self.direct, name)  # model, traits, acomplete, describe, cache_dir ...
 
-    def __deepcopy__(self, memo: dict) -> DirectDSPyLM:
+    def __deepcopy__(self, memo: dict[int, object]) -> DirectDSPyLM:
         return self
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, object]:
         return dict(self.__dict__)
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state)
 
     def __repr__(self) -> str:
         return f"DirectDSPyLM({self.dspy_origin!r})"
 
 
-def dspy_origin(lm: Any) -> Any | None:
+def dspy_origin(lm: object) -> Any | None:
     """The ``dspy.LM`` a model on the direct transport stands for, or None for any other model."""
     return lm.dspy_origin if isinstance(lm, DirectDSPyLM) else None
 
 
-def wants_dspy_call(lm: Any) -> bool:
+def wants_dspy_call(lm: object) -> bool:
     """True for what must be called as itself: a BaseLM other than a plain ``dspy.LM`` without
     callbacks of its own (their ``with_callbacks`` would be skipped on the direct transport),
     or a callable."""

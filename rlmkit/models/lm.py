@@ -25,6 +25,7 @@ import os
 import random
 import re
 import time
+from collections.abc import Callable
 from functools import cached_property
 from typing import Any
 
@@ -131,7 +132,7 @@ class LM:
             reaches_network=self.transport.name != "function",
         )
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, object]:
         """What this LM is, safe to log: never the API key or headers."""
         secret = re.compile(r"(key|secret|password|token$|headers)", re.IGNORECASE)
         params = {k: v for k, v in self.params.items() if not secret.search(k)}
@@ -150,13 +151,13 @@ class LM:
     def __repr__(self) -> str:
         return f"LM({self.model!r}, api_base={self.api_base!r})"
 
-    def __deepcopy__(self, memo: dict) -> LM:
+    def __deepcopy__(self, memo: dict[int, object]) -> LM:
         return self  # a handle: copies of a program share one cache and one concurrency limit
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, object]:
         return {k: v for k, v in self.__dict__.items() if k not in ("_cache", "_limit")}
 
-    def __setstate__(self, state: dict) -> None:  # e.g. sent to a worker process
+    def __setstate__(self, state: dict[str, object]) -> None:  # e.g. sent to a worker process
         self.__dict__.update(state)
         self._cache = open_cache(self.cache_dir) if self.cache_dir is not None else None
         self._limit = ConcurrencyLimit(self.max_concurrency)
@@ -169,7 +170,7 @@ class LM:
         rollout_id: int | None = None,
         max_tokens: int | None = None,
         stop: str | list[str] | None = None,
-        **overrides: Any,
+        **overrides: object,
     ) -> Completion:
         return run_sync(
             self.acomplete(messages, rollout_id=rollout_id, max_tokens=max_tokens, stop=stop, **overrides)
@@ -182,7 +183,7 @@ class LM:
         rollout_id: int | None = None,
         max_tokens: int | None = None,
         stop: str | list[str] | None = None,
-        **overrides: Any,
+        **overrides: object,
     ) -> Completion:
         request, key = self._prepare(messages, rollout_id, max_tokens, stop, overrides)
         if (hit := self._from_cache(key)) is not None:
@@ -209,7 +210,7 @@ class LM:
         rollout_id: int | None,
         max_tokens: int | None,
         stop: str | list[str] | None,
-        overrides: dict,
+        overrides: dict[str, object],
     ) -> tuple[ModelRequest, str | None]:
         if (
             not isinstance(messages, list)
@@ -236,7 +237,7 @@ class LM:
         return request, cache_key(self.model, messages, answer_params, rollout_id)
 
     def _from_cache(self, key: str | None) -> Completion | None:
-        stored = self._cache.get(key) if key is not None else None
+        stored = self._cache.get(key) if key is not None and self._cache is not None else None
         if stored is None:
             return None
         # A hit costs nothing; its tokens are kept for reference, and counted as a cached call.
@@ -265,7 +266,7 @@ class LM:
         )
         model = reply.model or self.model
         completion = Completion(reply.text, model, usage, False, duration, reply.finish_reason)
-        if key is not None:
+        if key is not None and self._cache is not None:
             self._cache.set(
                 key,
                 {
@@ -284,7 +285,7 @@ class LM:
             raise self._translate(exc, attempt + 1) from None
         if exc.retry_after is not None:
             return min(exc.retry_after, _RETRY_AFTER_CAP_S)
-        return random.uniform(0.5, 1.0) * min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2**attempt)
+        return random.uniform(0.5, 1.0) * min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2.0**attempt)
 
     def _translate(self, exc: ProviderError, tries: int) -> LMError:
         detail = _scrub(str(exc), self._api_key)[:300]
@@ -334,7 +335,7 @@ def _scrub(text: str, secret: str | None) -> str:
     return text
 
 
-def FunctionLM(fn: Any, *, model: str = "function/model", **kwargs: Any) -> LM:
+def FunctionLM(fn: Callable[..., object], *, model: str = "function/model", **kwargs: Any) -> LM:
     """An ``LM`` answered by ``fn(messages[, request]) -> str`` in process (sync or async).
 
     Everything above the transport is the real thing (retries, usage, cache, limits); the
@@ -346,7 +347,7 @@ def FunctionLM(fn: Any, *, model: str = "function/model", **kwargs: Any) -> LM:
     return LM(model, transport=FunctionTransport(fn), **kwargs)
 
 
-def dspy_lm_options(lm: Any) -> dict[str, Any]:
+def dspy_lm_options(lm: object) -> dict[str, Any]:
     """A ``dspy.LM``'s settings as ``LM`` keyword arguments: sampling kwargs, key, api_base, cache."""
     kwargs = dict(getattr(lm, "kwargs", {}) or {})
     kwargs.pop("rollout_id", None)  # a per-call option in DSPy, not a model setting

@@ -16,7 +16,7 @@ import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Protocol, TypedDict
 
 from rlmkit.errors import ConfigError
 from rlmkit.trajectory import ChatMessage
@@ -24,7 +24,26 @@ from rlmkit.trajectory import ChatMessage
 # Request parameters that only say how to reach the model, never what it answers.
 TRANSPORT_PARAMS = frozenset({"api_base", "base_url", "api_key", "timeout", "num_retries", "extra_headers"})
 
-_open_caches: dict[Path, Any] = {}
+
+class CachedReply(TypedDict):
+    """One cached answer: what a hit rebuilds its ``Completion`` from."""
+
+    text: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str | None
+
+
+class ResponseCache(Protocol):
+    """The part of ``diskcache.Cache`` the LM layer uses (diskcache ships no types)."""
+
+    def get(self, key: str) -> CachedReply | None: ...
+
+    def set(self, key: str, value: CachedReply) -> object: ...
+
+
+_open_caches: dict[Path, ResponseCache] = {}
 _open_lock = threading.Lock()
 
 
@@ -52,7 +71,7 @@ def default_cache_dir() -> Path:
 
 
 def cache_key(
-    model: str, messages: list[ChatMessage], params: dict[str, Any], rollout_id: int | None = None
+    model: str, messages: list[ChatMessage], params: dict[str, object], rollout_id: int | None = None
 ) -> str:
     """A sha256 over a canonical JSON of what determines the answer."""
     sampling = {k: v for k, v in params.items() if k not in TRANSPORT_PARAMS and v is not None}
@@ -61,7 +80,7 @@ def cache_key(
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def open_cache(directory: str | os.PathLike[str]) -> Any:
+def open_cache(directory: str | os.PathLike[str]) -> ResponseCache:
     """One diskcache.Cache per directory per process; a clear ConfigError if it cannot be used."""
     path = Path(directory).expanduser().resolve()
     with _open_lock:
@@ -77,7 +96,7 @@ def open_cache(directory: str | os.PathLike[str]) -> Any:
         import diskcache  # imported here: only processes that cache pay for it
 
         try:
-            cache = diskcache.Cache(str(path), size_limit=2**32)
+            cache: ResponseCache = diskcache.Cache(str(path), size_limit=2**32)
         except Exception as exc:  # sqlite errors on a read-only or broken directory
             raise ConfigError(f"cannot open the LM cache in {path}: {exc}. {hint}") from exc
         _open_caches[path] = cache

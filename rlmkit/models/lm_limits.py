@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import threading
 from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator
 
 
 class ConcurrencyLimit:
@@ -18,7 +19,7 @@ class ConcurrencyLimit:
         self.limit = limit
         self._active = 0
         self._lock = threading.Lock()
-        self._waiters: deque = deque()
+        self._waiters: deque[Callable[[], None]] = deque()
 
     def _try_take(self) -> bool:
         if self._active < self.limit:
@@ -35,7 +36,7 @@ class ConcurrencyLimit:
         hand_over()  # the slot passes on; _active stays the same
 
     @contextlib.contextmanager
-    def slot(self):
+    def slot(self) -> Iterator[None]:
         with self._lock:
             event = None if self._try_take() else threading.Event()
             if event is not None:
@@ -48,9 +49,9 @@ class ConcurrencyLimit:
             self.release()
 
     @contextlib.asynccontextmanager
-    async def aslot(self):
+    async def aslot(self) -> AsyncIterator[None]:
         loop = asyncio.get_running_loop()
-        future = loop.create_future()
+        future: asyncio.Future[None] = loop.create_future()
 
         def grant() -> None:  # may run in another thread: resolve on the waiter's loop
             loop.call_soon_threadsafe(

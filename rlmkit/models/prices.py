@@ -50,11 +50,12 @@ def _raw() -> bytes:
 
 
 @functools.lru_cache(maxsize=1)
-def _load() -> dict:
-    return json.loads(_raw())
+def _load() -> dict[str, object]:
+    parsed = json.loads(_raw())
+    return parsed if isinstance(parsed, dict) else {}
 
 
-def price_map() -> dict:
+def price_map() -> dict[str, object]:
     """``{model: {input_cost_per_token: ..., ...}}``, the whole file, parsed once (thread-safe)."""
     with _lock:
         return _load()
@@ -80,7 +81,7 @@ def warm(model: str) -> None:
         threading.Thread(target=price_map, name="rlmkit-prices", daemon=True).start()
 
 
-def model_prices(model: str, served_as: str | None = None) -> dict | None:
+def model_prices(model: str, served_as: str | None = None) -> dict[str, object] | None:
     """The price entry for ``provider/name`` (litellm's lookup order: bare name, then the full string)."""
     provider, _, name = model.partition("/")
     candidates = [name, model] if name else [model]
@@ -102,9 +103,9 @@ def call_cost(model: str, prompt_tokens: int, completion_tokens: int, cached_pro
     if entry is None:
         return 0.0
     suffix = _tier_suffix(entry, prompt_tokens)  # long prompts are billed at the tier's rate throughout
-    input_rate = entry.get("input_cost_per_token" + suffix, entry["input_cost_per_token"]) or 0.0
-    output_rate = entry.get("output_cost_per_token" + suffix, entry.get("output_cost_per_token")) or 0.0
-    cached_rate = entry.get("cache_read_input_token_cost" + suffix, entry.get("cache_read_input_token_cost"))
+    input_rate = _rate(entry, "input_cost_per_token" + suffix, "input_cost_per_token") or 0.0
+    output_rate = _rate(entry, "output_cost_per_token" + suffix, "output_cost_per_token") or 0.0
+    cached_rate = _rate(entry, "cache_read_input_token_cost" + suffix, "cache_read_input_token_cost")
     cached = min(cached_prompt_tokens, prompt_tokens) if cached_rate is not None else 0
     return (
         (prompt_tokens - cached) * input_rate
@@ -113,7 +114,17 @@ def call_cost(model: str, prompt_tokens: int, completion_tokens: int, cached_pro
     )
 
 
-def _tier_suffix(entry: dict, prompt_tokens: int) -> str:
+def _rate(entry: dict[str, object], *keys: str) -> float | None:
+    """The first of ``keys`` the entry prices in dollars per token (the file is JSON: a field may be
+    null or missing)."""
+    for key in keys:
+        value = entry.get(key)
+        if isinstance(value, int | float):
+            return float(value)
+    return None
+
+
+def _tier_suffix(entry: dict[str, object], prompt_tokens: int) -> str:
     tiers = sorted(int(m.group(1)) for key in entry if (m := _TIER.match(key)))
     above = [k for k in tiers if prompt_tokens > k * 1000]
     return f"_above_{above[-1]}k_tokens" if above else ""

@@ -13,7 +13,8 @@ from rlmkit.models.lm import LM, dspy_lm_options
 
 _shared: dict[str, LM] = {}
 _shared_lock = threading.Lock()
-_views: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# keyed by dspy.LM objects, which dspy ships untyped
+_views: weakref.WeakKeyDictionary[Any, DirectDSPyLM] = weakref.WeakKeyDictionary()
 
 
 def shared_lm(model: str, **kwargs: Any) -> LM:

@@ -64,16 +64,16 @@ class ReplayedPrefix:
             self._branches.setdefault(own, []).append((branch, prompts))
         self._speaking: set[tuple[int, str]] = set()  # (rollout id, run id) past their played prefix
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, object]:
         return self.inner.describe() | {"replays": sum(len(b) for b in self._branches.values())}
 
     def __getattr__(self, name: str) -> Any:  # the inner model's own extras (cache_dir, close, ...)
         return getattr(self.inner, name)
 
-    async def acomplete(self, messages: list[ChatMessage], **options: Any) -> Completion:
+    async def acomplete(self, messages: list[ChatMessage], **options: object) -> Completion:
         own = options.get("rollout_id")  # this continuation's
-        candidates = self._branches.get(own, []) if own is not None else []
-        if not candidates:
+        candidates = self._branches.get(own, []) if isinstance(own, int) else []
+        if not isinstance(own, int) or not candidates:
             return await self.inner.acomplete(messages, **options)
         sent = _pairs(messages)
         found = [(branch, prompts) for branch, prompts in candidates if sent[:2] == prompts[0][:2]]

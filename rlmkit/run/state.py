@@ -38,8 +38,8 @@ class RunState:
         self.submitted: dict[str, Any] | None = None
         self.current_block: CodeBlock | None = None
         # the loop's own: the worker's start, and the start record (written once the inputs are hashed)
-        self.sandbox_ready: asyncio.Future | None = None
-        self.start_logged: asyncio.Future | None = None
+        self.sandbox_ready: asyncio.Future[None] | None = None
+        self.start_logged: asyncio.Future[None] | None = None
         self._lock = threading.Lock()
 
     def record_subcall(self, node: SubCall) -> None:

@@ -75,6 +75,7 @@ class TypedSubcall:
     def parse(self, text: str) -> Any:
         """The validated value (one output) or a SimpleNamespace of them (several)."""
         match = re.search(r"\{.*\}", text or "", re.DOTALL)
+        data: object
         if match is None:
             if len(self.validator.fields) == 1:  # a bare value is fine for one field
                 data = {self.validator.fields[0]: (text or "").strip().strip("`").strip()}

@@ -9,8 +9,8 @@ import ast
 import functools
 import importlib.util
 import os
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from rlmkit.budget import Budget, Spending
 from rlmkit.concurrency.threads import in_thread
@@ -23,11 +23,14 @@ from rlmkit.sandbox.host import Relaunch, WorkerHost
 from rlmkit.settings import RunSettings
 from rlmkit.trajectory import Compaction
 
+if TYPE_CHECKING:
+    from rlmkit.session.session import Session
+
 MAX_VARIABLE_BYTES = 64 * 1024**2  # a bigger pickle is listed as unsaved: it stays live, uncheckpointed
 RESTORED_NOTE = "its variables were put back as of the last finished call (a checkpoint)"
 
 
-def worker_sandbox(name: str, interpreter_factory: object = None) -> type[WorkerHost]:
+def worker_sandbox(name: str, interpreter_factory: object = None) -> Callable[..., WorkerHost]:
     """The class of the worker a session keeps alive between calls: ``ConfigError`` (the one
     place that says so) when ``name`` runs no worker or a DSPy interpreter runs the cells."""
     backend = sandbox_backend(name) if interpreter_factory is None else None
@@ -69,7 +72,7 @@ class SessionCall:
 
     def __init__(
         self,
-        session: Any,
+        session: Session,
         *,
         number: int,
         restored: str | None,
@@ -107,12 +110,13 @@ class SessionCall:
     # -- the lease (CallHooks.sandbox / start / release) ----------------------------------
     def sandbox(self, settings: RunSettings, spending: Spending) -> Sandbox:
         session = self.session
-        if session.sandbox is None:  # the first call: a worker that gets the checkpoint back at each launch
+        sandbox: WorkerHost | None = session.sandbox
+        if sandbox is None:  # the first call: a worker that gets the checkpoint back at each launch
             backend = worker_sandbox(settings.sandbox)
             relaunch = Relaunch(session.restore_into, RESTORED_NOTE)
-            session.sandbox = backend(settings.sandbox_limits(spending), relaunch=relaunch)
-        session.sandbox.limits = settings.sandbox_limits(spending)
-        return session.sandbox
+            sandbox = session.sandbox = backend(settings.sandbox_limits(spending), relaunch=relaunch)
+        sandbox.limits = settings.sandbox_limits(spending)
+        return sandbox
 
     async def start(self, name: str, sandbox: WorkerHost, variables: Variables,
                     functions: Functions, prelude: str) -> None:  # fmt: skip
@@ -149,7 +153,7 @@ class SessionCall:
 _NOTHING = object()
 
 
-def _same(held: Any, given: Any) -> bool:
+def _same(held: object, given: object) -> bool:
     """The worker holds this value already: the same object, or equal text or number (a str
     compares at memory speed, far below what crossing again costs)."""
     if held is given:
@@ -158,7 +162,7 @@ def _same(held: Any, given: Any) -> bool:
     return type(held) is type(given) and isinstance(given, scalar) and held == given
 
 
-def checkpoint_now(session: Any, skip: set[str]) -> list[str]:
+def checkpoint_now(session: Session, skip: set[str]) -> list[str]:
     """Ask the live worker for what changed and keep it (blocking: run it on a thread)."""
     sandbox = session.sandbox
     if sandbox is None or not sandbox.alive():

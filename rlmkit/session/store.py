@@ -45,14 +45,19 @@ class SavedVariable:
         return self.type if self.size is None else f"{self.type}, {self.size:,} items"
 
 
+# A worker's snapshot entry: (name, type, size, digest, blob, why it could not be saved).
+SnapshotEntry = tuple[str, str, int | None, str, bytes | None, str | None]
+SnapshotReply = tuple[str, list[SnapshotEntry], list[str]]  # ("snapshot", entries, gone)
+
+
 @dataclass
 class Checkpoint:
     variables: dict[str, SavedVariable] = field(default_factory=dict)
 
-    def apply(self, reply: tuple) -> list[str]:
+    def apply(self, reply: SnapshotReply) -> list[str]:
         """Take a worker's ``("snapshot", entries, gone)``; returns the names whose bytes changed."""
         _, entries, gone = reply
-        changed = []
+        changed: list[str] = []
         for name, type_name, size, digest, blob, unsaved in entries:
             old = self.variables.get(name)
             if blob is None and unsaved is None and old is not None and old.digest == digest:

@@ -111,7 +111,7 @@ def _error_name(result: Any) -> str:
     """The exception name on the last line of a traceback ('' if the cell succeeded)."""
     if not result.error:
         return ""
-    last = result.error.strip().splitlines()[-1]
+    last: str = result.error.strip().splitlines()[-1]
     return last.split(":", 1)[0].strip()
 
 

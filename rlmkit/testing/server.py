@@ -20,7 +20,15 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from rlmkit.models.chat_server import ChatServer, Reply, Responder, as_event_stream, chat_response, error_body
+from rlmkit.models.chat_server import (
+    ChatServer,
+    JSONBody,
+    Reply,
+    Responder,
+    as_event_stream,
+    chat_response,
+    error_body,
+)
 
 FAULT_KINDS = ("429", "500", "timeout", "truncated_json", "empty", "no_code", "broken_code")
 # what the text faults put in place of the responder's reply
@@ -75,12 +83,12 @@ class ScriptedServer(ChatServer):
         super().__init__(responder, port=port, name="scripted")
         self.latency = latency
         self.faults = faults or Faults()
-        self.requests: list[dict] = []
+        self.requests: list[JSONBody] = []
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
 
-    def handle(self, body: dict) -> Reply:
+    def handle(self, body: JSONBody) -> Reply:
         with self._lock:
             self.requests.append(body)
             self.in_flight += 1
@@ -91,7 +99,7 @@ class ScriptedServer(ChatServer):
             with self._lock:
                 self.in_flight -= 1
 
-    def reply(self, body: dict) -> Reply:
+    def reply(self, body: JSONBody) -> Reply:
         fault = self.faults.draw()
         if fault == "429":
             return (
@@ -106,7 +114,7 @@ class ScriptedServer(ChatServer):
         if self.latency:
             time.sleep(self.latency)
         result = self.responder(body)
-        if not isinstance(result, dict):
+        if not isinstance(result, dict) and fault is not None:
             result = FAULT_TEXTS.get(fault, result)
         status, headers, data = self.encode(body, self.response_for(body, result))
         if fault == "truncated_json" and not body.get("stream"):
@@ -114,7 +122,7 @@ class ScriptedServer(ChatServer):
         return status, headers, data
 
 
-def last_user_text(body: dict) -> str:
+def last_user_text(body: JSONBody) -> str:
     """The content of the last user message of a request (handy in responders)."""
     for message in reversed(body.get("messages", [])):
         if message.get("role") == "user":
@@ -123,7 +131,7 @@ def last_user_text(body: dict) -> str:
     return ""
 
 
-def is_root_request(body: dict) -> bool:
+def is_root_request(body: JSONBody) -> bool:
     """True when a request comes from an RLM root loop (its system prompt names the REPL)."""
     messages = body.get("messages", [])
     return (

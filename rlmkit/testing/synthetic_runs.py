@@ -149,12 +149,11 @@ def make_run(
             )
         )
         length += len(new) + 1
-    status = "ok"
     return Trajectory(
         meta=meta,
         turns=turns,
         outputs={"answer": answer},
-        status=status,
+        status="ok",
         score=score,
         usage=Usage(
             calls=2 * n_turns, prompt_tokens=1000 * n_turns, completion_tokens=50 * n_turns, cost=cost

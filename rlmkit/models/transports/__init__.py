@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from rlmkit.errors import LMConfigError, UserError
 from rlmkit.models.transports.base import PLACEHOLDER_KEY, ModelReply, ModelRequest, ProviderError, Transport
@@ -33,7 +32,7 @@ def make_transport(
     api_key: str | None,
     pool: int,
     transport: str | Transport | None = None,
-    headers: dict | None = None,
+    headers: dict[str, str] | None = None,
 ) -> tuple[Transport, str]:
     """The transport for ``model`` and the model name to send through it.
 
@@ -78,6 +77,7 @@ def make_transport(
 
 
 __all__ = [
+    "PLACEHOLDER_KEY",
     "FunctionTransport",
     "ModelReply",
     "ModelRequest",
@@ -91,7 +91,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:  # the two network transports load on first use
+def __getattr__(name: str) -> type[Transport]:  # the two network transports load on first use
     if name == "OpenAITransport":
         from rlmkit.models.transports.openai import OpenAITransport
 

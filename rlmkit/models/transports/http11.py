@@ -136,7 +136,7 @@ async def _read_head(conn: Connection) -> Response:
 
 async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> bytes:
     if "chunked" in headers.get("transfer-encoding", "").lower():
-        parts = []
+        parts: list[bytes] = []
         while True:
             size_line = await reader.readuntil(b"\r\n")
             try:

@@ -16,6 +16,7 @@ import contextlib
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from rlmkit.errors import LMConfigError
@@ -39,6 +40,7 @@ _NETWORK_ERRORS = {
 }
 
 
+# Any: litellm ships no types, so the module and what it returns are untyped to the checker.
 def import_litellm() -> Any:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm  # cached by sys.modules after the first call
@@ -173,8 +175,9 @@ def _translate(exc: Exception) -> ProviderError:
     )
 
 
-def _is_network_error(exc: BaseException) -> bool:
+def _is_network_error(error: BaseException) -> bool:
     """True when the server was never reached or never answered (litellm may wrap that as a 500)."""
+    exc: BaseException | None = error
     seen = 0
     while exc is not None and seen < 8:  # walk the cause chain: litellm -> openai -> httpx -> OSError
         if any(cls.__name__ in _NETWORK_ERRORS for cls in type(exc).__mro__):
@@ -184,7 +187,7 @@ def _is_network_error(exc: BaseException) -> bool:
 
 
 @contextlib.contextmanager
-def _without_logging_worker(litellm: Any):
+def _without_logging_worker(litellm: Any) -> Iterator[None]:
     """Skip litellm's per-call background logging when no litellm callback would consume it."""
     flag = getattr(sys.modules.get("litellm._internal_context"), "is_internal_call", None)
     busy = litellm.callbacks or litellm.success_callback or litellm._async_success_callback

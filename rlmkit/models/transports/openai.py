@@ -27,7 +27,9 @@ from urllib.parse import urlsplit
 from rlmkit.models.transports import http11
 from rlmkit.models.transports.base import ModelReply, ModelRequest, ProviderError, retry_after_s
 
-_lanes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loop -> {(url, pool): Lanes}
+_lanes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, int], Lanes]] = (
+    weakref.WeakKeyDictionary()
+)  # loop -> {(url, pool): Lanes}
 _lanes_lock = threading.Lock()
 # What a lost, refused, garbled or stalled connection raises (TimeoutError and ssl.SSLError are
 # OSErrors; IncompleteReadError is a connection closed mid-response): all retried like a 5xx.
@@ -72,7 +74,7 @@ class Lanes:
     def give(self, lane: Lane) -> None:
         self._free.put_nowait(lane)
 
-    async def post(self, lane: Lane, path: str, headers: dict, body: bytes) -> http11.Response:
+    async def post(self, lane: Lane, path: str, headers: dict[str, str], body: bytes) -> http11.Response:
         """POST on the lane's connection (made if it has none); on a new one if the kept one had
         gone stale while idle (the server closed it: the request never reached it)."""
         if lane.conn is not None:
@@ -112,7 +114,9 @@ class OpenAITransport:
 
     name = "openai"
 
-    def __init__(self, base_url: str, api_key: str | None, *, pool: int = 16, headers: dict | None = None):
+    def __init__(
+        self, base_url: str, api_key: str | None, *, pool: int = 16, headers: dict[str, str] | None = None
+    ):
         self.base_url = base_url.rstrip("/")
         self.pool = pool
         url = urlsplit(f"{self.base_url}/chat/completions")
@@ -159,7 +163,8 @@ class OpenAITransport:
         return parse_chat_response(data, choice, request.model)
 
 
-def parse_chat_response(data: dict, choice: dict, model: str) -> ModelReply:
+# Any: a chat.completion body is JSON from the wire, read field by field with defaults.
+def parse_chat_response(data: dict[str, Any], choice: dict[str, Any], model: str) -> ModelReply:
     usage = data.get("usage") or {}
     details = usage.get("prompt_tokens_details") or {}
     return ModelReply(
