@@ -79,11 +79,13 @@ def test_the_same_arm_twice_gives_identical_scores_even_when_the_machine_is_slow
 def test_a_run_the_guard_stops_twice_is_cut_reported_apart_and_left_out_of_the_mean():
     examples = sealed_examples(PLAN.suites[0], PLAN.seed)
     slow = examples[0].inputs["question"]  # only its replies are slow
-    guarded = PLAN.model_copy(update={"max_seconds": 0.5})
+    # The guard is far above a normal run here (a few ms of scripted replies) and far below the
+    # slowed example's, so a loaded machine cuts only the run this test slows.
+    guarded = PLAN.model_copy(update={"max_seconds": 3.0})
     calls = []
 
     def lm_for(arm):
-        return scripted(arm, slow_on=slow if arm == "guesser" else None, pause=0.6)
+        return scripted(arm, slow_on=slow if arm == "guesser" else None, pause=4.0)
 
     runner = EmbeddedArms(guarded, {}, lm_for=lm_for)
     rows = run_interleaved(
