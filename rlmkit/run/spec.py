@@ -75,8 +75,8 @@ class RunSpec(Generic[M]):
         it has no program of its own, the program its root model ships with (``with_preset``).
         Once: a session resolves its call's spec to shape the task message, and the run it
         hands the spec to takes it as it is."""
-        if self.is_resolved:
-            return self
+        if self.is_resolved:  # its models are resolved already: only the type says otherwise
+            return cast("RunSpec[Model]", self)
         lm, sub_lm = resolve_lm(self.lm), resolve_lm(self.sub_lm)
         instructions, demos, settings = with_preset(
             self.signature, self.instructions, self.demos, self.settings, lm, use_preset=self.use_preset
