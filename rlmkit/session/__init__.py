@@ -2,7 +2,10 @@
 between calls and checkpointed after each (see ``session.py``; the directory format is
 ``store.py``'s)."""
 
-from rlmkit.run.inputs import load_input  # what a session does to each input: the CLI loads files with it
+# What a session does to each input (the CLI loads files with it), and the client's tools a
+# started run takes (serving hands them over): the faces reach the run through here.
+from rlmkit.run.client_tools import ClientTool, PendingToolCall, client_tools
+from rlmkit.run.inputs import load_input
 from rlmkit.session.session import Session
 
-__all__ = ["Session", "load_input"]
+__all__ = ["ClientTool", "PendingToolCall", "Session", "client_tools", "load_input"]

@@ -10,7 +10,7 @@ import functools
 import importlib.util
 import os
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from rlmkit.budget import Budget, Spending
 from rlmkit.concurrency.threads import in_thread
@@ -20,11 +20,26 @@ from rlmkit.run.hooks import Described, Functions, Variables, start_lease
 from rlmkit.sandbox import sandbox_backend
 from rlmkit.sandbox.base import Sandbox
 from rlmkit.sandbox.host import Relaunch, WorkerHost
+from rlmkit.session import store
 from rlmkit.settings import RunSettings
 from rlmkit.trajectory import Compaction
 
-if TYPE_CHECKING:
-    from rlmkit.session.session import Session
+
+class SessionState(Protocol):
+    """What a call reads and keeps of its session (``rlmkit.Session`` is one). Named here rather
+    than imported, so the session's module imports this one and not the other way round."""
+
+    id: str
+    spending: Spending
+    sandbox: WorkerHost | None
+    sent: dict[str, Any]  # Any: whatever object the worker holds for an input
+    described: dict[str, tuple[Any, Any]]
+    lost_at_restore: dict[str, str]
+    launches: int
+    checkpoint: store.Checkpoint
+
+    def restore_into(self, host: Any) -> None: ...
+
 
 MAX_VARIABLE_BYTES = 64 * 1024**2  # a bigger pickle is listed as unsaved: it stays live, uncheckpointed
 RESTORED_NOTE = "its variables were put back as of the last finished call (a checkpoint)"
@@ -72,7 +87,7 @@ class SessionCall:
 
     def __init__(
         self,
-        session: Session,
+        session: SessionState,
         *,
         number: int,
         restored: str | None,
@@ -162,7 +177,7 @@ def _same(held: object, given: object) -> bool:
     return type(held) is type(given) and isinstance(given, scalar) and held == given
 
 
-def checkpoint_now(session: Session, skip: set[str]) -> list[str]:
+def checkpoint_now(session: SessionState, skip: set[str]) -> list[str]:
     """Ask the live worker for what changed and keep it (blocking: run it on a thread)."""
     sandbox = session.sandbox
     if sandbox is None or not sandbox.alive():

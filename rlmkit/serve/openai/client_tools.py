@@ -25,10 +25,9 @@ from openai.types.chat import ChatCompletionMessageFunctionToolCall
 from openai.types.responses import ResponseFunctionToolCall
 
 from rlmkit.errors import ConfigError
-from rlmkit.run.client_tools import ClientTool, PendingToolCall, client_tools
 from rlmkit.serve.errors import APIError, bad_request
 from rlmkit.serve.tool_results import ToolResults
-from rlmkit.session import Session
+from rlmkit.session import ClientTool, PendingToolCall, Session, client_tools
 from rlmkit.session.runs import RunSlots, SessionRun
 
 

@@ -30,13 +30,13 @@ import pydantic
 from openai.types.chat.completion_create_params import CompletionCreateParamsBase
 from pydantic_core import to_jsonable_python
 
-from rlmkit.run.client_tools import ClientTool
 from rlmkit.serve.errors import APIError, bad_request
 from rlmkit.serve.openai.client_tools import check_tool_choice, parse_tools
 from rlmkit.serve.openai.images import image_field, image_url, image_value
 from rlmkit.serve.program import Program
 from rlmkit.serve.session_choice import SessionAsk, read_ask
 from rlmkit.serve.tool_results import ToolResults
+from rlmkit.session import ClientTool
 
 # The fields a client may send: OpenAI's own (from the SDK's types, so a new one is known as
 # soon as the SDK is), and ours, sent in extra_body.

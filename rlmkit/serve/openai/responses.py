@@ -37,7 +37,6 @@ from sse_starlette import ServerSentEvent
 
 from rlmkit import events as ev
 from rlmkit.errors import RunCancelled
-from rlmkit.run.client_tools import PendingToolCall
 from rlmkit.serve import reasoning
 from rlmkit.serve.errors import APIError, from_exception
 from rlmkit.serve.openai.chat import Call
@@ -47,6 +46,7 @@ from rlmkit.serve.openai.images import unread_note
 from rlmkit.serve.openai.mapping import content_of
 from rlmkit.serve.openai.responses_request import ResponsesRequest
 from rlmkit.serve.openai.stored import response_id
+from rlmkit.session import PendingToolCall
 from rlmkit.session.runs import SessionRun
 from rlmkit.trajectory import Usage
 

@@ -19,13 +19,13 @@ from typing import Any
 
 from openai.types.responses.response_create_params import ResponseCreateParamsBase
 
-from rlmkit.run.client_tools import ClientTool
 from rlmkit.serve.errors import bad_request
 from rlmkit.serve.openai.client_tools import check_tool_choice, parse_tools
 from rlmkit.serve.openai.images import image_url
 from rlmkit.serve.openai.mapping import EMPTY, ChatRequest, check_fields, parse_request
 from rlmkit.serve.session_choice import read_ask
 from rlmkit.serve.tool_results import ToolResults
+from rlmkit.session import ClientTool
 
 OPENAI_FIELDS = frozenset(ResponseCreateParamsBase.__annotations__) | {"stream"}
 RLMKIT_FIELDS = frozenset({"inputs", "session", "budget"})

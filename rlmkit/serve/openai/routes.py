@@ -10,7 +10,6 @@ from fastapi import APIRouter, Depends, Request
 from openai.types import Model
 from starlette.responses import Response
 
-from rlmkit.run.client_tools import PendingToolCall
 from rlmkit.serve.errors import APIError, bad_request
 from rlmkit.serve.http import openai_errors, read_json, unless_disconnected
 from rlmkit.serve.openai import client_tools
@@ -24,6 +23,7 @@ from rlmkit.serve.program import Program
 from rlmkit.serve.reasoning import reasoning_turns
 from rlmkit.serve.session_choice import choose_session
 from rlmkit.serve.state import ServeState, loaded_program, serving
+from rlmkit.session import PendingToolCall
 
 router = APIRouter()
 
